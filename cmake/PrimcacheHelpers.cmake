@@ -1,0 +1,100 @@
+# The one CMake helper every folder uses, so each CMakeLists.txt reads alike:
+#
+#   primcache_library(NAME cache SRCS src/cache.cpp DEPS primcache::base)
+#   primcache_test(NAME cache_test SRCS a_test.cpp DEPS primcache::cache
+#                  [LABELS concurrency])
+#   primcache_benchmark(NAME bench_cache SRCS bench_cache.cpp DEPS primcache::cache)
+#
+# DEPS are public dependencies (aliases only, one per line by convention);
+# PRIVATE_DEPS stay out of the exported interface.
+include_guard(GLOBAL)
+include(CMakePackageConfigHelpers)
+
+set_property(GLOBAL PROPERTY PRIMCACHE_COMPONENTS "")
+
+function(primcache_library)
+  cmake_parse_arguments(PL "" "NAME" "SRCS;DEPS;PRIVATE_DEPS;PACKAGE_DEPS" ${ARGN})
+  set(target primcache_${PL_NAME})
+  add_library(${target} ${PL_SRCS})
+  add_library(primcache::${PL_NAME} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME primcache_${PL_NAME}
+    EXPORT_NAME ${PL_NAME}
+    VERSION ${PROJECT_VERSION}
+    SOVERSION ${PROJECT_VERSION_MAJOR})
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  if(PL_DEPS)
+    target_link_libraries(${target} PUBLIC ${PL_DEPS})
+  endif()
+  if(PL_PRIVATE_DEPS)
+    target_link_libraries(${target} PRIVATE ${PL_PRIVATE_DEPS})
+  endif()
+  install(TARGETS ${target} EXPORT primcache-${PL_NAME}-targets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT primcache-${PL_NAME}-targets
+    NAMESPACE primcache::
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/primcache)
+  # Which other components (and find_dependency packages) this one needs,
+  # for the package config to load them first.
+  set(component_deps "")
+  foreach(dep IN LISTS PL_DEPS PL_PRIVATE_DEPS)
+    if(dep MATCHES "^primcache::(.+)$")
+      list(APPEND component_deps ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
+  set_property(GLOBAL APPEND PROPERTY PRIMCACHE_COMPONENTS ${PL_NAME})
+  set_property(GLOBAL PROPERTY PRIMCACHE_COMPONENT_DEPS_${PL_NAME} "${component_deps}")
+  set_property(GLOBAL PROPERTY PRIMCACHE_PACKAGE_DEPS_${PL_NAME} "${PL_PACKAGE_DEPS}")
+endfunction()
+
+function(primcache_test)
+  cmake_parse_arguments(PT "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${PT_NAME} ${PT_SRCS})
+  target_link_libraries(${PT_NAME} PRIVATE ${PT_DEPS} Catch2::Catch2WithMain)
+  set(labels ${PT_LABELS})
+  if(PT_NAME MATCHES "_concurrency$")
+    list(APPEND labels concurrency)
+  endif()
+  if(labels)
+    catch_discover_tests(${PT_NAME} TEST_PREFIX "${PT_NAME}:" PROPERTIES LABELS "${labels}")
+  else()
+    catch_discover_tests(${PT_NAME} TEST_PREFIX "${PT_NAME}:")
+  endif()
+endfunction()
+
+function(primcache_benchmark)
+  cmake_parse_arguments(PB "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${PB_NAME} ${PB_SRCS})
+  target_link_libraries(${PB_NAME} PRIVATE ${PB_DEPS} benchmark::benchmark)
+endfunction()
+
+# Writes primcacheConfig.cmake: find_package(primcache COMPONENTS a b) loads
+# each requested component's targets after those it depends on.
+function(primcache_install_package)
+  get_property(components GLOBAL PROPERTY PRIMCACHE_COMPONENTS)
+  set(PRIMCACHE_COMPONENT_TABLE "")
+  foreach(c IN LISTS components)
+    get_property(deps GLOBAL PROPERTY PRIMCACHE_COMPONENT_DEPS_${c})
+    get_property(pkgs GLOBAL PROPERTY PRIMCACHE_PACKAGE_DEPS_${c})
+    string(APPEND PRIMCACHE_COMPONENT_TABLE
+      "set(_primcache_deps_${c} \"${deps}\")\nset(_primcache_pkgs_${c} \"${pkgs}\")\n")
+  endforeach()
+  set(PRIMCACHE_ALL_COMPONENTS "${components}")
+  configure_package_config_file(
+    ${PROJECT_SOURCE_DIR}/cmake/primcacheConfig.cmake.in
+    ${PROJECT_BINARY_DIR}/primcacheConfig.cmake
+    INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/primcache)
+  write_basic_package_version_file(
+    ${PROJECT_BINARY_DIR}/primcacheConfigVersion.cmake
+    COMPATIBILITY SameMinorVersion)
+  install(FILES
+    ${PROJECT_BINARY_DIR}/primcacheConfig.cmake
+    ${PROJECT_BINARY_DIR}/primcacheConfigVersion.cmake
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/primcache)
+endfunction()
