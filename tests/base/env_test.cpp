@@ -35,7 +35,7 @@ TEST_CASE("parse_int accepts whole decimal integers within range", "[base][env]"
 
 TEST_CASE("parse_int rejects anything but a whole in-range integer", "[base][env]") {
   auto text = GENERATE(as<std::string>{}, "", "-5", "1e3", "12x", " 12", "12 ", "0x10", "++1",
-                       "99999999999999999999", "2147483648", "1.0", "+", "-");
+                       "99999999999999999999", "2147483648", "1.0", "+", "-", "+-5", "-+5", "--5");
   auto r = primcache::parse_int(text, 0, kIntMax);
   INFO("text: '" << text << "'");
   REQUIRE_FALSE(r.has_value());

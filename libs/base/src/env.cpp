@@ -55,8 +55,13 @@ report_log& reports() {
 }  // namespace
 
 result<std::int64_t> parse_int(std::string_view text, std::int64_t min, std::int64_t max) {
+  // One optional sign: from_chars takes '-' but not '+', so strip a '+' and
+  // then refuse any second sign.
   std::string_view digits = text;
-  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  if (!digits.empty() && digits.front() == '+') {
+    digits.remove_prefix(1);
+    if (!digits.empty() && digits.front() == '-') digits = {};
+  }
   if (digits.empty() || digits.front() == '+' || digits.front() == ' ') {
     return failure{status::invalid_arguments, quoted(text) + " is not an integer"};
   }
@@ -69,9 +74,8 @@ result<std::int64_t> parse_int(std::string_view text, std::int64_t min, std::int
     return failure{status::invalid_arguments, quoted(text) + " is not an integer"};
   }
   if (value < min || value > max) {
-    return failure{status::invalid_arguments, quoted(text) + " is outside [" +
-                                                  std::to_string(min) + ", " +
-                                                  std::to_string(max) + "]"};
+    return failure{status::invalid_arguments, quoted(text) + " is outside [" + std::to_string(min) +
+                                                  ", " + std::to_string(max) + "]"};
   }
   return value;
 }
@@ -141,7 +145,9 @@ void report_malformed_env(std::string_view name, std::string_view value, std::st
   }
 }
 
-std::vector<std::string> env_reports() { return reports().messages(); }
+std::vector<std::string> env_reports() {
+  return reports().messages();
+}
 
 namespace {
 // Shared by the env_* helpers: unset → fallback; parse failure → report.
@@ -158,8 +164,7 @@ T env_value(const char* name, T fallback, std::string default_text, Parse parse)
 }
 }  // namespace
 
-std::int64_t env_int(const char* name, std::int64_t fallback, std::int64_t min,
-                     std::int64_t max) {
+std::int64_t env_int(const char* name, std::int64_t fallback, std::int64_t min, std::int64_t max) {
   return env_value(name, fallback, std::to_string(fallback),
                    [&](std::string_view t) { return parse_int(t, min, max); });
 }

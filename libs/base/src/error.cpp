@@ -19,8 +19,7 @@ std::string_view to_string(status s) noexcept {
   return "unknown";
 }
 
-error::error(status code, std::string message)
-    : code_(code), message_(std::move(message)) {
+error::error(status code, std::string message) : code_(code), message_(std::move(message)) {
   what_.reserve(message_.size() + 24);
   what_.append(to_string(code_));
   what_.append(": ");

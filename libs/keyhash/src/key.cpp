@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <utility>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -33,9 +34,12 @@ key::key(std::span<const std::byte> bytes) {
   seal();
 }
 
-key::key(const key& other) : hash_(other.hash_) { assign(other.data(), other.size_); }
+key::key(const key& other) : hash_(other.hash_) {
+  assign(other.data(), other.size_);
+}
 
-key::key(key&& other) noexcept : hash_(other.hash_), size_(other.size_), capacity_(other.capacity_) {
+key::key(key&& other) noexcept
+    : hash_(other.hash_), size_(other.size_), capacity_(other.capacity_) {
   if (other.on_heap()) {
     heap_ = other.heap_;
     other.capacity_ = inline_capacity;
@@ -47,11 +51,16 @@ key::key(key&& other) noexcept : hash_(other.hash_), size_(other.size_), capacit
 }
 
 key& key::operator=(const key& other) {
-  if (this != &other) {
-    size_ = 0;
-    assign(other.data(), other.size_);
-    hash_ = other.hash_;
+  if (this == &other) return *this;
+  if (other.size_ > capacity_) {
+    // Allocate before touching *this, so a bad_alloc leaves the key as it was
+    // (its bytes and its hash still agree).
+    key copy(other);
+    return *this = std::move(copy);
   }
+  std::memcpy(on_heap() ? heap_ : inline_, other.data(), other.size_);
+  size_ = other.size_;
+  hash_ = other.hash_;
   return *this;
 }
 
@@ -94,7 +103,9 @@ void key::grow(std::size_t needed) {
   capacity_ = static_cast<std::uint32_t>(cap);
 }
 
-void key::seal() noexcept { hash_ = XXH3_64bits(data(), size_); }
+void key::seal() noexcept {
+  hash_ = XXH3_64bits(data(), size_);
+}
 
 digest128 key::digest() const noexcept {
   XXH128_hash_t h = XXH3_128bits(data(), size_);
@@ -105,9 +116,13 @@ bool operator==(const key& a, const key& b) noexcept {
   return a.size_ == b.size_ && std::memcmp(a.data(), b.data(), a.size_) == 0;
 }
 
-key_writer& key_writer::f32(float v) { return u32(std::bit_cast<std::uint32_t>(v)); }
+key_writer& key_writer::f32(float v) {
+  return u32(std::bit_cast<std::uint32_t>(v));
+}
 
-key_writer& key_writer::f64(double v) { return u64(std::bit_cast<std::uint64_t>(v)); }
+key_writer& key_writer::f64(double v) {
+  return u64(std::bit_cast<std::uint64_t>(v));
+}
 
 key_writer& key_writer::str(std::string_view s) {
   u32(static_cast<std::uint32_t>(s.size()));

@@ -45,8 +45,7 @@ PRIMCACHE_API std::optional<std::string> env_string(const char* name);
 // variable, then fallback.
 PRIMCACHE_API std::int64_t env_int(const char* name, std::int64_t fallback, std::int64_t min,
                                    std::int64_t max);
-PRIMCACHE_API std::uint64_t env_size(const char* name, std::uint64_t fallback,
-                                     std::uint64_t max);
+PRIMCACHE_API std::uint64_t env_size(const char* name, std::uint64_t fallback, std::uint64_t max);
 PRIMCACHE_API bool env_bool(const char* name, bool fallback);
 
 // Reports a malformed value of `name` on stderr, once per variable for the

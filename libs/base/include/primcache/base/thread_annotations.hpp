@@ -33,11 +33,9 @@
 #define PRIMCACHE_REQUIRES_SHARED(...) \
   PRIMCACHE_THREAD_ATTR(requires_shared_capability(__VA_ARGS__))
 #define PRIMCACHE_ACQUIRE(...) PRIMCACHE_THREAD_ATTR(acquire_capability(__VA_ARGS__))
-#define PRIMCACHE_ACQUIRE_SHARED(...) \
-  PRIMCACHE_THREAD_ATTR(acquire_shared_capability(__VA_ARGS__))
+#define PRIMCACHE_ACQUIRE_SHARED(...) PRIMCACHE_THREAD_ATTR(acquire_shared_capability(__VA_ARGS__))
 #define PRIMCACHE_RELEASE(...) PRIMCACHE_THREAD_ATTR(release_capability(__VA_ARGS__))
-#define PRIMCACHE_RELEASE_SHARED(...) \
-  PRIMCACHE_THREAD_ATTR(release_shared_capability(__VA_ARGS__))
+#define PRIMCACHE_RELEASE_SHARED(...) PRIMCACHE_THREAD_ATTR(release_shared_capability(__VA_ARGS__))
 #define PRIMCACHE_RELEASE_GENERIC(...) \
   PRIMCACHE_THREAD_ATTR(release_generic_capability(__VA_ARGS__))
 #define PRIMCACHE_EXCLUDES(...) PRIMCACHE_THREAD_ATTR(locks_excluded(__VA_ARGS__))

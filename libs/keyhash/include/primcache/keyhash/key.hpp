@@ -38,7 +38,7 @@
 namespace primcache {
 
 // A 128-bit digest of a key's bytes (XXH3-128), for on-disk names.
-struct digest128 {
+struct PRIMCACHE_API digest128 {
   std::uint64_t low = 0;
   std::uint64_t high = 0;
   // 32 lowercase hex digits, high half first — the order `xxhsum -H2` prints.
@@ -46,11 +46,18 @@ struct digest128 {
   friend bool operator==(const digest128&, const digest128&) = default;
 };
 
+class key;
+// Declared here as well as a friend below: a friend declaration alone does not
+// carry the class's visibility, and the definition lives in the library.
+PRIMCACHE_API bool operator==(const key& a, const key& b) noexcept;
+
 class PRIMCACHE_API key {
  public:
   static constexpr std::size_t inline_capacity = 256;
 
-  key() noexcept = default;  // empty bytes; hash of the empty input
+  // Empty bytes; hash of the empty input. User-provided (not = default) so that
+  // `const key k;` compiles: the inline buffer is deliberately uninitialized.
+  key() noexcept {}
   // A key over `bytes`, as read back from storage.
   explicit key(std::span<const std::byte> bytes);
   key(const key& other);
@@ -73,6 +80,7 @@ class PRIMCACHE_API key {
   bool on_heap() const noexcept { return capacity_ > inline_capacity; }
   // Inline fast path: keys are built on the primitive-creation hit path.
   void append(const void* src, std::size_t n) {
+    if (n == 0) return;  // src may be null (an empty span); memcpy forbids that
     if (size_ + n > capacity_) grow(size_ + n);
     std::memcpy((on_heap() ? heap_ : inline_) + size_, src, n);
     size_ += static_cast<std::uint32_t>(n);
