@@ -1,0 +1,107 @@
+#include "primcache/control/cache_handle.hpp"
+
+#include <utility>
+
+#include "primcache/base/error.hpp"
+#include "primcache/control/cache_registration.hpp"
+#include "registry_state.hpp"
+
+namespace primcache {
+namespace {
+
+using control_internal::cache_entry;
+using control_internal::cache_ops;
+
+[[noreturn]] void throw_unregistered(const cache_entry& e) {
+  throw error(status::not_found,
+              "cache " + control_internal::quoted(e.name()) + " is no longer registered");
+}
+
+// Runs f(ops) in the cache, or throws not_found once it is unregistered.
+template <typename F>
+void call_or_throw(cache_entry& e, F&& f) {
+  if (!e.call(std::forward<F>(f))) throw_unregistered(e);
+}
+
+}  // namespace
+
+cache_handle::cache_handle(std::shared_ptr<cache_entry> entry) noexcept
+    : entry_(std::move(entry)) {}
+
+const std::string& cache_handle::name() const noexcept {
+  return entry_->name();
+}
+
+capacity_unit cache_handle::unit() const noexcept {
+  return entry_->unit();
+}
+
+std::uint64_t cache_handle::capacity() const {
+  std::uint64_t out = 0;
+  call_or_throw(*entry_, [&](const cache_ops& ops) { out = ops.capacity(ops.object); });
+  return out;
+}
+
+std::uint64_t cache_handle::size() const {
+  std::uint64_t out = 0;
+  call_or_throw(*entry_, [&](const cache_ops& ops) { out = ops.size(ops.object); });
+  return out;
+}
+
+cache_counters cache_handle::stats() const {
+  cache_counters out;
+  call_or_throw(*entry_, [&](const cache_ops& ops) { out = ops.stats(ops.object); });
+  return out;
+}
+
+cache_info cache_handle::info() const {
+  cache_info out{entry_->name(), entry_->unit()};
+  call_or_throw(*entry_, [&](const cache_ops& ops) {
+    out.capacity = ops.capacity(ops.object);
+    out.size = ops.size(ops.object);
+    out.stats = ops.stats(ops.object);
+  });
+  return out;
+}
+
+void cache_handle::set_capacity(std::uint64_t capacity) const {
+  call_or_throw(*entry_, [&](const cache_ops& ops) { ops.set_capacity(ops.object, capacity); });
+}
+
+void cache_handle::flush() const {
+  call_or_throw(*entry_, [&](const cache_ops& ops) { ops.clear(ops.object); });
+}
+
+cache_registration::cache_registration(std::shared_ptr<control_internal::registry_state> registry,
+                                       std::shared_ptr<cache_entry> entry) noexcept
+    : registry_(std::move(registry)), entry_(std::move(entry)) {}
+
+cache_registration& cache_registration::operator=(cache_registration&& other) noexcept {
+  if (this != &other) {
+    reset();
+    registry_ = std::move(other.registry_);
+    entry_ = std::move(other.entry_);
+  }
+  return *this;
+}
+
+cache_registration::~cache_registration() {
+  reset();
+}
+
+void cache_registration::reset() noexcept {
+  if (entry_ == nullptr) return;
+  registry_->unregister(entry_);
+  entry_.reset();
+  registry_.reset();
+}
+
+const std::string& cache_registration::name() const noexcept {
+  return entry_->name();
+}
+
+cache_handle cache_registration::handle() const noexcept {
+  return cache_handle(entry_);
+}
+
+}  // namespace primcache

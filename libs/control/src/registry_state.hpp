@@ -1,0 +1,109 @@
+// The registry's private state: its maps, one entry per registered cache or
+// switch, and the protocol that keeps calls out of unregistered caches.
+//
+// Lock order: registry_state::mu, then nothing. A cache_entry's mu_ is taken
+// alone and only around counter updates, never while calling into a cache, so
+// a cache may call back into the registry from inside a call.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "primcache/base/thread_annotations.hpp"
+#include "primcache/control/capacity_unit.hpp"
+#include "primcache/control/controllable_cache.hpp"
+
+namespace primcache::control_internal {
+
+// 'name', with bytes outside printable ASCII written as \xNN, for messages.
+std::string quoted(std::string_view name);
+
+class cache_entry {
+ public:
+  cache_entry(std::string name, capacity_unit unit, const cache_ops& ops)
+      : name_(std::move(name)), unit_(unit), ops_(ops) {}
+
+  const std::string& name() const noexcept { return name_; }
+  capacity_unit unit() const noexcept { return unit_; }
+
+  // Runs f(ops) and returns true while the entry is live; returns false
+  // without running f once retire() has begun. f's exceptions propagate.
+  template <typename F>
+  bool call(F&& f) PRIMCACHE_EXCLUDES(mu_) {
+    if (!enter()) return false;
+    call_frame frame(this);
+    std::forward<F>(f)(ops_);
+    return true;
+  }
+
+  // Stops new calls, then waits until no other thread is inside one. Calls
+  // the retiring thread itself is making (a cache unregistering itself from
+  // one of its members) are not waited for: that wait could never end.
+  void retire() noexcept PRIMCACHE_EXCLUDES(mu_);
+
+ private:
+  // Marks a call in flight for its scope. Frames form a per-thread stack (the
+  // thread_local head in cache_entry.cpp), so retire() can count the calls of
+  // its own thread without allocating.
+  class call_frame {
+   public:
+    explicit call_frame(cache_entry* e) noexcept;
+    ~call_frame();
+    call_frame(const call_frame&) = delete;
+    call_frame& operator=(const call_frame&) = delete;
+
+    cache_entry* entry;
+    call_frame* outer;
+  };
+  static std::size_t calls_on_this_thread(const cache_entry* e) noexcept;
+  static thread_local call_frame* innermost_call_;
+
+  bool enter() PRIMCACHE_EXCLUDES(mu_);
+  void leave() noexcept PRIMCACHE_EXCLUDES(mu_);
+
+  const std::string name_;
+  const capacity_unit unit_;
+  const cache_ops ops_;
+
+  mutex mu_;
+  std::condition_variable_any idle_;  // signalled when in_flight_ drops after retirement
+  bool live_ PRIMCACHE_GUARDED_BY(mu_) = true;
+  std::size_t in_flight_ PRIMCACHE_GUARDED_BY(mu_) = 0;
+};
+
+struct switch_entry {
+  switch_entry(std::string n, std::string d, bool initial_state)
+      : name(std::move(n)),
+        description(std::move(d)),
+        initial(initial_state),
+        state(initial_state) {}
+
+  const std::string name;
+  const std::string description;
+  const bool initial;
+  // Stored with release by set_switch/set, loaded with acquire by on().
+  std::atomic<bool> state;
+};
+
+class registry_state {
+ public:
+  // Removes `entry` from the map (unless its name now belongs to a newer
+  // registration), then retires it outside the map lock.
+  void unregister(const std::shared_ptr<cache_entry>& entry) noexcept PRIMCACHE_EXCLUDES(mu);
+  void unregister(const std::shared_ptr<switch_entry>& entry) noexcept PRIMCACHE_EXCLUDES(mu);
+
+  // Held exclusively to add or remove, shared to look up or list; never while
+  // calling into a cache.
+  mutable shared_mutex mu;
+  std::map<std::string, std::shared_ptr<cache_entry>, std::less<>> caches PRIMCACHE_GUARDED_BY(mu);
+  std::map<std::string, std::shared_ptr<switch_entry>, std::less<>> switches
+      PRIMCACHE_GUARDED_BY(mu);
+};
+
+}  // namespace primcache::control_internal
