@@ -1,0 +1,119 @@
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+
+#include "isa_cap.hpp"
+#include "jit/target.hpp"
+#include "primcache/base/env.hpp"
+#include "primcache/cpu/cpu.hpp"
+
+namespace primcache {
+namespace {
+
+constexpr cpu_isa kAll[] = {cpu_isa::x86_64,
+                            cpu_isa::sse41,
+                            cpu_isa::avx,
+                            cpu_isa::avx2,
+                            cpu_isa::avx512_core,
+                            cpu_isa::avx512_core_vnni,
+                            cpu_isa::avx512_core_bf16,
+                            cpu_isa::avx512_core_fp16};
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// -1: no cap set through the API. Relaxed suffices: the cap is a lone value
+// that guards no other data, and a kernel created concurrently with a change
+// may see either cap (each kernel records the ISA it used).
+std::atomic<int> g_api_cap{-1};
+
+std::optional<cpu_isa> env_cap() {
+  static const std::optional<cpu_isa> cap =
+      cpu_internal::cap_from_env_value(env_string(cpu_internal::isa_env_name));
+  return cap;
+}
+
+}  // namespace
+
+std::string_view to_string(cpu_isa isa) noexcept {
+  switch (isa) {
+    case cpu_isa::x86_64: return "x86_64";
+    case cpu_isa::sse41: return "sse41";
+    case cpu_isa::avx: return "avx";
+    case cpu_isa::avx2: return "avx2";
+    case cpu_isa::avx512_core: return "avx512_core";
+    case cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case cpu_isa::avx512_core_fp16: return "avx512_core_fp16";
+  }
+  return "unknown";
+}
+
+result<cpu_isa> parse_cpu_isa(std::string_view text) {
+  if (iequals(text, "all")) return max_known_cpu_isa;
+  std::string names;
+  for (cpu_isa isa : kAll) {
+    if (iequals(text, to_string(isa))) return isa;
+    names.append(to_string(isa)).append(", ");
+  }
+  names.append("all");
+  return failure{
+      status::invalid_arguments,
+      "'" + std::string(text) + "' is not an instruction set (use one of " + names + ")"};
+}
+
+cpu_isa detected_isa() noexcept {
+  // Host detection reads CPUID once; the answer never changes.
+  static const cpu_isa detected = [] {
+    try {
+      return cpu_internal::detect_host_isa();
+    } catch (...) {
+      return cpu_isa::x86_64;
+    }
+  }();
+  return detected;
+}
+
+std::optional<cpu_isa> max_cpu_isa() noexcept {
+  int api = g_api_cap.load(std::memory_order_relaxed);
+  if (api >= 0) return static_cast<cpu_isa>(api);
+  try {
+    return env_cap();
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+void set_max_cpu_isa(cpu_isa cap) noexcept {
+  g_api_cap.store(static_cast<int>(cap), std::memory_order_relaxed);
+}
+
+void clear_max_cpu_isa() noexcept {
+  g_api_cap.store(-1, std::memory_order_relaxed);
+}
+
+cpu_isa effective_isa() noexcept {
+  cpu_isa isa = detected_isa();
+  if (auto cap = max_cpu_isa()) isa = std::min(isa, *cap);
+  return isa;
+}
+
+namespace cpu_internal {
+
+std::optional<cpu_isa> cap_from_env_value(const std::optional<std::string>& value) {
+  if (!value) return std::nullopt;
+  auto parsed = parse_cpu_isa(*value);
+  if (!parsed) {
+    report_malformed_env(isa_env_name, *value, parsed.why().message,
+                         "the best instruction set the host supports");
+    return std::nullopt;
+  }
+  return parsed.value();
+}
+
+}  // namespace cpu_internal
+}  // namespace primcache

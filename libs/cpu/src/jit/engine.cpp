@@ -1,0 +1,134 @@
+#include "jit/engine.hpp"
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
+#include <llvm/ExecutionEngine/SectionMemoryManager.h>
+#include <llvm/Support/Memory.h>
+#include <llvm/Support/TargetSelect.h>
+
+#include "jit/object_symbols.hpp"
+#include "jit/target.hpp"
+#include "primcache/cpu/cpu.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+std::atomic<std::size_t> g_bytes{0};
+std::atomic<std::size_t> g_blocks{0};
+
+// Maps JIT memory through the system and counts it. One instance serves every
+// SectionMemoryManager (each loaded object gets its own manager, destroyed
+// when its JITDylib is removed, which releases its blocks here).
+class counting_memory_mapper final : public llvm::SectionMemoryManager::MemoryMapper {
+ public:
+  llvm::sys::MemoryBlock allocateMappedMemory(llvm::SectionMemoryManager::AllocationPurpose,
+                                              size_t bytes, const llvm::sys::MemoryBlock* near,
+                                              unsigned flags, std::error_code& ec) override {
+    llvm::sys::MemoryBlock block = llvm::sys::Memory::allocateMappedMemory(bytes, near, flags, ec);
+    if (!ec && block.base() != nullptr) {
+      g_bytes.fetch_add(block.allocatedSize(), std::memory_order_relaxed);
+      g_blocks.fetch_add(1, std::memory_order_relaxed);
+    }
+    return block;
+  }
+
+  std::error_code protectMappedMemory(const llvm::sys::MemoryBlock& block,
+                                      unsigned flags) override {
+    return llvm::sys::Memory::protectMappedMemory(block, flags);
+  }
+
+  std::error_code releaseMappedMemory(llvm::sys::MemoryBlock& block) override {
+    std::size_t bytes = block.allocatedSize();
+    bool mapped = block.base() != nullptr;
+    std::error_code ec = llvm::sys::Memory::releaseMappedMemory(block);
+    if (!ec && mapped) {
+      g_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+      g_blocks.fetch_sub(1, std::memory_order_relaxed);
+    }
+    return ec;
+  }
+};
+
+struct jit_state {
+  process_jit_handle handle;
+  std::string error;  // empty when the JIT was created
+};
+
+std::string to_message(llvm::Error err) {
+  return llvm::toString(std::move(err));
+}
+
+jit_state* create_jit() {
+  auto* state = new jit_state;  // never destroyed: see the header
+  if (llvm::InitializeNativeTarget() || llvm::InitializeNativeTargetAsmPrinter()) {
+    state->error = "LLVM has no native target for this host";
+    return state;
+  }
+  auto jtmb = target_machine_builder(detected_isa());
+  if (!jtmb) {
+    state->error = jtmb.why().message;
+    return state;
+  }
+  static auto* mapper = new counting_memory_mapper;  // used by every memory manager, forever
+
+  llvm::orc::LLJITBuilder builder;
+  builder.setJITTargetMachineBuilder(jtmb.value())
+      .setNumCompileThreads(0)  // compile on the creating thread: creations run in parallel
+      .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
+      .setObjectLinkingLayerCreator(
+          [](llvm::orc::ExecutionSession& es, const llvm::Triple&) noexcept
+          -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+            return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                es, []() noexcept { return std::make_unique<llvm::SectionMemoryManager>(mapper); });
+          })
+      .setCompileFunctionCreator(
+          [](llvm::orc::JITTargetMachineBuilder jtmb) noexcept
+          -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+            return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(jtmb));
+          });
+  auto jit = builder.create();
+  if (!jit) {
+    state->error = "creating the LLVM JIT failed: " + to_message(jit.takeError());
+    return state;
+  }
+  llvm::orc::LLJIT* raw = jit->release();
+
+  // Kernels link against this JITDylib only; its generator answers for the
+  // allowlisted libc functions and refuses every other process symbol.
+  llvm::orc::JITDylib& runtime = raw->getExecutionSession().createBareJITDylib("primcache.runtime");
+  auto generator = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      raw->getDataLayout().getGlobalPrefix(), [](const llvm::orc::SymbolStringPtr& name) noexcept {
+        return is_allowed_external_symbol(std::string_view((*name).data(), (*name).size()));
+      });
+  if (!generator) {
+    state->error = "opening the process's symbols failed: " + to_message(generator.takeError());
+    return state;
+  }
+  runtime.addGenerator(std::move(*generator));
+  state->handle = process_jit_handle{raw, &runtime};
+  return state;
+}
+
+}  // namespace
+
+result<process_jit_handle> process_jit() {
+  static const jit_state* state = create_jit();
+  if (!state->error.empty()) return failure{status::runtime_error, state->error};
+  return state->handle;
+}
+
+std::size_t code_bytes_in_use() noexcept {
+  return g_bytes.load(std::memory_order_relaxed);
+}
+
+std::size_t code_blocks_in_use() noexcept {
+  return g_blocks.load(std::memory_order_relaxed);
+}
+
+}  // namespace primcache::cpu_internal

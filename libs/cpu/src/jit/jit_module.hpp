@@ -1,0 +1,97 @@
+// jit/jit_module.hpp — one kernel's code, linked into the process JIT in a
+// JITDylib of its own, and the addresses of the functions it defines.
+//
+// A jit_module is what a CPU primitive implementation holds. Its object code
+// (captured at compilation) stays with it, so the persistent kernel cache can
+// store it and a later process can load it without compiling. Each module
+// gets a fresh JITDylib: two modules of the same kernel — an evicted
+// implementation still held by a primitive and its recreated successor —
+// coexist without clashing names. Destroying the module removes its JITDylib,
+// which unmaps its code (code_bytes_in_use() drops by what loading added).
+//
+// Loading links eagerly: every symbol the object defines is resolved before
+// load() returns, so link errors surface there and lookup() is a plain
+// search of an immutable table.
+//
+//   auto m = primcache::cpu_internal::jit_module::compile("axpy", primcache::cpu_isa::avx2,
+//                                                         [&](llvm::Module& mod) { ... });
+//   if (!m) return m.why();
+//   auto fn = m.value()->lookup_function<void(float*, const float*, long)>("axpy");
+//   fn.value()(dst, src, n);
+//   auto copy = primcache::cpu_internal::jit_module::load("axpy", m.value()->object());
+//
+// Thread-safety: compile() and load() may run on any number of threads; a
+// module is immutable after creation, so lookups from many threads are safe.
+// The functions found must not be called after the module is destroyed.
+// Exceptions: none escape; failures are values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "jit/compiler.hpp"
+#include "primcache/base/export.hpp"
+#include "primcache/base/result.hpp"
+#include "primcache/cpu/cpu.hpp"
+
+namespace llvm::orc {
+class ExecutionSession;
+class JITDylib;
+}  // namespace llvm::orc
+
+namespace primcache::cpu_internal {
+
+class PRIMCACHE_API jit_module {
+ public:
+  // compile_object() then load().
+  static result<std::unique_ptr<jit_module>> compile(std::string_view name, cpu_isa isa,
+                                                     ir_builder build);
+
+  // Links an object produced by compile_object() (here or in another
+  // process). Refuses (permission_denied) an object that needs a symbol
+  // outside the allowlist of object_symbols.hpp, and (corrupt_data) bytes
+  // that are not an object for this host. The object must have been compiled
+  // for an ISA this host supports: the bytes do not say which.
+  static result<std::unique_ptr<jit_module>> load(std::string_view name,
+                                                  std::vector<std::byte> object);
+  static result<std::unique_ptr<jit_module>> load(std::string_view name,
+                                                  std::span<const std::byte> object) {
+    return load(name, std::vector<std::byte>(object.begin(), object.end()));
+  }
+
+  ~jit_module();
+  jit_module(const jit_module&) = delete;
+  jit_module& operator=(const jit_module&) = delete;
+
+  // The address of a symbol the object defines; not_found otherwise.
+  result<void*> lookup(std::string_view symbol) const;
+
+  template <typename Signature>
+  result<Signature*> lookup_function(std::string_view symbol) const {
+    auto address = lookup(symbol);
+    if (!address) return address.why();
+    return reinterpret_cast<Signature*>(address.value());
+  }
+
+  const std::string& name() const noexcept { return name_; }
+  // The object code, as compile_object() produced it.
+  const std::vector<std::byte>& object() const noexcept { return object_; }
+
+ private:
+  jit_module(std::string name, std::vector<std::byte> object, llvm::orc::ExecutionSession& es,
+             llvm::orc::JITDylib& dylib);
+
+  std::string name_;
+  std::vector<std::byte> object_;
+  llvm::orc::ExecutionSession* es_;
+  llvm::orc::JITDylib* dylib_;
+  std::vector<std::pair<std::string, std::uintptr_t>> symbols_;  // sorted by name
+};
+
+}  // namespace primcache::cpu_internal
