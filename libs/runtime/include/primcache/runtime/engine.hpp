@@ -1,0 +1,48 @@
+// primcache/runtime/engine.hpp — engines: where primitives run.
+//
+// An engine names a device of one kind (cpu, gpu) by index. Engines are
+// cheap handles: copies share one device object. The runtime itself knows no
+// device: backends register engine factories (linking primcache::cpu is what
+// makes engine(engine_kind::cpu) work).
+//
+//   primcache::engine cpu(primcache::engine_kind::cpu, 0);
+//   std::size_t n = primcache::engine::get_count(primcache::engine_kind::gpu);
+//
+// Thread-safety: engines are immutable; use them from any thread.
+// Exceptions: the constructor throws primcache::error (invalid_arguments for
+// an index out of range, unimplemented when no backend serves the kind).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string_view>
+
+#include "primcache/base/export.hpp"
+
+namespace primcache {
+
+enum class engine_kind : int { cpu = 1, gpu = 2 };
+PRIMCACHE_API std::string_view to_string(engine_kind kind) noexcept;
+
+namespace runtime_internal {
+class engine_impl;
+}
+
+class PRIMCACHE_API engine {
+ public:
+  using kind = engine_kind;
+  engine(engine_kind kind, std::size_t index);
+
+  engine_kind get_kind() const noexcept;
+  std::size_t get_index() const noexcept;
+  // How many devices of this kind the registered backends see (0 if none).
+  static std::size_t get_count(engine_kind kind);
+
+  const runtime_internal::engine_impl& impl() const noexcept { return *impl_; }
+  friend bool operator==(const engine& a, const engine& b) noexcept { return a.impl_ == b.impl_; }
+
+ private:
+  std::shared_ptr<const runtime_internal::engine_impl> impl_;
+};
+
+}  // namespace primcache

@@ -1,0 +1,53 @@
+// primcache/runtime/memory.hpp — memory objects: a descriptor plus a buffer
+// on an engine.
+//
+//   using tag = primcache::memory::format_tag;
+//   using dt = primcache::memory::data_type;
+//   primcache::memory::desc md({64, 128}, dt::f32, tag::ab);
+//   primcache::memory src(md, eng);                 // allocates (64-byte aligned)
+//   primcache::memory view(md, eng, user_ptr);      // wraps the caller's buffer
+//   float* p = static_cast<float*>(src.get_data_handle());
+//
+// memory is a handle: copies share one buffer. A buffer the memory
+// allocated lives until the last copy goes; a wrapped buffer belongs to the
+// caller, who keeps it alive while the memory is used.
+//
+// Thread-safety: concurrent reads are safe; set_data_handle must not race
+// with executions that use the memory. Exceptions: primcache::error.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "primcache/base/export.hpp"
+#include "primcache/runtime/engine.hpp"
+#include "primcache/tensor/data_type.hpp"
+#include "primcache/tensor/format_tag.hpp"
+#include "primcache/tensor/memory_desc.hpp"
+
+namespace primcache {
+
+class PRIMCACHE_API memory {
+ public:
+  using desc = memory_desc;
+  using data_type = primcache::data_type;
+  using format_tag = primcache::format_tag;
+  using dims = std::vector<std::int64_t>;
+
+  memory() = default;  // empty: an absent argument
+  memory(const desc& md, const engine& eng);
+  memory(const desc& md, const engine& eng, void* handle);
+
+  const desc& get_desc() const;
+  const engine& get_engine() const;
+  void* get_data_handle() const;
+  void set_data_handle(void* handle);
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+
+ private:
+  struct state;
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace primcache

@@ -1,0 +1,73 @@
+#include "primcache/runtime/primitive_cache.hpp"
+
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "primcache/base/env.hpp"
+#include "primcache/base/error.hpp"
+#include "primcache/control/registry.hpp"
+#include "primitive_cache_internal.hpp"
+
+namespace primcache {
+namespace runtime_internal {
+namespace {
+
+constexpr std::int64_t kDefaultCapacity = 1024;
+
+struct global_cache {
+  global_cache()
+      : cache(
+            static_cast<std::size_t>(env_int("PRIMCACHE_PRIMITIVE_CACHE_CAPACITY", kDefaultCapacity,
+                                             0, std::numeric_limits<int>::max()))),
+        registration(register_cache("primitive", cache, capacity_unit::entries)) {}
+  primitive_cache_type cache;
+  cache_registration registration;
+};
+
+global_cache& instance() {
+  // Never destroyed: impls in it hold code of the process JIT, which is
+  // never destroyed either, and primitives may be released during exit.
+  static global_cache* g = new global_cache;
+  return *g;
+}
+
+}  // namespace
+
+primitive_cache_type& global_primitive_cache() {
+  return instance().cache;
+}
+
+int verbose_level() {
+  static const int level = static_cast<int>(env_int("PRIMCACHE_VERBOSE", 0, 0, 2));
+  return level;
+}
+
+void verbose_print(std::string_view line) {
+  std::fprintf(stdout, "%.*s\n", static_cast<int>(line.size()), line.data());
+  std::fflush(stdout);
+}
+
+}  // namespace runtime_internal
+
+void set_primitive_cache_capacity(int capacity) {
+  if (capacity < 0) {
+    throw error(status::invalid_arguments,
+                "primitive cache capacity " + std::to_string(capacity) + " is negative");
+  }
+  runtime_internal::global_primitive_cache().set_capacity(static_cast<std::size_t>(capacity));
+}
+
+int get_primitive_cache_capacity() {
+  return static_cast<int>(runtime_internal::global_primitive_cache().capacity());
+}
+
+int get_primitive_cache_size() {
+  return static_cast<int>(runtime_internal::global_primitive_cache().size());
+}
+
+bool primitive_cache_contains(const primitive_desc& pd) {
+  return runtime_internal::global_primitive_cache().contains(pd.impl().cache_key());
+}
+
+}  // namespace primcache

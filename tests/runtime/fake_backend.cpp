@@ -1,0 +1,118 @@
+#include "fake_backend.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "primcache/base/error.hpp"
+#include "primcache/runtime/backend/registry.hpp"
+
+namespace fake {
+
+std::atomic<int> creations{0};
+std::atomic<int> last_nested_outcome{-1};
+
+namespace {
+
+using namespace primcache;
+using namespace primcache::runtime_internal;
+
+class fake_engine final : public engine_impl {
+ public:
+  explicit fake_engine(std::size_t index) : engine_impl(engine_kind::gpu, index) {}
+  void write_identity(key_writer& w) const override { w.str("fake").u64(index()); }
+  std::string describe() const override { return "fake"; }
+  void* allocate(std::size_t bytes) const override { return std::malloc(bytes); }
+  void deallocate(void* p) const noexcept override { std::free(p); }
+};
+
+class copy_pd_impl final : public primitive_desc_impl {
+ public:
+  copy_pd_impl(const primitive_attr& attr, reorder_op op)
+      : primitive_desc_impl(primitive_kind::reorder, attr, "fake:copy"), op_(std::move(op)) {}
+  memory_desc arg_md(int arg) const override {
+    return arg == PRIMCACHE_ARG_FROM ? op_.src : arg == PRIMCACHE_ARG_TO ? op_.dst : memory_desc{};
+  }
+  void write_op_key(key_writer& w) const override {
+    op_.src.write_key(w);
+    op_.dst.write_key(w);
+  }
+  std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
+  const reorder_op& op() const { return op_; }
+
+ private:
+  reorder_op op_;
+};
+
+class copy_impl final : public primitive_impl {
+ public:
+  copy_impl(std::shared_ptr<const primitive_desc_impl> pd,
+            std::shared_ptr<const primitive_impl> nested)
+      : primitive_impl(std::move(pd)), nested_(std::move(nested)) {}
+  void execute(const exec_ctx& ctx) const override {
+    const void* src = ctx.arg_ptr(PRIMCACHE_ARG_FROM);
+    void* dst = ctx.arg_ptr(PRIMCACHE_ARG_TO);
+    if (src == nullptr || dst == nullptr) {
+      throw error(status::invalid_arguments, "fake copy: src or dst missing");
+    }
+    std::memcpy(dst, src, pd().arg_md(PRIMCACHE_ARG_FROM).size_bytes());
+  }
+  std::vector<const primitive_impl*> nested() const override {
+    if (!nested_) return {};
+    return {nested_.get()};
+  }
+
+ private:
+  std::shared_ptr<const primitive_impl> nested_;
+};
+
+std::shared_ptr<const primitive_impl> copy_pd_impl::create_impl(const engine& eng) const {
+  creations.fetch_add(1);
+  const std::int64_t d0 = op_.src.dims()[0];
+  if (d0 == 13) throw error(status::runtime_error, "fake compiler failed for 13");
+  if (d0 >= 100) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::shared_ptr<const primitive_impl> nested;
+  if (d0 == 7) {
+    auto npd = copy_pd(8, op_.src.dims()[1]);
+    auto r = create_nested_impl(npd.impl(), eng);
+    last_nested_outcome.store(static_cast<int>(r.outcome));
+    nested = std::move(r.value);
+  }
+  return std::make_shared<const copy_impl>(shared_from_this(), std::move(nested));
+}
+
+}  // namespace
+
+void install() {
+  static const bool once = [] {
+    register_engine_factory(
+        engine_kind::gpu, [] { return std::size_t{2}; },
+        [](std::size_t index) -> std::shared_ptr<const engine_impl> {
+          return std::make_shared<const fake_engine>(index);
+        });
+    register_implementation(
+        {"fake:copy", engine_kind::gpu, primitive_kind::reorder, 10,
+         [](const op_desc& op, const primitive_attr& attr,
+            const engine_impl& eng) -> result<std::shared_ptr<const primitive_desc_impl>> {
+           const auto& r = std::get<reorder_op>(op);
+           if (r.src.data_type() != data_type::f32 || !(r.src == r.dst)) {
+             return failure{status::unimplemented, "fake copy only copies f32 as is"};
+           }
+           auto pd = std::make_shared<copy_pd_impl>(attr, r);
+           pd->finalize(eng, 1);
+           return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+         }});
+    return true;
+  }();
+  (void)once;
+}
+
+primcache::reorder::primitive_desc copy_pd(std::int64_t d0, std::int64_t d1) {
+  install();
+  primcache::engine eng(primcache::engine_kind::gpu, 0);
+  primcache::memory::desc md({d0, d1}, primcache::data_type::f32, primcache::format_tag::ab);
+  return primcache::reorder::primitive_desc(eng, md, eng, md);
+}
+
+}  // namespace fake

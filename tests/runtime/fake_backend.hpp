@@ -1,0 +1,31 @@
+// A backend that exists only in the runtime's tests: "gpu" engines whose
+// reorder implementation copies f32 buffers, and whose creation can be
+// slowed, made to fail, or made to create a nested primitive — so the
+// runtime's caching, error and concurrency rules are tested without real
+// kernels.
+//
+// The behaviour is chosen by the tensor's first dimension:
+//   dims[0] == 13   create_impl throws (runtime_error)
+//   dims[0] == 7    create_impl creates a nested reorder of dims {8, ...}
+//                   through the global cache and records how that went
+//   dims[0] >= 100  create_impl sleeps 2 ms (a slow compile)
+#pragma once
+
+#include <atomic>
+
+#include "primcache/cache/lookup_result.hpp"
+#include "primcache/runtime/runtime.hpp"
+
+namespace fake {
+
+// Registers the fake engine and implementation (once).
+void install();
+
+// How many times create_impl ran, over the process.
+extern std::atomic<int> creations;
+// The outcome of the last nested creation.
+extern std::atomic<int> last_nested_outcome;
+
+primcache::reorder::primitive_desc copy_pd(std::int64_t d0, std::int64_t d1 = 4);
+
+}  // namespace fake

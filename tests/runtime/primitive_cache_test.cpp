@@ -1,0 +1,164 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fake_backend.hpp"
+#include "primcache/base/env.hpp"
+#include "primcache/base/error.hpp"
+#include "primcache/control/registry.hpp"
+#include "primcache/runtime/runtime.hpp"
+
+using namespace primcache;
+
+namespace {
+// Each test starts from an empty cache of the default capacity.
+struct fresh_cache {
+  fresh_cache() {
+    set_primitive_cache_capacity(0);
+    set_primitive_cache_capacity(1024);
+  }
+  ~fresh_cache() { set_primitive_cache_capacity(1024); }
+};
+}  // namespace
+
+TEST_CASE("creating the same primitive twice compiles once and shares the impl",
+          "[runtime][primitive_cache]") {
+  fresh_cache guard;
+  const int before = fake::creations.load();
+  auto pd = fake::copy_pd(3);
+  CHECK_FALSE(primitive_cache_contains(pd));
+  reorder first(pd);
+  CHECK(first.creation_outcome() == lookup_outcome::miss);
+  CHECK(primitive_cache_contains(pd));
+  reorder second(fake::copy_pd(3));  // a new descriptor with equal fields
+  CHECK(second.creation_outcome() == lookup_outcome::hit);
+  CHECK(fake::creations.load() == before + 1);
+  CHECK(get_primitive_cache_size() == 1);
+
+  SECTION("and the cached primitive executes") {
+    engine eng(engine_kind::gpu, 0);
+    memory src(pd.src_desc(), eng), dst(pd.dst_desc(), eng);
+    auto* s = static_cast<float*>(src.get_data_handle());
+    for (int i = 0; i < 12; ++i) s[i] = static_cast<float>(i);
+    second.execute(stream(eng), src, dst);
+    auto* d = static_cast<float*>(dst.get_data_handle());
+    CHECK(std::equal(s, s + 12, d));
+  }
+}
+
+TEST_CASE("different shapes, engines and attributes make different keys",
+          "[runtime][primitive_cache]") {
+  fresh_cache guard;
+  reorder(fake::copy_pd(3, 4));
+  reorder(fake::copy_pd(3, 5));
+  engine other(engine_kind::gpu, 1);
+  memory::desc md({3, 4}, data_type::f32, format_tag::ab);
+  reorder(reorder::primitive_desc(other, md, other, md));
+  CHECK(get_primitive_cache_size() == 3);
+}
+
+TEST_CASE("capacity changes take effect at once", "[runtime][primitive_cache]") {
+  fresh_cache guard;
+  for (int i = 1; i <= 5; ++i) reorder(fake::copy_pd(i + 20));
+  CHECK(get_primitive_cache_size() == 5);
+
+  SECTION("shrinking evicts the least recently used") {
+    reorder(fake::copy_pd(21));  // touch the oldest: it survives
+    set_primitive_cache_capacity(2);
+    CHECK(get_primitive_cache_capacity() == 2);
+    CHECK(get_primitive_cache_size() == 2);
+    CHECK(primitive_cache_contains(fake::copy_pd(21)));
+    CHECK(primitive_cache_contains(fake::copy_pd(25)));
+    CHECK_FALSE(primitive_cache_contains(fake::copy_pd(22)));
+  }
+  SECTION("capacity 0 clears and disables the cache") {
+    set_primitive_cache_capacity(0);
+    CHECK(get_primitive_cache_size() == 0);
+    const int before = fake::creations.load();
+    reorder a(fake::copy_pd(30));
+    reorder b(fake::copy_pd(30));
+    CHECK(a.creation_outcome() == lookup_outcome::miss);
+    CHECK(b.creation_outcome() == lookup_outcome::miss);
+    CHECK(fake::creations.load() == before + 2);
+  }
+  SECTION("negative capacities are refused and change nothing") {
+    CHECK_THROWS_MATCHES(
+        set_primitive_cache_capacity(-1), error,
+        Catch::Matchers::Message("invalid_arguments: primitive cache capacity -1 is negative"));
+    CHECK(get_primitive_cache_capacity() == 1024);
+  }
+  SECTION("evicted impls stay usable by primitives that hold them") {
+    reorder held(fake::copy_pd(23));
+    set_primitive_cache_capacity(0);
+    engine eng(engine_kind::gpu, 0);
+    memory src(held.get_primitive_desc().src_desc(), eng);
+    memory dst(held.get_primitive_desc().dst_desc(), eng);
+    CHECK_NOTHROW(held.execute(stream(eng), src, dst));
+  }
+}
+
+TEST_CASE("a failed creation reaches the caller and leaves nothing cached",
+          "[runtime][primitive_cache]") {
+  fresh_cache guard;
+  const int before = fake::creations.load();
+  auto pd = fake::copy_pd(13);
+  CHECK_THROWS_MATCHES(reorder(pd), error,
+                       Catch::Matchers::Message("runtime_error: fake compiler failed for 13"));
+  CHECK_FALSE(primitive_cache_contains(pd));
+  CHECK(get_primitive_cache_size() == 0);
+  CHECK_THROWS_AS(reorder(pd), error);  // tried again, not served from the cache
+  CHECK(fake::creations.load() == before + 2);
+}
+
+TEST_CASE("nested primitives go through the same cache", "[runtime][primitive_cache][nested]") {
+  fresh_cache guard;
+  reorder outer(fake::copy_pd(7));
+  CHECK(outer.creation_outcome() == lookup_outcome::miss);
+  CHECK(fake::last_nested_outcome.load() == static_cast<int>(lookup_outcome::miss));
+  CHECK(primitive_cache_contains(fake::copy_pd(8)));  // the nested key
+  CHECK(get_primitive_cache_size() == 2);
+
+  // Evict the outer impl only: touch the nested one so that it is the most
+  // recently used, then shrink to one entry.
+  reorder(fake::copy_pd(8));
+  set_primitive_cache_capacity(1);
+  CHECK(primitive_cache_contains(fake::copy_pd(8)));
+  CHECK_FALSE(primitive_cache_contains(fake::copy_pd(7)));
+  set_primitive_cache_capacity(1024);
+  reorder again(fake::copy_pd(7));
+  CHECK(again.creation_outcome() == lookup_outcome::miss);
+  CHECK(fake::last_nested_outcome.load() == static_cast<int>(lookup_outcome::hit));
+}
+
+TEST_CASE("the primitive cache is registered with control", "[runtime][primitive_cache]") {
+  fresh_cache guard;
+  reorder(fake::copy_pd(40));
+  auto caches = control().list_caches();
+  auto it = std::find_if(caches.begin(), caches.end(),
+                         [](const auto& c) { return c.name == "primitive"; });
+  REQUIRE(it != caches.end());
+  CHECK(it->capacity == 1024);
+  CHECK(it->size == 1);
+  control().set_capacity("primitive", 7);
+  CHECK(get_primitive_cache_capacity() == 7);
+}
+
+// Run by CTest once per value with PRIMCACHE_PRIMITIVE_CACHE_CAPACITY set
+// and PRIMCACHE_TEST_EXPECTED_CAPACITY saying what must come of it.
+TEST_CASE("the capacity environment variable is read strictly", "[.][env]") {
+  const char* expected = std::getenv("PRIMCACHE_TEST_EXPECTED_CAPACITY");
+  REQUIRE(expected != nullptr);
+  CHECK(get_primitive_cache_capacity() == std::atoi(expected));
+  const bool malformed = std::atoi(expected) == 1024;
+  auto reports = env_reports();
+  const bool reported = std::any_of(reports.begin(), reports.end(), [](const std::string& m) {
+    return m.find("PRIMCACHE_PRIMITIVE_CACHE_CAPACITY") != std::string::npos;
+  });
+  CHECK(reported == malformed);
+  // The API wins over the environment.
+  set_primitive_cache_capacity(5);
+  CHECK(get_primitive_cache_capacity() == 5);
+}
