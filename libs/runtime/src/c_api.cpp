@@ -1,0 +1,372 @@
+// The C API: each function translates its arguments, calls the C++ API and
+// turns any exception into a status plus this thread's last error message.
+#include "primcache/runtime/primcache.h"
+
+#include <new>
+#include <string>
+
+#include "primcache/base/error.hpp"
+#include "primcache/runtime/runtime.hpp"
+
+struct pc_engine {
+  primcache::engine value;
+};
+struct pc_stream {
+  primcache::stream value;
+};
+struct pc_memory_desc {
+  primcache::memory_desc value;
+};
+struct pc_memory {
+  primcache::memory value;
+};
+struct pc_primitive_attr {
+  primcache::primitive_attr value;
+};
+struct pc_primitive_desc {
+  primcache::primitive_desc value;
+};
+struct pc_primitive {
+  primcache::primitive value;
+};
+
+namespace {
+
+thread_local std::string tl_last_error;
+
+pc_status_t fail(pc_status_t s, std::string message) {
+  tl_last_error = std::move(message);
+  return s;
+}
+
+// Runs f, mapping exceptions to statuses; f returns nothing.
+template <typename F>
+pc_status_t guarded(F&& f) noexcept {
+  try {
+    f();
+    return pc_success;
+  } catch (const primcache::error& e) {
+    return fail(static_cast<pc_status_t>(e.code()), e.message());
+  } catch (const std::bad_alloc&) {
+    return fail(pc_out_of_memory, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(pc_runtime_error, e.what());
+  } catch (...) {
+    return fail(pc_runtime_error, "unknown exception");
+  }
+}
+
+// A precondition of a C call; guarded() turns it into pc_invalid_arguments.
+void require(bool condition, const char* what) {
+  if (!condition) throw primcache::error(primcache::status::invalid_arguments, what);
+}
+
+primcache::format_tag to_tag(pc_format_tag_t tag) {
+  using primcache::format_tag;
+  switch (tag) {
+    case pc_tag_any: return format_tag::any;
+    case pc_tag_a: return format_tag::a;
+    case pc_tag_ab: return format_tag::ab;
+    case pc_tag_ba: return format_tag::ba;
+    case pc_tag_abc: return format_tag::abc;
+    case pc_tag_acb: return format_tag::acb;
+    case pc_tag_nchw: return format_tag::nchw;
+    case pc_tag_nhwc: return format_tag::nhwc;
+    case pc_tag_nChw8c: return format_tag::nChw8c;
+    case pc_tag_nChw16c: return format_tag::nChw16c;
+    case pc_tag_oihw: return format_tag::oihw;
+    case pc_tag_hwio: return format_tag::hwio;
+    case pc_tag_goihw: return format_tag::goihw;
+  }
+  throw primcache::error(primcache::status::invalid_arguments,
+                         "unknown format tag " + std::to_string(static_cast<int>(tag)));
+}
+
+primcache::data_type to_dt(pc_data_type_t dt) {
+  if (dt < pc_f32 || dt > pc_s32) {
+    throw primcache::error(primcache::status::invalid_arguments,
+                           "unknown data type " + std::to_string(static_cast<int>(dt)));
+  }
+  return static_cast<primcache::data_type>(dt);
+}
+
+primcache::algorithm to_alg(pc_algorithm_t alg) {
+  if (alg < pc_eltwise_relu || alg > pc_convolution_direct) {
+    throw primcache::error(primcache::status::invalid_arguments,
+                           "unknown algorithm " + std::to_string(static_cast<int>(alg)));
+  }
+  return static_cast<primcache::algorithm>(alg);
+}
+
+primcache::memory::dims to_dims(int n, const int64_t* values) {
+  if (n < 0 || n > primcache::max_ndims || (n > 0 && values == nullptr)) {
+    throw primcache::error(primcache::status::invalid_arguments,
+                           "ndims " + std::to_string(n) + " is invalid or dims are missing");
+  }
+  return primcache::memory::dims(values, values + n);
+}
+
+primcache::primitive_attr attr_of(const_pc_primitive_attr_t attr) {
+  return attr ? attr->value : primcache::primitive_attr();
+}
+
+primcache::memory_desc md_of(const_pc_memory_desc_t md) {
+  return md ? md->value : primcache::memory_desc();
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* pc_last_error_message(void) {
+  return tl_last_error.c_str();
+}
+
+pc_status_t pc_engine_create(pc_engine_t* engine, pc_engine_kind_t kind, size_t index) {
+  return guarded([&] {
+    require(engine != nullptr, "engine is NULL");
+    *engine = new pc_engine{primcache::engine(static_cast<primcache::engine_kind>(kind), index)};
+  });
+}
+pc_status_t pc_engine_get_count(size_t* count, pc_engine_kind_t kind) {
+  return guarded([&] {
+    require(count != nullptr, "count is NULL");
+    *count = primcache::engine::get_count(static_cast<primcache::engine_kind>(kind));
+  });
+}
+pc_status_t pc_engine_destroy(pc_engine_t engine) {
+  delete engine;
+  return pc_success;
+}
+
+pc_status_t pc_stream_create(pc_stream_t* stream, pc_engine_t engine) {
+  return guarded([&] {
+    require(stream != nullptr && engine != nullptr, "stream or engine is NULL");
+    *stream = new pc_stream{primcache::stream(engine->value)};
+  });
+}
+pc_status_t pc_stream_wait(pc_stream_t stream) {
+  return guarded([&] {
+    require(stream != nullptr, "stream is NULL");
+    stream->value.wait();
+  });
+}
+pc_status_t pc_stream_destroy(pc_stream_t stream) {
+  delete stream;
+  return pc_success;
+}
+
+pc_status_t pc_memory_desc_create_with_tag(pc_memory_desc_t* md, int ndims, const int64_t* dims,
+                                           pc_data_type_t dt, pc_format_tag_t tag) {
+  return guarded([&] {
+    require(md != nullptr, "md is NULL");
+    *md = new pc_memory_desc{primcache::memory_desc(to_dims(ndims, dims), to_dt(dt), to_tag(tag))};
+  });
+}
+pc_status_t pc_memory_desc_create_with_strides(pc_memory_desc_t* md, int ndims, const int64_t* dims,
+                                               pc_data_type_t dt, const int64_t* strides) {
+  return guarded([&] {
+    require(md != nullptr, "md is NULL");
+    *md = new pc_memory_desc{
+        primcache::memory_desc(to_dims(ndims, dims), to_dt(dt), to_dims(ndims, strides))};
+  });
+}
+pc_status_t pc_memory_desc_get_size(size_t* bytes, const_pc_memory_desc_t md) {
+  return guarded([&] {
+    require(bytes != nullptr && md != nullptr, "bytes or md is NULL");
+    *bytes = md->value.size_bytes();
+  });
+}
+pc_status_t pc_memory_desc_equal(int* equal, const_pc_memory_desc_t a, const_pc_memory_desc_t b) {
+  return guarded([&] {
+    require(equal != nullptr && a != nullptr && b != nullptr, "an argument is NULL");
+    *equal = a->value == b->value ? 1 : 0;
+  });
+}
+pc_status_t pc_memory_desc_destroy(pc_memory_desc_t md) {
+  delete md;
+  return pc_success;
+}
+
+pc_status_t pc_memory_create(pc_memory_t* memory, const_pc_memory_desc_t md, pc_engine_t engine,
+                             void* handle) {
+  return guarded([&] {
+    require(memory != nullptr && md != nullptr && engine != nullptr,
+            "memory, md or engine is NULL");
+    *memory = handle == PC_MEMORY_ALLOCATE
+                  ? new pc_memory{primcache::memory(md->value, engine->value)}
+                  : new pc_memory{primcache::memory(md->value, engine->value, handle)};
+  });
+}
+pc_status_t pc_memory_get_data_handle(pc_memory_t memory, void** handle) {
+  return guarded([&] {
+    require(memory != nullptr && handle != nullptr, "memory or handle is NULL");
+    *handle = memory->value.get_data_handle();
+  });
+}
+pc_status_t pc_memory_set_data_handle(pc_memory_t memory, void* handle) {
+  return guarded([&] {
+    require(memory != nullptr, "memory is NULL");
+    memory->value.set_data_handle(handle);
+  });
+}
+pc_status_t pc_memory_destroy(pc_memory_t memory) {
+  delete memory;
+  return pc_success;
+}
+
+pc_status_t pc_primitive_attr_create(pc_primitive_attr_t* attr) {
+  return guarded([&] {
+    require(attr != nullptr, "attr is NULL");
+    *attr = new pc_primitive_attr{};
+  });
+}
+pc_status_t pc_primitive_attr_append_eltwise(pc_primitive_attr_t attr, float scale,
+                                             pc_algorithm_t alg, float alpha, float beta) {
+  return guarded([&] {
+    require(attr != nullptr, "attr is NULL");
+    primcache::post_ops ops = attr->value.get_post_ops();
+    ops.append_eltwise(scale, to_alg(alg), alpha, beta);
+    attr->value.set_post_ops(std::move(ops));
+  });
+}
+pc_status_t pc_primitive_attr_append_binary(pc_primitive_attr_t attr, pc_algorithm_t alg,
+                                            const_pc_memory_desc_t src1) {
+  return guarded([&] {
+    require(attr != nullptr && src1 != nullptr, "attr or src1 is NULL");
+    primcache::post_ops ops = attr->value.get_post_ops();
+    ops.append_binary(to_alg(alg), src1->value);
+    attr->value.set_post_ops(std::move(ops));
+  });
+}
+pc_status_t pc_primitive_attr_set_output_scales(pc_primitive_attr_t attr, int64_t count, int mask,
+                                                const float* scales) {
+  return guarded([&] {
+    require(attr != nullptr, "attr is NULL");
+    require(count > 0 && scales != nullptr, "scales are missing");
+    attr->value.set_output_scales(mask, std::vector<float>(scales, scales + count));
+  });
+}
+pc_status_t pc_primitive_attr_destroy(pc_primitive_attr_t attr) {
+  delete attr;
+  return pc_success;
+}
+
+pc_status_t pc_matmul_primitive_desc_create(pc_primitive_desc_t* pd, pc_engine_t engine,
+                                            const_pc_memory_desc_t src,
+                                            const_pc_memory_desc_t weights,
+                                            const_pc_memory_desc_t bias, const_pc_memory_desc_t dst,
+                                            const_pc_primitive_attr_t attr) {
+  return guarded([&] {
+    require(pd != nullptr && engine != nullptr && src != nullptr && weights != nullptr &&
+                dst != nullptr,
+            "pd, engine, src, weights or dst is NULL");
+    primcache::matmul::desc d(src->value, weights->value, md_of(bias), dst->value);
+    *pd = new pc_primitive_desc{primcache::matmul::primitive_desc(d, attr_of(attr), engine->value)};
+  });
+}
+
+pc_status_t pc_convolution_forward_primitive_desc_create(
+    pc_primitive_desc_t* pd, pc_engine_t engine, pc_algorithm_t alg, const_pc_memory_desc_t src,
+    const_pc_memory_desc_t weights, const_pc_memory_desc_t bias, const_pc_memory_desc_t dst,
+    const int64_t* strides, const int64_t* dilates, const int64_t* padding_l,
+    const int64_t* padding_r, const_pc_primitive_attr_t attr) {
+  return guarded([&] {
+    require(pd != nullptr && engine != nullptr && src != nullptr && weights != nullptr &&
+                dst != nullptr && strides != nullptr && padding_l != nullptr &&
+                padding_r != nullptr,
+            "a required argument is NULL");
+    const int64_t dense[2] = {0, 0};
+    primcache::convolution_forward::desc d(
+        primcache::prop_kind::forward_inference, to_alg(alg), src->value, weights->value,
+        md_of(bias), dst->value, to_dims(2, strides), to_dims(2, dilates ? dilates : dense),
+        to_dims(2, padding_l), to_dims(2, padding_r));
+    *pd = new pc_primitive_desc{
+        primcache::convolution_forward::primitive_desc(d, attr_of(attr), engine->value)};
+  });
+}
+
+pc_status_t pc_eltwise_forward_primitive_desc_create(pc_primitive_desc_t* pd, pc_engine_t engine,
+                                                     pc_algorithm_t alg, const_pc_memory_desc_t src,
+                                                     const_pc_memory_desc_t dst, float alpha,
+                                                     float beta, const_pc_primitive_attr_t attr) {
+  return guarded([&] {
+    require(pd != nullptr && engine != nullptr && src != nullptr && dst != nullptr,
+            "pd, engine, src or dst is NULL");
+    primcache::eltwise_forward::desc d(primcache::prop_kind::forward_inference, to_alg(alg),
+                                       src->value, dst->value, alpha, beta);
+    *pd = new pc_primitive_desc{
+        primcache::eltwise_forward::primitive_desc(d, attr_of(attr), engine->value)};
+  });
+}
+
+pc_status_t pc_reorder_primitive_desc_create(pc_primitive_desc_t* pd, const_pc_memory_desc_t src,
+                                             pc_engine_t src_engine, const_pc_memory_desc_t dst,
+                                             pc_engine_t dst_engine,
+                                             const_pc_primitive_attr_t attr) {
+  return guarded([&] {
+    require(pd != nullptr && src != nullptr && src_engine != nullptr && dst != nullptr &&
+                dst_engine != nullptr,
+            "a required argument is NULL");
+    *pd = new pc_primitive_desc{primcache::reorder::primitive_desc(
+        src_engine->value, src->value, dst_engine->value, dst->value, attr_of(attr))};
+  });
+}
+
+pc_status_t pc_primitive_desc_query_md(pc_memory_desc_t* md, const_pc_primitive_desc_t pd,
+                                       int arg) {
+  return guarded([&] {
+    require(md != nullptr && pd != nullptr, "md or pd is NULL");
+    *md = new pc_memory_desc{pd->value.query_md(arg)};
+  });
+}
+pc_status_t pc_primitive_desc_destroy(pc_primitive_desc_t pd) {
+  delete pd;
+  return pc_success;
+}
+
+pc_status_t pc_primitive_create(pc_primitive_t* primitive, const_pc_primitive_desc_t pd) {
+  return guarded([&] {
+    require(primitive != nullptr && pd != nullptr, "primitive or pd is NULL");
+    *primitive = new pc_primitive{primcache::primitive(pd->value)};
+  });
+}
+
+pc_status_t pc_primitive_execute(pc_primitive_t primitive, pc_stream_t stream, int nargs,
+                                 const pc_exec_arg_t* args) {
+  return guarded([&] {
+    require(primitive != nullptr && stream != nullptr, "primitive or stream is NULL");
+    require(nargs >= 0 && (nargs == 0 || args != nullptr), "args are missing");
+    primcache::primitive::args map;
+    for (int i = 0; i < nargs; ++i) {
+      if (args[i].memory == nullptr) {
+        throw primcache::error(primcache::status::invalid_arguments,
+                               "argument " + std::to_string(args[i].arg) + " has a NULL memory");
+      }
+      map.emplace(args[i].arg, args[i].memory->value);
+    }
+    primitive->value.execute(stream->value, map);
+  });
+}
+pc_status_t pc_primitive_destroy(pc_primitive_t primitive) {
+  delete primitive;
+  return pc_success;
+}
+
+pc_status_t pc_set_primitive_cache_capacity(int capacity) {
+  return guarded([&] { primcache::set_primitive_cache_capacity(capacity); });
+}
+pc_status_t pc_get_primitive_cache_capacity(int* capacity) {
+  return guarded([&] {
+    require(capacity != nullptr, "capacity is NULL");
+    *capacity = primcache::get_primitive_cache_capacity();
+  });
+}
+pc_status_t pc_get_primitive_cache_size(int* size) {
+  return guarded([&] {
+    require(size != nullptr, "size is NULL");
+    *size = primcache::get_primitive_cache_size();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,131 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "fake_backend.hpp"
+#include "primcache/runtime/primcache.h"
+
+namespace {
+std::string last_error() {
+  return pc_last_error_message();
+}
+}  // namespace
+
+TEST_CASE("the C API creates, caches and runs primitives", "[runtime][c_api]") {
+  fake::install();
+  pc_engine_t eng = nullptr;
+  REQUIRE(pc_engine_create(&eng, pc_engine_gpu, 0) == pc_success);
+  pc_stream_t strm = nullptr;
+  REQUIRE(pc_stream_create(&strm, eng) == pc_success);
+  const int64_t dims[2] = {5, 3};
+  pc_memory_desc_t md = nullptr;
+  REQUIRE(pc_memory_desc_create_with_tag(&md, 2, dims, pc_f32, pc_tag_ab) == pc_success);
+  size_t bytes = 0;
+  REQUIRE(pc_memory_desc_get_size(&bytes, md) == pc_success);
+  CHECK(bytes == 60);
+
+  REQUIRE(pc_set_primitive_cache_capacity(16) == pc_success);
+  int capacity = 0;
+  REQUIRE(pc_get_primitive_cache_capacity(&capacity) == pc_success);
+  CHECK(capacity == 16);
+
+  pc_primitive_desc_t pd = nullptr;
+  REQUIRE(pc_reorder_primitive_desc_create(&pd, md, eng, md, eng, nullptr) == pc_success);
+  pc_memory_desc_t queried = nullptr;
+  REQUIRE(pc_primitive_desc_query_md(&queried, pd, PRIMCACHE_ARG_TO) == pc_success);
+  int equal = 0;
+  REQUIRE(pc_memory_desc_equal(&equal, queried, md) == pc_success);
+  CHECK(equal == 1);
+
+  pc_primitive_t prim = nullptr;
+  REQUIRE(pc_primitive_create(&prim, pd) == pc_success);
+  int size = 0;
+  REQUIRE(pc_get_primitive_cache_size(&size) == pc_success);
+  CHECK(size >= 1);
+
+  float src_buf[15], dst_buf[15] = {};
+  for (int i = 0; i < 15; ++i) src_buf[i] = static_cast<float>(i) * 0.5f;
+  pc_memory_t src = nullptr, dst = nullptr;
+  REQUIRE(pc_memory_create(&src, md, eng, src_buf) == pc_success);
+  REQUIRE(pc_memory_create(&dst, md, eng, PC_MEMORY_ALLOCATE) == pc_success);
+  void* dst_handle = nullptr;
+  REQUIRE(pc_memory_get_data_handle(dst, &dst_handle) == pc_success);
+  CHECK(dst_handle != nullptr);
+  REQUIRE(pc_memory_set_data_handle(dst, dst_buf) == pc_success);
+  pc_exec_arg_t args[2] = {{PRIMCACHE_ARG_FROM, src}, {PRIMCACHE_ARG_TO, dst}};
+  REQUIRE(pc_primitive_execute(prim, strm, 2, args) == pc_success);
+  REQUIRE(pc_stream_wait(strm) == pc_success);
+  CHECK(std::memcmp(src_buf, dst_buf, sizeof src_buf) == 0);
+
+  SECTION("errors come back as statuses with a message") {
+    CHECK(pc_primitive_execute(prim, strm, 1, args) == pc_invalid_arguments);
+    CHECK(last_error().find("missing") != std::string::npos);
+    pc_exec_arg_t null_memory[1] = {{PRIMCACHE_ARG_FROM, nullptr}};
+    CHECK(pc_primitive_execute(prim, strm, 1, null_memory) == pc_invalid_arguments);
+    CHECK(last_error().find("NULL memory") != std::string::npos);
+    CHECK(pc_primitive_execute(prim, strm, 2, nullptr) == pc_invalid_arguments);
+    CHECK(pc_primitive_execute(nullptr, strm, 0, nullptr) == pc_invalid_arguments);
+    CHECK(last_error() == "primitive or stream is NULL");
+    CHECK(pc_set_primitive_cache_capacity(-3) == pc_invalid_arguments);
+    CHECK(last_error() == "primitive cache capacity -3 is negative");
+    CHECK(pc_get_primitive_cache_size(nullptr) == pc_invalid_arguments);
+
+    pc_engine_t none = nullptr;
+    CHECK(pc_engine_create(&none, pc_engine_cpu, 0) == pc_unimplemented);
+    CHECK(pc_engine_create(&none, pc_engine_gpu, 9) == pc_invalid_arguments);
+    CHECK(pc_engine_create(nullptr, pc_engine_gpu, 0) == pc_invalid_arguments);
+
+    pc_memory_desc_t bad = nullptr;
+    CHECK(pc_memory_desc_create_with_tag(&bad, 2, dims, static_cast<pc_data_type_t>(99),
+                                         pc_tag_ab) == pc_invalid_arguments);
+    CHECK(last_error().find("unknown data type") != std::string::npos);
+    CHECK(pc_memory_desc_create_with_tag(&bad, 2, dims, pc_f32, static_cast<pc_format_tag_t>(99)) ==
+          pc_invalid_arguments);
+    CHECK(pc_memory_desc_create_with_tag(&bad, 9, dims, pc_f32, pc_tag_ab) == pc_invalid_arguments);
+    CHECK(pc_memory_desc_create_with_tag(&bad, 2, nullptr, pc_f32, pc_tag_ab) ==
+          pc_invalid_arguments);
+    const int64_t negative[2] = {-1, 3};
+    CHECK(pc_memory_desc_create_with_tag(&bad, 2, negative, pc_f32, pc_tag_ab) ==
+          pc_invalid_arguments);
+
+    pc_primitive_attr_t attr = nullptr;
+    REQUIRE(pc_primitive_attr_create(&attr) == pc_success);
+    CHECK(pc_primitive_attr_append_eltwise(attr, 1.f, pc_binary_add, 0, 0) == pc_invalid_arguments);
+    CHECK(pc_primitive_attr_append_eltwise(attr, 1.f, static_cast<pc_algorithm_t>(77), 0, 0) ==
+          pc_invalid_arguments);
+    CHECK(pc_primitive_attr_set_output_scales(attr, 0, 0, nullptr) == pc_invalid_arguments);
+    const float scale = 2.f;
+    CHECK(pc_primitive_attr_set_output_scales(attr, 1, 0, &scale) == pc_success);
+    CHECK(pc_primitive_attr_append_eltwise(attr, 1.f, pc_eltwise_relu, 0, 0) == pc_success);
+    CHECK(pc_primitive_attr_append_binary(attr, pc_binary_add, md) == pc_success);
+    pc_primitive_desc_t pd2 = nullptr;
+    const int64_t other_dims[2] = {3, 5};
+    pc_memory_desc_t other = nullptr;
+    REQUIRE(pc_memory_desc_create_with_tag(&other, 2, other_dims, pc_f32, pc_tag_ab) == pc_success);
+    CHECK(pc_reorder_primitive_desc_create(&pd2, md, eng, other, eng, attr) ==
+          pc_invalid_arguments);
+    CHECK(last_error().find("differ in shape") != std::string::npos);
+    CHECK(pc_matmul_primitive_desc_create(&pd2, eng, md, md, nullptr, md, nullptr) ==
+          pc_invalid_arguments);
+    CHECK(last_error().find("disagree on K") != std::string::npos);
+    const int64_t ones[2] = {1, 1};
+    CHECK(pc_convolution_forward_primitive_desc_create(&pd2, eng, pc_convolution_direct, md, md,
+                                                       nullptr, md, ones, nullptr, ones, ones,
+                                                       nullptr) == pc_invalid_arguments);
+    CHECK(pc_eltwise_forward_primitive_desc_create(&pd2, eng, pc_eltwise_relu, md, other, 0, 0,
+                                                   nullptr) == pc_invalid_arguments);
+    pc_memory_desc_destroy(other);
+    pc_primitive_attr_destroy(attr);
+  }
+
+  pc_primitive_destroy(prim);
+  pc_memory_destroy(src);
+  pc_memory_destroy(dst);
+  pc_memory_desc_destroy(queried);
+  pc_primitive_desc_destroy(pd);
+  pc_memory_desc_destroy(md);
+  pc_stream_destroy(strm);
+  pc_engine_destroy(eng);
+  pc_set_primitive_cache_capacity(1024);
+}
