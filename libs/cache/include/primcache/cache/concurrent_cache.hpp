@@ -1,0 +1,450 @@
+// primcache/cache/concurrent_cache.hpp — the generic concurrent cache that
+// the primitive cache, the constant tensor cache and users' own caches are
+// built from.
+//
+//   primcache::concurrent_cache<primcache::key, std::shared_ptr<const impl>> cache(1024);
+//   auto r = cache.get_or_add(k, [&] { return std::make_shared<const impl>(compile(k)); });
+//   r.value->run();           // r.outcome: hit, miss or waited
+//
+// get_or_add(key, creator): a hit returns a copy of the cached value. On a
+// miss exactly one caller runs `creator` — with no lock held, so creators may
+// themselves use the cache — while concurrent callers for the same key wait
+// on a std::shared_future (made when the first of them arrives, so that an
+// uncontended miss pays for no shared state) and receive the same value.
+// A creator fails by
+// throwing (or by returning a value options.is_failure recognizes); the
+// failure reaches the creator's caller and every waiter (rethrown, or
+// returned as that value), nothing is left in the cache, and the next call
+// creates afresh.
+//
+// Capacity counts entries, or weight when options.weigher is set (unit()
+// says which). An entry counts toward size() from the moment its creation
+// starts; in-flight entries may be evicted like any other, and their waiters
+// still receive the value (which the cache then does not keep). So a key's
+// creator runs at most 1 + evictions + erasures + failures times. Capacity 0
+// keeps nothing and de-duplicates nothing: every call runs its creator.
+// set_capacity evicts any excess at once, in policy order (cache_policy.hpp).
+// Every call leaves size() <= capacity() (entries) or weight() <= capacity()
+// (bytes); occupancy() reads the three consistently.
+//
+// Thread-safety: every member function may be called concurrently from any
+// thread, except the destructor, which must not race with anything (in-flight
+// creators included). No lock is held while the creator, the weigher,
+// is_failure or the eviction listener runs, and keys and values that leave
+// the cache are destroyed outside the locks. Eq and Value's copy constructor
+// run under the shared lock (a hit copies the value out), Eq also under the
+// exclusive one; none of Hash, Eq or Value's copy constructor may call back
+// into the same cache.
+//
+// The hit path takes no exclusive lock and allocates nothing. It enters a
+// shared section through the calling thread's own slot of a
+// read_mostly_lock (internal/read_mostly_lock.hpp), finds the entry with
+// loads only, sets the entry's reference bit if it is clear (a relaxed store
+// the first time, a relaxed load after), copies the value, and leaves the
+// section with one RMW that also counts the hit. Memory ordering: the table
+// links and an entry's `ready` flag are written only under the exclusive
+// side, and `value` by the creating caller just before it takes the
+// exclusive side to set `ready`. The lock's seq_cst entry handshake keeps
+// readers and writers apart, and its release exits and acquire entries make
+// everything a writer wrote (and everything its thread wrote before) visible
+// to readers that enter after it; a reader reads `value` only after seeing
+// `ready` — so the hit path's plain loads are race-free. The reference bit
+// and the counters are relaxed atomics: hints and sums with no ordering
+// duties (the bit is cleared only under the exclusive side).
+//
+// Exceptions: get_or_add rethrows what the creator (or weigher, or Value's
+// copy constructor) throws, to the creator's caller and to every waiter; it
+// may throw std::bad_alloc on a miss (before anything changes). erase and
+// contains throw what Hash or Eq throw. The eviction listener must not throw.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "primcache/base/thread_annotations.hpp"
+#include "primcache/cache/cache_options.hpp"
+#include "primcache/cache/cache_policy.hpp"
+#include "primcache/cache/cache_stats.hpp"
+#include "primcache/cache/internal/entry.hpp"
+#include "primcache/cache/internal/entry_table.hpp"
+#include "primcache/cache/internal/eviction_order.hpp"
+#include "primcache/cache/internal/read_mostly_lock.hpp"
+#include "primcache/cache/lookup_result.hpp"
+
+namespace primcache {
+
+template <typename Key, typename Value, typename Hash = std::hash<Key>,
+          typename Eq = std::equal_to<Key>>
+class concurrent_cache {
+  static_assert(std::is_copy_constructible_v<Key>, "keys are copied into the cache");
+  static_assert(std::is_copy_constructible_v<Value>,
+                "values are copied out to every caller (use a shared_ptr for heavy values)");
+
+ public:
+  using key_type = Key;
+  using value_type = Value;
+  using options_type = cache_options<Key, Value>;
+
+  // An LRU cache of `capacity` entries.
+  explicit concurrent_cache(std::size_t capacity)
+      : concurrent_cache(options_type{.capacity = capacity}) {}
+  // Throws primcache::error (invalid_arguments) for a policy outside the enum.
+  explicit concurrent_cache(options_type options = {}, Hash hash = Hash(), Eq eq = Eq())
+      : options_(std::move(options)),
+        hash_(std::move(hash)),
+        eq_(std::move(eq)),
+        unit_(options_.weigher ? cache_unit::bytes : cache_unit::entries),
+        order_(cache_internal::make_eviction_order(options_.policy)) {
+    counters_.capacity.store(options_.capacity, std::memory_order_relaxed);
+  }
+
+  concurrent_cache(const concurrent_cache&) = delete;
+  concurrent_cache& operator=(const concurrent_cache&) = delete;
+
+  // Releases every entry without calling the eviction listener.
+  ~concurrent_cache() {
+    table_.drain([](entry_type* e) { cache_internal::release(e); });
+  }
+
+  // The cached value for `key`, or the value `creator()` makes (see above).
+  template <typename Creator>
+    requires std::invocable<Creator&> && std::convertible_to<std::invoke_result_t<Creator&>, Value>
+  lookup_result<Value> get_or_add(const Key& key, Creator&& creator) {
+    const std::uint64_t hash = static_cast<std::uint64_t>(hash_(key));
+    cache_internal::reader_slot& slot = lock_.slot_for_this_thread();
+    std::shared_future<Value> pending;
+    {
+      cache_internal::shared_section section(lock_, slot);
+      if (entry_type* e = table_.find(hash, key, eq_)) {
+        if (e->ready) {
+          e->touch();
+          section.count_hit();
+          return {*e->value, lookup_outcome::hit};
+        }
+        // Empty until a first waiter makes the promise (under the exclusive
+        // lock, in add()).
+        pending = e->future;
+      }
+    }
+    if (pending.valid()) return wait_for(pending, slot);
+    return add(key, hash, slot, creator);
+  }
+
+  // Removes `key`'s entry (ready or in flight); false when there was none.
+  // The listener hears eviction_reason::erased.
+  bool erase(const Key& key) PRIMCACHE_EXCLUDES(lock_) {
+    const std::uint64_t hash = static_cast<std::uint64_t>(hash_(key));
+    graveyard_type dead(options_.on_evict);
+    lock_guard<cache_internal::read_mostly_lock> guard(lock_);
+    entry_type* e = table_.find(hash, key, eq_);
+    if (e == nullptr) return false;
+    table_.remove(e);
+    retire(e, eviction_reason::erased, /*notify=*/true, dead);
+    return true;
+  }
+
+  // Removes every entry. The listener hears eviction_reason::cleared.
+  void clear() PRIMCACHE_EXCLUDES(lock_) {
+    graveyard_type dead(options_.on_evict);
+    lock_guard<cache_internal::read_mostly_lock> guard(lock_);
+    table_.drain([&](entry_type* e) PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
+      retire(e, eviction_reason::cleared, /*notify=*/true, dead);
+    });
+  }
+
+  // Whether `key` has an entry, ready or in flight. Does not count as a use.
+  bool contains(const Key& key) const PRIMCACHE_EXCLUDES(lock_) {
+    const std::uint64_t hash = static_cast<std::uint64_t>(hash_(key));
+    cache_internal::shared_section section(lock_, lock_.slot_for_this_thread());
+    return table_.find(hash, key, eq_) != nullptr;
+  }
+
+  // Sets the capacity (in unit()) and evicts any excess before returning.
+  void set_capacity(std::size_t capacity) PRIMCACHE_EXCLUDES(lock_) {
+    graveyard_type dead(options_.on_evict);
+    lock_guard<cache_internal::read_mostly_lock> guard(lock_);
+    counters_.capacity.store(capacity, std::memory_order_relaxed);
+    make_room(0, dead);
+  }
+
+  // Relaxed reads of values written under the lock; see occupancy() for a
+  // consistent triple.
+  std::size_t size() const noexcept { return counters_.size.load(std::memory_order_relaxed); }
+  std::size_t weight() const noexcept { return counters_.weight.load(std::memory_order_relaxed); }
+  std::size_t capacity() const noexcept {
+    return counters_.capacity.load(std::memory_order_relaxed);
+  }
+
+  cache_occupancy occupancy() const PRIMCACHE_EXCLUDES(lock_) {
+    cache_internal::shared_section section(lock_, lock_.slot_for_this_thread());
+    return {size(), weight(), capacity()};
+  }
+
+  cache_unit unit() const noexcept { return unit_; }
+  cache_policy policy() const noexcept { return options_.policy; }
+
+  cache_stats stats() const noexcept {
+    cache_stats s;
+    s.hits = lock_.hits();
+    s.waits = lock_.waits();
+    s.misses = counters_.misses.load(std::memory_order_relaxed);
+    s.evictions = counters_.evictions.load(std::memory_order_relaxed);
+    s.refusals = counters_.refusals.load(std::memory_order_relaxed);
+    s.failures = counters_.failures.load(std::memory_order_relaxed);
+    s.creation_time =
+        std::chrono::nanoseconds(counters_.creation_ns.load(std::memory_order_relaxed));
+    return s;
+  }
+
+ private:
+  using entry_type = cache_internal::entry<Key, Value>;
+  using graveyard_type = cache_internal::graveyard<Key, Value>;
+  using clock = std::chrono::steady_clock;
+
+  // Drops the creating caller's reference when creation is over, on every
+  // path; outside the lock, as all releases are.
+  struct creator_reference {
+    entry_type* e;
+    ~creator_reference() { cache_internal::release(e); }
+  };
+
+  static void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) noexcept {
+    counter.fetch_add(by, std::memory_order_relaxed);
+  }
+
+  lookup_result<Value> wait_for(const std::shared_future<Value>& pending,
+                                cache_internal::reader_slot& slot) {
+    slot.waits.fetch_add(1, std::memory_order_relaxed);
+    return {pending.get(), lookup_outcome::waited};
+  }
+
+  // The miss path: a second look under the exclusive lock, then either wait,
+  // refuse, or insert an in-flight entry and run the creator.
+  template <typename Creator>
+  lookup_result<Value> add(const Key& key, std::uint64_t hash, cache_internal::reader_slot& slot,
+                           Creator& creator) PRIMCACHE_EXCLUDES(lock_) {
+    if (capacity() == 0) return create_uncached(creator);
+    // Allocated before the lock, so that the key's copy and the allocation
+    // stay out of the critical section; freed after it when unused.
+    auto fresh = std::make_unique<entry_type>(key, hash);
+    std::shared_future<Value> pending;
+    bool refused = false;
+    {
+      graveyard_type dead(options_.on_evict);
+      lock_guard<cache_internal::read_mostly_lock> guard(lock_);
+      if (entry_type* e = table_.find(hash, key, eq_)) {
+        if (e->ready) {
+          e->touch();
+          slot.word.fetch_add(std::uint64_t{1} << cache_internal::hit_shift,
+                              std::memory_order_relaxed);
+          return {*e->value, lookup_outcome::hit};
+        }
+        // The first waiter makes the promise, so that a creation nobody
+        // waits for costs no shared state. The creator takes it, under this
+        // lock, when it finishes; no waiter can attach after that.
+        if (!e->future.valid()) {
+          e->promise.emplace();
+          e->future = e->promise->get_future().share();
+        }
+        pending = e->future;
+      } else if (!admits_new_entry()) {
+        refused = true;
+      } else {
+        table_.reserve_one_more();  // may throw; nothing has changed yet
+        if (unit_ == cache_unit::entries) make_room(1, dead);
+        fresh->refs.store(2, std::memory_order_relaxed);  // the table's and ours
+        fresh->linked = true;
+        table_.insert(fresh.get());
+        order_->insert(*fresh);
+        counters_.size.store(size() + 1, std::memory_order_relaxed);
+      }
+    }
+    if (pending.valid()) return wait_for(pending, slot);
+    if (refused) return create_uncached(creator);
+    return create(fresh.release(), creator);
+  }
+
+  template <typename Creator>
+  lookup_result<Value> create(entry_type* e, Creator& creator) PRIMCACHE_EXCLUDES(lock_) {
+    creator_reference ours{e};
+    bump(counters_.misses);
+    std::optional<Value> made;
+    bool failed = false;
+    std::size_t weight = 1;
+    std::uint64_t cost_ns = 0;
+    const clock::time_point start = clock::now();
+    try {
+      try {
+        made.emplace(std::invoke(creator));
+      } catch (...) {
+        cost_ns = elapsed_ns(start);
+        throw;
+      }
+      cost_ns = elapsed_ns(start);
+      failed = options_.is_failure && options_.is_failure(*made);
+      if (!failed) {
+        if (options_.weigher) weight = options_.weigher(e->key, *made);
+        // Not yet visible: readers look at `value` only once `ready` is set
+        // under the exclusive lock, after this write.
+        e->value.emplace(*made);
+      }
+    } catch (...) {
+      bump(counters_.failures);
+      if (auto waiters = finish_failed(e)) waiters->set_exception(std::current_exception());
+      throw;
+    }
+    std::optional<std::promise<Value>> waiters;
+    if (failed) {
+      bump(counters_.failures);
+      waiters = finish_failed(e);
+    } else {
+      waiters = finish_ready(e, weight, cost_ns);
+    }
+    if (waiters) waiters->set_value(*made);
+    return {std::move(*made), lookup_outcome::miss};
+  }
+
+  // Capacity 0 or a refusal: run the creator, keep nothing.
+  template <typename Creator>
+  lookup_result<Value> create_uncached(Creator& creator) {
+    bump(counters_.misses);
+    bump(counters_.refusals);
+    const clock::time_point start = clock::now();
+    try {
+      Value made(std::invoke(creator));
+      elapsed_ns(start);
+      if (options_.is_failure && options_.is_failure(made)) bump(counters_.failures);
+      return {std::move(made), lookup_outcome::miss};
+    } catch (...) {
+      elapsed_ns(start);
+      bump(counters_.failures);
+      throw;
+    }
+  }
+
+  // Adds the time since `start` to the creation-time counter; returns it.
+  std::uint64_t elapsed_ns(clock::time_point start) noexcept {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start);
+    const auto count = static_cast<std::uint64_t>(ns.count());
+    bump(counters_.creation_ns, count);
+    return count;
+  }
+
+  // Removes a failed creation's entry if it is still linked. Returns the
+  // waiters' promise, if any waited, for the caller to fulfil after the lock.
+  std::optional<std::promise<Value>> finish_failed(entry_type* e) PRIMCACHE_EXCLUDES(lock_) {
+    graveyard_type dead(options_.on_evict);
+    lock_guard<cache_internal::read_mostly_lock> guard(lock_);
+    auto waiters = std::exchange(e->promise, std::nullopt);
+    if (e->linked) {
+      table_.remove(e);
+      retire(e, eviction_reason::capacity, /*notify=*/false, dead);
+    }
+    return waiters;
+  }
+
+  // Makes a created entry ready (if it is still linked) and makes room for
+  // its weight. Returns the waiters' promise, as finish_failed does.
+  std::optional<std::promise<Value>> finish_ready(entry_type* e, std::size_t weight,
+                                                  std::uint64_t cost_ns) PRIMCACHE_EXCLUDES(lock_) {
+    std::shared_future<Value> drop;  // released after the lock
+    graveyard_type dead(options_.on_evict);
+    lock_guard<cache_internal::read_mostly_lock> guard(lock_);
+    auto waiters = std::exchange(e->promise, std::nullopt);
+    if (!e->linked) return waiters;  // evicted, erased or cleared while in flight
+    drop = std::move(e->future);
+    e->ready = true;
+    e->cost_ns = cost_ns;
+    if (unit_ == cache_unit::bytes) {
+      const std::size_t cap = capacity();
+      if (order_->evicts_to_admit() ? weight > cap : this->weight() + weight > cap) {
+        table_.remove(e);
+        if (order_->evicts_to_admit()) {
+          retire(e, eviction_reason::capacity, /*notify=*/true, dead);
+          bump(counters_.evictions);
+        } else {
+          retire(e, eviction_reason::capacity, /*notify=*/false, dead);
+          bump(counters_.refusals);
+        }
+        return waiters;
+      }
+    }
+    e->weight = weight;
+    counters_.weight.store(this->weight() + weight, std::memory_order_relaxed);
+    // Out of the order while making room, so it is not its own victim; back
+    // in as the newest entry.
+    order_->remove(*e);
+    make_room(0, dead);
+    order_->insert(*e);
+    return waiters;
+  }
+
+  bool admits_new_entry() const PRIMCACHE_REQUIRES(lock_) {
+    const std::size_t cap = capacity();
+    if (cap == 0) return false;
+    if (order_->evicts_to_admit()) return true;
+    return unit_ == cache_unit::entries ? size() < cap : weight() < cap;
+  }
+
+  // Evicts in policy order until `incoming` more entries fit (entries) or the
+  // weight fits (bytes).
+  void make_room(std::size_t incoming, graveyard_type& dead) PRIMCACHE_REQUIRES(lock_) {
+    const std::size_t cap = capacity();
+    while (unit_ == cache_unit::entries ? size() + incoming > cap : weight() > cap) {
+      cache_internal::entry_hook* victim = order_->victim();
+      if (victim == nullptr) break;
+      entry_type* e = static_cast<entry_type*>(victim);
+      table_.remove(e);
+      retire(e, eviction_reason::capacity, /*notify=*/true, dead);
+      bump(counters_.evictions);
+    }
+  }
+
+  // Everything but the table unlink: out of the order, out of the counts,
+  // the removal recorded, the table's reference handed to `dead`.
+  void retire(entry_type* e, eviction_reason reason, bool notify, graveyard_type& dead)
+      PRIMCACHE_REQUIRES(lock_) {
+    order_->remove(*e);
+    counters_.size.store(size() - 1, std::memory_order_relaxed);
+    counters_.weight.store(weight() - e->weight, std::memory_order_relaxed);
+    e->linked = false;
+    e->ready_at_removal = e->ready;
+    e->notify = notify;
+    e->removal_reason = reason;
+    dead.bury(e);
+  }
+
+  const options_type options_;
+  [[no_unique_address]] const Hash hash_;
+  [[no_unique_address]] const Eq eq_;
+  const cache_unit unit_;
+  mutable cache_internal::read_mostly_lock lock_;
+  cache_internal::entry_table<entry_type> table_ PRIMCACHE_GUARDED_BY(lock_);
+  const std::unique_ptr<cache_internal::eviction_order> order_ PRIMCACHE_PT_GUARDED_BY(lock_);
+
+  // Written on miss paths only (size, weight and capacity under the
+  // exclusive lock); a line of its own so that misses do not invalidate what
+  // hits read.
+  struct alignas(128) write_side_counters {
+    std::atomic<std::size_t> size{0};
+    std::atomic<std::size_t> weight{0};
+    std::atomic<std::size_t> capacity{0};
+    std::atomic<std::uint64_t> misses{0};
+    std::atomic<std::uint64_t> evictions{0};
+    std::atomic<std::uint64_t> refusals{0};
+    std::atomic<std::uint64_t> failures{0};
+    std::atomic<std::uint64_t> creation_ns{0};
+  };
+  write_side_counters counters_;
+};
+
+}  // namespace primcache
