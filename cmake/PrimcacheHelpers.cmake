@@ -21,7 +21,10 @@ function(primcache_library)
     OUTPUT_NAME primcache_${PL_NAME}
     EXPORT_NAME ${PL_NAME}
     VERSION ${PROJECT_VERSION}
-    SOVERSION ${PROJECT_VERSION_MAJOR})
+    SOVERSION ${PROJECT_VERSION_MAJOR}
+    # Installed libraries find their sibling libraries (a program's RUNPATH
+    # covers only its direct dependencies).
+    INSTALL_RPATH "$ORIGIN")
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
@@ -60,11 +63,22 @@ function(primcache_test)
   set(labels ${PT_LABELS})
   if(PT_NAME MATCHES "_concurrency$")
     list(APPEND labels concurrency)
+    set_property(GLOBAL APPEND PROPERTY PRIMCACHE_CONCURRENCY_TESTS ${PT_NAME})
   endif()
   if(labels)
     catch_discover_tests(${PT_NAME} TEST_PREFIX "${PT_NAME}:" PROPERTIES LABELS "${labels}")
   else()
     catch_discover_tests(${PT_NAME} TEST_PREFIX "${PT_NAME}:")
+  endif()
+endfunction()
+
+# `concurrency_tests` builds every *_concurrency binary: the tsan job builds
+# only what it runs.
+function(primcache_concurrency_target)
+  get_property(tests GLOBAL PROPERTY PRIMCACHE_CONCURRENCY_TESTS)
+  add_custom_target(concurrency_tests)
+  if(tests)
+    add_dependencies(concurrency_tests ${tests})
   endif()
 endfunction()
 
