@@ -1,0 +1,148 @@
+// kernels/matmul_kernel.hpp — the f32 matmul kernel of the CPU backend:
+// dst[b] = post_ops(src[b] x weights[b] + bias), 2-D or batched 3-D, with
+// every shape, stride and blocking factor baked into the generated code.
+//
+// The generated code is a cache-blocked loop nest around an MR x NR
+// register-blocked micro-kernel (broadcast a src element, FMA it into NR/W
+// vector accumulators of one row). Panels of the weights are packed into
+// the caller's scratchpad when that pays (or when the weights are not dense
+// along n); bias and post-ops are applied to the accumulators before the
+// only store of the last K block. docs/kernels-matmul.md has the details.
+//
+//   matmul_problem p = matmul_problem::dense(1, 128, 768, 3072);
+//   p.with_bias = true;
+//   p.nthr = pool.size();
+//   auto cfg = default_matmul_config(p, effective_isa());
+//   auto k = matmul_kernel::create(p, cfg, effective_isa());
+//   if (!k) return k.why();
+//   std::vector<std::byte> scratch(k.value()->scratchpad_bytes() + 64);  // then align to 64
+//   k.value()->execute({src, wei, bias, dst, nullptr}, aligned_scratch, pool);
+//
+// Thread-safety: a kernel is immutable after creation; execute() may run on
+// any number of threads at once, each with its own scratchpad. create() and
+// load() may run concurrently. Exceptions: none escape create() and load()
+// (failures are values); execute() throws only what the pool rethrows.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "jit/jit_module.hpp"
+#include "kernels/post_ops.hpp"
+#include "primcache/base/export.hpp"
+#include "primcache/base/result.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/keyhash/key.hpp"
+#include "primcache/runtime/thread_pool.hpp"
+
+namespace primcache::cpu_internal {
+
+// Shapes and strides in elements. Strides may be any non-negative values
+// for src and weights (transposed weights: k stride 1, n stride K; weights
+// shared by every batch: batch stride 0); dst must be dense along n (n
+// stride 1) with rows and batches that do not overlap.
+struct PRIMCACHE_API matmul_problem {
+  std::int64_t batch = 1;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::array<std::int64_t, 3> src_strides{};  // batch, m, k
+  std::array<std::int64_t, 3> wei_strides{};  // batch, k, n
+  std::array<std::int64_t, 3> dst_strides{};  // batch, m, n
+  // One f32 per column n (shape 1xN or 1x1xN), dense.
+  bool with_bias = false;
+  // Binary operands: broadcast none has dst's shape and strides,
+  // per_channel one value per column n (dense), scalar one value.
+  post_op_chain post_ops;
+  int nthr = 1;
+
+  // Row-major src (batch, m, k), weights (batch, k, n), dst (batch, m, n).
+  static matmul_problem dense(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k);
+
+  void write_key(key_writer& w) const;
+};
+
+// The blocking of the loop nest. Valid values depend on the ISA (nr is a
+// multiple of its vector width, mr * nr / width + nr / width + 1 vector
+// registers at most); create() refuses others.
+struct PRIMCACHE_API matmul_config {
+  int mr = 8;              // register block: rows of dst per micro-kernel
+  int nr = 48;             // register block: columns (a multiple of the vector width)
+  std::int64_t kc = 256;   // K cache block: the depth of one micro-kernel pass
+  std::int64_t mc = 512;   // M cache block (a multiple of mr): rows per B-panel sweep
+  std::int64_t nc = 1536;  // N cache block (a multiple of nr): columns packed at once
+  int k_unroll = 4;        // copies of the K-loop body per iteration
+  bool pack_b = true;      // pack kc x nc weight panels into the scratchpad
+  bool n_inner = false;    // innermost loop over nr blocks (else over mr blocks)
+  int thr_m = 1;           // thread grid over batch x M blocks ...
+  int thr_n = 1;           // ... times N blocks; thr_m * thr_n <= problem.nthr
+
+  void write_key(key_writer& w) const;
+  friend bool operator==(const matmul_config&, const matmul_config&) = default;
+};
+
+PRIMCACHE_API matmul_config default_matmul_config(const matmul_problem& p, cpu_isa isa);
+// Valid configurations other than the default (at least three), for tests
+// and the autotuner.
+PRIMCACHE_API std::vector<matmul_config> matmul_config_candidates(const matmul_problem& p,
+                                                                  cpu_isa isa);
+
+struct matmul_args {
+  const float* src = nullptr;
+  const float* weights = nullptr;
+  const float* bias = nullptr;  // with_bias only
+  float* dst = nullptr;
+  // Indexed by binary_add_op::arg_index.
+  const float* const* binary_operands = nullptr;
+};
+
+class PRIMCACHE_API matmul_kernel {
+ public:
+  // Fails with invalid_arguments for malformed problems or configurations
+  // (non-positive sizes, negative or overlapping strides, overflow) and with
+  // unimplemented for valid ones this kernel does not handle (dst not dense
+  // along n, an ISA below avx2 or above the host's).
+  static result<std::unique_ptr<matmul_kernel>> create(const matmul_problem& p,
+                                                       const matmul_config& cfg, cpu_isa isa);
+  // The same kernel from object code create() produced for this problem and
+  // configuration (no compilation). The object must match them: nothing in
+  // its bytes says which problem it was built for.
+  static result<std::unique_ptr<matmul_kernel>> load(const matmul_problem& p,
+                                                     const matmul_config& cfg,
+                                                     std::span<const std::byte> object);
+
+  const std::vector<std::byte>& object() const noexcept { return module_->object(); }
+  const matmul_problem& problem() const noexcept { return problem_; }
+  const matmul_config& config() const noexcept { return config_; }
+  // Bytes of 64-byte aligned scratch one execute() needs; 0 without packing.
+  std::size_t scratchpad_bytes() const noexcept;
+  void execute(const matmul_args& args, void* scratchpad, thread_pool& pool) const;
+
+  // One call of the generated function: batch b, row blocks [mb0, mb1) of
+  // mr rows, column blocks [nb0, nb1) of nr columns, packing into `pack`.
+  using function = void(const float* src, const float* wei, const float* bias, float* dst,
+                        const float* const* binary, float* pack, std::int64_t b, std::int64_t mb0,
+                        std::int64_t mb1, std::int64_t nb0, std::int64_t nb1);
+
+ private:
+  matmul_kernel(const matmul_problem& p, const matmul_config& cfg,
+                std::unique_ptr<jit_module> module, function* fn);
+  static result<std::unique_ptr<matmul_kernel>> finish(const matmul_problem& p,
+                                                       const matmul_config& cfg,
+                                                       result<std::unique_ptr<jit_module>> module);
+
+  matmul_problem problem_;
+  matmul_config config_;
+  std::unique_ptr<jit_module> module_;
+  function* fn_;
+};
+
+// Plain loops in double precision, then bias and post-ops as the reference
+// semantics of post_ops.hpp define them.
+PRIMCACHE_API void matmul_reference(const matmul_problem& p, const matmul_args& args);
+
+}  // namespace primcache::cpu_internal

@@ -1,0 +1,125 @@
+#include "kernels/post_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "jit/ir_math.hpp"
+
+namespace primcache::cpu_internal {
+
+void write_key(key_writer& w, const post_op_chain& chain) {
+  w.u32(static_cast<std::uint32_t>(chain.size()));
+  for (const post_op& op : chain) {
+    w.enumeration(op.what);
+    if (op.what == post_op::kind::eltwise) {
+      w.enumeration(op.eltwise.alg)
+          .f32(op.eltwise.alpha)
+          .f32(op.eltwise.beta)
+          .f32(op.eltwise.scale);
+    } else {
+      w.i32(op.binary.arg_index).enumeration(op.binary.broadcast);
+    }
+  }
+}
+
+namespace {
+llvm::Value* splat_like(llvm::IRBuilderBase& b, llvm::Value* like, float v) {
+  llvm::Constant* c = llvm::ConstantFP::get(b.getFloatTy(), v);
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(like->getType())) {
+    return llvm::ConstantVector::getSplat(vt->getElementCount(), c);
+  }
+  return c;
+}
+}  // namespace
+
+llvm::Value* emit_eltwise(llvm::IRBuilderBase& b, llvm::Value* x, const eltwise_op& op) {
+  llvm::Value* y = nullptr;
+  switch (op.alg) {
+    case eltwise_alg::relu: {
+      // x > 0 ? x : alpha * x, with no multiply when alpha is 0 (the
+      // common case). NaN propagates: alpha * NaN is NaN, and for alpha 0,
+      // where the select would give 0, "x > 0 or unordered" keeps x.
+      llvm::Value* zero = splat_like(b, x, 0.f);
+      if (op.alpha == 0.f) {
+        y = b.CreateSelect(b.CreateFCmpUGT(x, zero), x, zero);
+      } else {
+        y = b.CreateSelect(b.CreateFCmpOGT(x, zero), x,
+                           b.CreateFMul(x, splat_like(b, x, op.alpha)));
+      }
+      break;
+    }
+    case eltwise_alg::gelu_erf: y = emit_gelu_erf(b, x); break;
+    case eltwise_alg::gelu_tanh: y = emit_gelu_tanh(b, x); break;
+    case eltwise_alg::tanh: y = emit_tanh(b, x); break;
+    case eltwise_alg::sigmoid: y = emit_sigmoid(b, x); break;
+    case eltwise_alg::exp: y = emit_exp(b, x); break;
+    case eltwise_alg::linear:
+      y = b.CreateFAdd(b.CreateFMul(x, splat_like(b, x, op.alpha)), splat_like(b, x, op.beta));
+      break;
+    case eltwise_alg::clip: {
+      llvm::Value* lo = splat_like(b, x, op.alpha);
+      llvm::Value* hi = splat_like(b, x, op.beta);
+      llvm::Value* above = b.CreateSelect(b.CreateFCmpOLT(x, lo), lo, x);
+      y = b.CreateSelect(b.CreateFCmpOGT(above, hi), hi, above);
+      break;
+    }
+  }
+  if (op.scale != 1.f) y = b.CreateFMul(y, splat_like(b, x, op.scale));
+  return y;
+}
+
+llvm::Value* emit_post_ops(llvm::IRBuilderBase& b, llvm::Value* x, const post_op_chain& chain,
+                           binary_operand_loader load_operand) {
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    const post_op& op = chain[i];
+    if (op.what == post_op::kind::eltwise) {
+      x = emit_eltwise(b, x, op.eltwise);
+    } else {
+      x = b.CreateFAdd(x, load_operand(static_cast<int>(i), op.binary));
+    }
+  }
+  return x;
+}
+
+float eltwise_reference(float x, const eltwise_op& op) {
+  double v = x;
+  double y = 0;
+  switch (op.alg) {
+    // alpha 0 gives 0 for every non-positive x, -inf included (where
+    // alpha * x would be NaN), as the generated select does.
+    case eltwise_alg::relu:
+      y = std::isnan(v) ? v : (v > 0 ? v : (op.alpha == 0.f ? 0.0 : op.alpha * v));
+      break;
+    // Both gelus in forms free of the cancellation in 1 + erf and 1 + tanh
+    // for large negative x (in double, 1 + erf(-6) keeps only a few
+    // correct digits): erfc, and 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)).
+    // Their limit at -inf is -0, as the generated code gives.
+    case eltwise_alg::gelu_erf:
+      y = std::isinf(v) && v < 0 ? -0.0 : 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+      break;
+    case eltwise_alg::gelu_tanh: {
+      const double k = std::sqrt(2.0 / 3.14159265358979323846);
+      y = std::isinf(v) && v < 0 ? -0.0
+                                 : v / (1.0 + std::exp(-2.0 * k * (v + 0.044715 * v * v * v)));
+      break;
+    }
+    case eltwise_alg::tanh: y = std::tanh(v); break;
+    case eltwise_alg::sigmoid: y = 1.0 / (1.0 + std::exp(-v)); break;
+    case eltwise_alg::exp: y = std::exp(v); break;
+    case eltwise_alg::linear: y = static_cast<double>(op.alpha) * v + op.beta; break;
+    case eltwise_alg::clip:
+      y = std::isnan(v) ? v : std::min<double>(std::max<double>(v, op.alpha), op.beta);
+      break;
+  }
+  return static_cast<float>(y * op.scale);
+}
+
+float apply_post_ops_reference(float x, const post_op_chain& chain, const float* operands) {
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    const post_op& op = chain[i];
+    x = op.what == post_op::kind::eltwise ? eltwise_reference(x, op.eltwise) : x + operands[i];
+  }
+  return x;
+}
+
+}  // namespace primcache::cpu_internal

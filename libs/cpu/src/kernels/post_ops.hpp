@@ -1,0 +1,99 @@
+// kernels/post_ops.hpp — the post-operations every CPU kernel can fuse into
+// its epilogue, and the IR that applies them.
+//
+// A primitive's attributes carry a chain of post-ops (eltwise functions,
+// binary additions of another tensor); the runtime translates the chain into
+// post_op values and each kernel applies it to the accumulator vectors it is
+// about to store, so nothing is written twice.
+//
+//   llvm::Value* acc = ...;  // <16 x float> of dst values
+//   acc = emit_post_ops(b, acc, problem.post_ops, [&](int i, const binary_add_op& op) {
+//     return load_binary_operand(i, op);   // the kernel knows the addressing
+//   });
+//
+// Thread-safety: pure functions on one kernel's builder. Exceptions: none.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <llvm/ADT/STLFunctionalExtras.h>
+#include <llvm/IR/IRBuilder.h>
+
+#include "primcache/base/export.hpp"
+#include "primcache/keyhash/key.hpp"
+
+namespace primcache::cpu_internal {
+
+// f(x), with alpha/beta as in the public API:
+//   relu      x > 0 ? x : alpha * x
+//   gelu_erf  0.5x(1 + erf(x / sqrt 2))        gelu_tanh  the tanh approximation
+//   tanh, sigmoid, exp
+//   linear    alpha * x + beta
+//   clip      min(max(x, alpha), beta)
+enum class eltwise_alg : std::uint8_t {
+  relu,
+  gelu_erf,
+  gelu_tanh,
+  tanh,
+  sigmoid,
+  exp,
+  linear,
+  clip
+};
+
+struct eltwise_op {
+  eltwise_alg alg = eltwise_alg::relu;
+  float alpha = 0.f;
+  float beta = 0.f;
+  // Applied after f (the post-op form scale * f(x)); 1 elsewhere.
+  float scale = 1.f;
+  friend bool operator==(const eltwise_op&, const eltwise_op&) = default;
+};
+
+// dst += operand. The operand is an f32 tensor; `broadcast` says which of
+// dst's elements share an operand element.
+enum class binary_broadcast : std::uint8_t {
+  none,         // same shape as dst, dense in dst's layout
+  per_channel,  // one value per output channel (matmul: per column n; conv: per oc)
+  scalar,       // one value for all
+};
+
+struct binary_add_op {
+  int arg_index = 0;  // index into the kernel's binary operand pointer array
+  binary_broadcast broadcast = binary_broadcast::none;
+  friend bool operator==(const binary_add_op&, const binary_add_op&) = default;
+};
+
+struct post_op {
+  enum class kind : std::uint8_t { eltwise, binary_add } what = kind::eltwise;
+  eltwise_op eltwise;
+  binary_add_op binary;
+  friend bool operator==(const post_op&, const post_op&) = default;
+};
+
+using post_op_chain = std::vector<post_op>;
+
+// Writes the chain into a key (floats by bit pattern).
+PRIMCACHE_API void write_key(key_writer& w, const post_op_chain& chain);
+
+// f(x) for x of type float or <N x float>.
+PRIMCACHE_API llvm::Value* emit_eltwise(llvm::IRBuilderBase& b, llvm::Value* x,
+                                        const eltwise_op& op);
+
+// Returns the operand value (same type as x) of binary post-op number
+// `index` in the chain, for the elements x holds.
+using binary_operand_loader = llvm::function_ref<llvm::Value*(int index, const binary_add_op&)>;
+
+// Applies the chain in order to x (float or <N x float>).
+PRIMCACHE_API llvm::Value* emit_post_ops(llvm::IRBuilderBase& b, llvm::Value* x,
+                                         const post_op_chain& chain,
+                                         binary_operand_loader load_operand);
+
+// Reference semantics (scalar, plain C++), for reference implementations
+// and tests. `operands[i]` is the operand value of binary post-op i.
+PRIMCACHE_API float apply_post_ops_reference(float x, const post_op_chain& chain,
+                                             const float* operands);
+PRIMCACHE_API float eltwise_reference(float x, const eltwise_op& op);
+
+}  // namespace primcache::cpu_internal
