@@ -1,0 +1,213 @@
+// kernels/reorder_kernel.hpp — the reorder kernel: copies a tensor from one
+// memory descriptor to another (any two resolved layouts of the same dims),
+// converting the element type and applying scales on the way.
+//
+// Semantics, element by element (logical index i):
+//   same data type, no scales      dst[i] = src[i], bit for bit
+//   otherwise                      v = to_f32(src[i]) * scale(i)
+//                                  dst[i] = from_f32(v): f32 as is; bf16 and
+//                                  f16 round to nearest even; s8, u8, s32
+//                                  round to nearest even, then saturate
+//                                  (NaN gives 0)
+// Elements of dst's padding (blocked layouts whose padded dims exceed dims)
+// are written as zeros: consumers rely on zero padding.
+//
+// Scales are a runtime argument (args.scales), not baked into the code: a
+// kernel serves every scale value of its shape, and the key holds only the
+// scale kind and dimension. `common` reads scales[0]; `per_dim` reads
+// scales[i[scale_dim]], dims[scale_dim] values.
+//
+// The code walks the logical index space with every extent and stride baked
+// in: the two layouts are split into loops (one per inner block level of
+// either layout, plus the outer dims), sorted by dst stride, and loops that
+// are contiguous in both layouts are merged. The innermost loop streams
+// full-width vectors when the walk is unit-stride in both layouts (a memcpy
+// call for plain copies); when dst is unit-stride along one loop and src
+// along another (nchw <-> nhwc, ab <-> ba, blocking), it transposes tiles of
+// tile x tile elements in registers with shuffles. The walk shared with the
+// eltwise kernel (walk_plan, emit_walk_function) is declared at the end.
+//
+//   reorder_problem p{src_md, dst_md, reorder_scales::common, 0, /*nthr=*/2};
+//   auto k = reorder_kernel::create(p, default_reorder_config(p, isa), isa);
+//   if (!k) return k.why();
+//   float scale = 0.5f;
+//   k.value()->execute({src, dst, &scale}, nullptr, default_thread_pool());
+//
+// Thread-safety: a kernel is immutable after create()/load(); execute() may
+// run from any number of threads at once. Exceptions: create() and load()
+// report failures as values; execute() throws nothing of its own.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "jit/jit_module.hpp"
+#include "primcache/base/export.hpp"
+#include "primcache/base/result.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/keyhash/key.hpp"
+#include "primcache/runtime/thread_pool.hpp"
+#include "primcache/tensor/memory_desc.hpp"
+
+namespace llvm {
+class IRBuilderBase;
+class Module;
+class Value;
+}  // namespace llvm
+
+namespace primcache::cpu_internal {
+
+enum class reorder_scales : std::uint8_t { none, common, per_dim };
+
+struct PRIMCACHE_API reorder_problem {
+  memory_desc src;
+  memory_desc dst;
+  reorder_scales scales = reorder_scales::none;
+  int scale_dim = 0;  // per_dim only
+  int nthr = 1;
+  void write_key(key_writer& w) const;
+};
+
+struct PRIMCACHE_API reorder_config {
+  // Edge of the square tile a transposing walk moves through registers:
+  // 4, 8 or 16.
+  int tile = 16;
+  // Lanes of one vector in a streaming walk (power of two, 4..64).
+  int vector_lanes = 16;
+  // Vectors per iteration of a streaming walk: 1..8.
+  int unroll = 1;
+  // Elements of the innermost split loop in one work item (the unit the
+  // threads share); rounded up to whole vectors or tiles. 0: the whole loop.
+  std::int64_t chunk = 0;
+  // Plain same-type contiguous runs are copied with memcpy.
+  bool use_memcpy = true;
+  void write_key(key_writer& w) const;
+  friend bool operator==(const reorder_config&, const reorder_config&) = default;
+};
+
+PRIMCACHE_API reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa);
+// Valid configurations other than the default, each giving different code.
+PRIMCACHE_API std::vector<reorder_config> reorder_config_candidates(const reorder_problem& p,
+                                                                    cpu_isa isa);
+
+struct reorder_args {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  const float* scales = nullptr;  // required unless problem.scales is none
+};
+
+class PRIMCACHE_API reorder_kernel {
+ public:
+  static result<std::unique_ptr<reorder_kernel>> create(const reorder_problem& p,
+                                                        const reorder_config& c, cpu_isa isa);
+  static result<std::unique_ptr<reorder_kernel>> load(const reorder_problem& p,
+                                                      const reorder_config& c,
+                                                      std::span<const std::byte> object);
+
+  const std::vector<std::byte>& object() const { return module_->object(); }
+  std::size_t scratchpad_bytes() const { return 0; }
+  void execute(const reorder_args& args, void* scratchpad, thread_pool& pool) const;
+
+  const reorder_problem& problem() const { return problem_; }
+  const reorder_config& config() const { return config_; }
+
+ private:
+  using fn_type = void(const void*, void*, const float*, const float* const*, std::int64_t,
+                       std::int64_t);
+  reorder_kernel() = default;
+  static result<std::unique_ptr<reorder_kernel>> finish(const reorder_problem& p,
+                                                        const reorder_config& c,
+                                                        std::unique_ptr<jit_module> m,
+                                                        std::int64_t work_items);
+
+  reorder_problem problem_;
+  reorder_config config_;
+  std::unique_ptr<jit_module> module_;
+  fn_type* fn_ = nullptr;
+  std::int64_t work_items_ = 0;
+};
+
+// Plain loops over the logical index space; dst padding is zeroed.
+PRIMCACHE_API void reorder_reference(const reorder_problem& p, const reorder_args& args);
+
+// ---------------------------------------------------------------------------
+// The walk shared by the reorder and eltwise kernels.
+
+// One loop of a walk over two layouts of the same logical tensor.
+struct walk_loop {
+  std::int64_t extent = 1;
+  std::int64_t src_stride = 0;  // elements
+  std::int64_t dst_stride = 0;
+  int dim = -1;           // logical dimension; -1 for loops merged across dims
+  std::int64_t mult = 0;  // logical index step of one iteration
+};
+
+struct PRIMCACHE_API walk_plan {
+  enum class inner_kind : std::uint8_t { stream, tile };
+  std::vector<walk_loop> loops;  // outer to inner; never empty
+  int ndims = 0;
+  dims_array dims{};
+  dims_array bound{};                   // dst padded dims: indices in [dims, bound) are dst padding
+  std::array<bool, max_ndims> exact{};  // the loops of this dim cover exactly [0, dims)
+  std::array<bool, max_ndims> known{};  // no loop of this dim was merged with another dim
+  std::int64_t src_offset0 = 0;
+  std::int64_t dst_offset0 = 0;
+  // stream: loops.back() is walked by vectors; tile: the last two loops are
+  // I (src stride 1) then J (dst stride 1), walked by square tiles.
+  inner_kind inner = inner_kind::stream;
+  std::size_t split_loop() const {
+    return inner == inner_kind::tile ? loops.size() - 2 : loops.size() - 1;
+  }
+  // Work items for a chunk (see reorder_config::chunk, already rounded).
+  std::int64_t work_items(std::int64_t chunk) const;
+};
+
+// Fails (unimplemented) when a dimension's blocks in the two layouts do not
+// nest (each block size dividing the next), (invalid_arguments) when dst's
+// strides overlap. Dims in keep_dims (bit d) are never merged away, so their
+// logical index is known at every element.
+PRIMCACHE_API result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst,
+                                          unsigned keep_dims);
+
+// What the lanes of a value hold, for a transform that loads more operands.
+struct walk_lanes {
+  llvm::Value* operands = nullptr;    // the function's `const float* const*` argument
+  llvm::Value* dst_offset = nullptr;  // i64 element offset of lane 0 in dst, offset0 included
+  std::int64_t dst_step = 0;          // between lanes
+  std::array<llvm::Value*, max_ndims> index{};  // i64 logical index of lane 0; null if unknown
+  std::array<std::int64_t, max_ndims> index_step{};
+};
+
+using walk_transform =
+    std::function<llvm::Value*(llvm::IRBuilderBase&, llvm::Value* x, const walk_lanes& lanes)>;
+
+struct walk_codegen {
+  data_type src_dt = data_type::f32;
+  data_type dst_dt = data_type::f32;
+  reorder_scales scales = reorder_scales::none;
+  int scale_dim = 0;
+  int tile = 16;
+  int vector_lanes = 16;
+  int unroll = 1;
+  std::int64_t chunk = 0;  // rounded: a multiple of tile (tile walk) or vector_lanes
+  bool use_memcpy = true;
+  walk_transform transform;  // on f32 values (scalar or vector) after scaling; may be empty
+};
+
+// Defines `void symbol(const void* src, void* dst, const float* scales,
+// const float* const* operands, int64_t begin, int64_t end)`, which walks
+// work items [begin, end).
+PRIMCACHE_API void emit_walk_function(llvm::Module& m, const std::string& symbol,
+                                      const walk_plan& plan, const walk_codegen& g);
+
+// The chunk a config asks for, rounded for the plan: 0 or beyond the split
+// loop gives the whole loop.
+PRIMCACHE_API std::int64_t walk_chunk(const walk_plan& plan, std::int64_t chunk, int unit);
+
+}  // namespace primcache::cpu_internal
