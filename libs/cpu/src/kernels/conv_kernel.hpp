@@ -1,0 +1,160 @@
+// kernels/conv_kernel.hpp — the 2-D forward-inference convolution kernel (f32)
+// of the CPU backend: direct convolution generated as IR with every shape
+// baked in, register-blocked over output pixels x output channels.
+//
+// The kernel computes, for each image n, group g, output channel oc of the
+// group and output pixel (oh, ow):
+//   dst = post_ops(bias[oc] + sum over ic, kh, kw of
+//                  src[n, g*IC_g + ic, oh*SH - PT + kh*(DH+1), ow*SW - PL + kw*(DW+1)]
+//                  * wei[g, oc, ic, kh, kw])
+// with taps outside the image contributing nothing (zero padding). Dilation is
+// 0-based: 0 is a dense kernel.
+//
+// Layouts. Activations (src and dst, chosen independently) may be any plain
+// 4-D layout (nchw, nhwc, or explicit strides) or nChw16c (one inner block of
+// 16 channels). Output channels are mapped to 16-lane vectors; nhwc and
+// nChw16c store whole vectors, other layouts store lane by lane. Weights may
+// be in any layout the tensor library describes; unless they already are in
+// preferred_weights_desc() (Ohwi16o, or Goihw16g for depthwise), execute()
+// packs them into the scratchpad first, on every call.
+//
+//   conv_problem p;                                   // shapes, layouts, post-ops
+//   p.src = memory_desc({1, 64, 56, 56}, data_type::f32, format_tag::nChw16c);
+//   ... weights, dst, strides, padding, groups, nthr ...
+//   auto k = conv_kernel::create(p, default_conv_config(p, effective_isa()), effective_isa());
+//   if (!k) return k.why();
+//   std::vector<std::byte, ...> scratch(k.value()->scratchpad_bytes());   // 64-byte aligned
+//   k.value()->execute({src, wei, bias, dst, binary}, scratch.data(), default_thread_pool());
+//
+// Thread-safety: a kernel is immutable after creation; execute() may run on
+// any number of threads at once, each with its own scratchpad. Exceptions:
+// create() and load() return failures as values (std::bad_alloc aside);
+// execute() does not throw unless the thread pool does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/post_ops.hpp"
+#include "primcache/base/export.hpp"
+#include "primcache/base/result.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/keyhash/key.hpp"
+#include "primcache/runtime/thread_pool.hpp"
+#include "primcache/tensor/memory_desc.hpp"
+
+namespace primcache::cpu_internal {
+
+class jit_module;
+
+struct PRIMCACHE_API conv_problem {
+  // (N, IC, IH, IW): plain layout or nChw16c.
+  memory_desc src;
+  // (OC, IC, KH, KW) when groups == 1, else (G, OC/G, IC/G, KH, KW); any
+  // resolved layout.
+  memory_desc weights;
+  // Empty (no bias) or 1-D (OC), dense.
+  memory_desc bias;
+  // (N, OC, OH, OW): plain layout or nChw16c, independent of src's.
+  memory_desc dst;
+  std::int64_t stride_h = 1, stride_w = 1;
+  // 0-based: the distance between taps is dilation + 1.
+  std::int64_t dilation_h = 0, dilation_w = 0;
+  std::int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
+  std::int64_t groups = 1;
+  post_op_chain post_ops;
+  int nthr = 1;
+
+  void write_key(key_writer& w) const;
+};
+
+// Which loop runs outermost over the work items (image, group, output
+// channel chunk, output row) that threads share: output-channel chunks
+// outermost keeps one chunk's weights hot while rows stream by; rows
+// outermost keeps one input row hot while the weights stream by.
+enum class conv_loop_order : std::uint8_t { oc_outer = 0, spatial_outer = 1 };
+
+struct PRIMCACHE_API conv_config {
+  // Output pixels of one row held in registers at once.
+  int ow_block = 14;
+  // 16-channel output blocks held in registers at once (a register tile is
+  // ow_block x oc_blocks vectors of 16 floats).
+  int oc_blocks = 2;
+  // Input channels per iteration of the reduction loop (1, 2, 4, 8 or 16).
+  int ic_unroll = 1;
+  conv_loop_order order = conv_loop_order::oc_outer;
+
+  void write_key(key_writer& w) const;
+  friend bool operator==(const conv_config&, const conv_config&) = default;
+};
+
+struct conv_args {
+  const void* src = nullptr;
+  const void* weights = nullptr;  // in problem.weights' layout
+  const void* bias = nullptr;     // null when problem.bias is empty
+  void* dst = nullptr;
+  // Indexed by binary_add_op::arg_index; a `none` operand is laid out as dst.
+  const float* const* binary_operands = nullptr;
+};
+
+// The output size the problem's shapes imply along one axis, or a failure
+// when the kernel does not fit in the padded input.
+PRIMCACHE_API result<std::int64_t> conv_output_size(std::int64_t in, std::int64_t kernel,
+                                                    std::int64_t stride, std::int64_t dilation,
+                                                    std::int64_t pad_before,
+                                                    std::int64_t pad_after);
+
+// The weights layout the kernel reads directly: Ohwi16o (groups == 1),
+// Goihw16g (depthwise: groups == IC == OC), goihw otherwise (grouped weights
+// are always packed). The problem's weights dims must be valid.
+PRIMCACHE_API result<memory_desc> preferred_weights_desc(const conv_problem& p);
+
+PRIMCACHE_API conv_config default_conv_config(const conv_problem& p, cpu_isa isa);
+PRIMCACHE_API std::vector<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa);
+
+class PRIMCACHE_API conv_kernel {
+ public:
+  static result<std::unique_ptr<conv_kernel>> create(const conv_problem& p, const conv_config& c,
+                                                     cpu_isa isa);
+  static result<std::unique_ptr<conv_kernel>> load(const conv_problem& p, const conv_config& c,
+                                                   std::span<const std::byte> object);
+  ~conv_kernel();
+  conv_kernel(const conv_kernel&) = delete;
+  conv_kernel& operator=(const conv_kernel&) = delete;
+
+  const std::vector<std::byte>& object() const;
+  // The packed weights' bytes when the weights are not in the preferred
+  // layout, else 0.
+  std::size_t scratchpad_bytes() const;
+  bool packs_weights() const noexcept { return packs_weights_; }
+  void execute(const conv_args& args, void* scratchpad, thread_pool& pool) const;
+
+  const conv_problem& problem() const noexcept { return problem_; }
+  const conv_config& config() const noexcept { return config_; }
+
+ private:
+  using entry_fn = void(const float* src, const float* wei, const float* bias, float* dst,
+                        const float* const* binary, std::int64_t begin, std::int64_t end);
+  conv_kernel(const conv_problem& p, const conv_config& c, std::unique_ptr<jit_module> m,
+              entry_fn* fn);
+  static result<std::unique_ptr<conv_kernel>> finish(const conv_problem& p, const conv_config& c,
+                                                     std::unique_ptr<jit_module> m);
+  void pack_weights(const float* user, float* packed, thread_pool& pool) const;
+
+  conv_problem problem_;
+  conv_config config_;
+  std::unique_ptr<jit_module> module_;
+  entry_fn* fn_ = nullptr;
+  bool packs_weights_ = false;
+  std::int64_t work_items_ = 0;
+  std::size_t packed_bytes_ = 0;
+};
+
+// Plain loops (double accumulation); writes zeros into the channel padding of
+// an nChw16c dst, as the kernel does.
+PRIMCACHE_API void conv_reference(const conv_problem& p, const conv_args& args);
+
+}  // namespace primcache::cpu_internal

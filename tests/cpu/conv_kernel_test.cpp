@@ -1,0 +1,707 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jit/object_symbols.hpp"
+#include "kernels/conv_kernel.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/runtime/thread_pool.hpp"
+
+namespace {
+
+using primcache::cpu_isa;
+using primcache::data_type;
+using primcache::format_tag;
+using primcache::memory_desc;
+namespace ci = primcache::cpu_internal;
+
+// Accuracy. Inputs are uniform in [-1, 1] and weights are scaled by
+// 1/sqrt(K) (K = IC/G * KH * KW taps), so every output and every partial sum
+// is O(1). The kernel accumulates in f32 with FMAs (one rounding per tap), the
+// reference in double: the error is about u * sqrt(K) * O(1) with u = 2^-24,
+// 3e-6 at K = 4608, the largest K here. The eltwise post-ops add at most
+// 5 ulp (ir_math.hpp) scaled by their slope (below 2 on O(1) inputs). 5e-5
+// relative to max(1, |ref|) leaves a margin of more than 10.
+constexpr float tolerance = 5e-5f;
+
+std::vector<cpu_isa> test_isas() {
+  std::vector<cpu_isa> out;
+  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512_core}) {
+    if (primcache::detected_isa() >= isa) out.push_back(isa);
+  }
+  if (primcache::detected_isa() < cpu_isa::avx512_core) {
+    WARN("host lacks AVX-512: only the avx2 path runs");
+  }
+  return out;
+}
+
+primcache::thread_pool& pool() {
+  static primcache::thread_pool p(3);
+  return p;
+}
+
+// 64-byte aligned float storage.
+struct buffer {
+  explicit buffer(std::size_t floats)
+      : raw(floats + 16),
+        data(reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(raw.data()) + 63) &
+                                      ~std::uintptr_t{63})),
+        size(floats) {}
+  std::vector<float> raw;
+  float* data;
+  std::size_t size;
+};
+
+struct shape {
+  std::int64_t n = 1, ic = 16, oc = 16, ih = 8, iw = 8, kh = 3, kw = 3;
+  std::int64_t sh = 1, sw = 1, dh = 0, dw = 0, pt = 1, pl = 1, pb = 1, pr = 1, g = 1;
+  format_tag src = format_tag::nChw16c, dst = format_tag::nChw16c;
+  format_tag wei = format_tag::undef;  // undef: the preferred layout
+  bool bias = true;
+  int nthr = 2;
+};
+
+std::int64_t out_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d,
+                      std::int64_t a, std::int64_t b) {
+  return (in + a + b - ((k - 1) * (d + 1) + 1)) / s + 1;
+}
+
+ci::conv_problem make_problem(const shape& s) {
+  ci::conv_problem p;
+  const std::int64_t oh = out_size(s.ih, s.kh, s.sh, s.dh, s.pt, s.pb);
+  const std::int64_t ow = out_size(s.iw, s.kw, s.sw, s.dw, s.pl, s.pr);
+  p.src = memory_desc({s.n, s.ic, s.ih, s.iw}, data_type::f32, s.src);
+  p.dst = memory_desc({s.n, s.oc, oh, ow}, data_type::f32, s.dst);
+  p.stride_h = s.sh;
+  p.stride_w = s.sw;
+  p.dilation_h = s.dh;
+  p.dilation_w = s.dw;
+  p.pad_t = s.pt;
+  p.pad_l = s.pl;
+  p.pad_b = s.pb;
+  p.pad_r = s.pr;
+  p.groups = s.g;
+  p.nthr = s.nthr;
+  if (s.bias) p.bias = memory_desc({s.oc}, data_type::f32, format_tag::a);
+  if (s.g == 1) {
+    p.weights = memory_desc({s.oc, s.ic, s.kh, s.kw}, data_type::f32, format_tag::oihw);
+  } else {
+    p.weights =
+        memory_desc({s.g, s.oc / s.g, s.ic / s.g, s.kh, s.kw}, data_type::f32, format_tag::goihw);
+  }
+  if (s.wei == format_tag::undef) {
+    p.weights = ci::preferred_weights_desc(p).value();
+  } else {
+    p.weights = memory_desc(p.weights.dims(), data_type::f32, s.wei);
+  }
+  return p;
+}
+
+// Tensors for one problem: every buffer, padding included, starts as NaN
+// (the kernel must not read padding into results), then the logical
+// elements get random values.
+struct tensors {
+  explicit tensors(const ci::conv_problem& p, std::uint32_t seed)
+      : src(p.src.size_bytes() / 4),
+        wei(p.weights.size_bytes() / 4),
+        bias(std::max<std::size_t>(p.bias.size_bytes() / 4, 1)),
+        binary_storage() {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::fill(src.data, src.data + src.size, nan);
+    std::fill(wei.data, wei.data + wei.size, nan);
+    const auto sd = p.src.dims();
+    for (std::int64_t a = 0; a < sd[0]; ++a)
+      for (std::int64_t b = 0; b < sd[1]; ++b)
+        for (std::int64_t c = 0; c < sd[2]; ++c)
+          for (std::int64_t d = 0; d < sd[3]; ++d) src.data[p.src.offset_of({a, b, c, d})] = u(rng);
+    const auto wd = p.weights.dims();
+    const int nd = p.weights.ndims();
+    const std::int64_t taps = wd[nd - 3] * wd[nd - 2] * wd[nd - 1];
+    const float scale = 1.f / std::sqrt(static_cast<float>(taps));
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(nd), 0);
+    const std::int64_t total = p.weights.nelems();
+    for (std::int64_t e = 0; e < total; ++e) {
+      std::int64_t rest = e;
+      for (int d = nd - 1; d >= 0; --d) {
+        idx[d] = rest % wd[d];
+        rest /= wd[d];
+      }
+      wei.data[p.weights.offset_of(idx)] = u(rng) * scale;
+    }
+    for (std::size_t i = 0; i < bias.size; ++i) bias.data[i] = u(rng);
+    // Binary operands: one buffer per post-op index, sized for the largest
+    // broadcast (dst's layout).
+    for (const auto& op : p.post_ops) {
+      if (op.what != ci::post_op::kind::binary_add) continue;
+      const std::size_t need = static_cast<std::size_t>(op.binary.arg_index) + 1;
+      if (binary_storage.size() < need) binary_storage.resize(need);
+      auto& b = binary_storage[op.binary.arg_index];
+      b.resize(
+          std::max<std::size_t>(p.dst.size_bytes() / 4, static_cast<std::size_t>(p.dst.dims()[1])));
+      for (float& x : b) x = u(rng);
+    }
+    for (auto& b : binary_storage) binary.push_back(b.data());
+  }
+  ci::conv_args args(void* dst) const {
+    return {src.data, wei.data, bias.data, dst, binary.empty() ? nullptr : binary.data()};
+  }
+  buffer src, wei, bias;
+  std::vector<std::vector<float>> binary_storage;
+  std::vector<const float*> binary;
+};
+
+std::vector<float> run_kernel(const ci::conv_kernel& k, const tensors& t) {
+  const auto& p = k.problem();
+  buffer dst(p.dst.size_bytes() / 4);
+  std::fill(dst.data, dst.data + dst.size, -777.f);
+  buffer scratch(k.scratchpad_bytes() / 4 + 1);
+  k.execute(t.args(dst.data), scratch.data, pool());
+  return std::vector<float>(dst.data, dst.data + dst.size);
+}
+
+std::vector<float> run_reference(const ci::conv_problem& p, const tensors& t) {
+  std::vector<float> dst(p.dst.size_bytes() / 4, -777.f);
+  ci::conv_reference(p, t.args(dst.data()));
+  return dst;
+}
+
+// Counts mismatches over the logical elements (and, when the kernel keeps it
+// zero, the channel padding of a blocked dst).
+int count_mismatches(const ci::conv_problem& p, const std::vector<float>& got,
+                     const std::vector<float>& want, std::string& first) {
+  int bad = 0;
+  const auto d = p.dst.dims();
+  const auto pd = p.dst.padded_dims();
+  const std::int64_t cpad =
+      (p.groups == 1 || (p.dst.dims()[1] == p.groups && p.src.dims()[1] == p.groups)) ? pd[1]
+                                                                                      : d[1];
+  for (std::int64_t n = 0; n < d[0]; ++n)
+    for (std::int64_t c = 0; c < cpad; ++c)
+      for (std::int64_t h = 0; h < d[2]; ++h)
+        for (std::int64_t w = 0; w < d[3]; ++w) {
+          const std::int64_t off = p.dst.offset_of({n, c, h, w});
+          const float a = got[off];
+          const float b = want[off];
+          const bool ok = std::isnan(b)
+                              ? std::isnan(a)
+                              : std::fabs(a - b) <= tolerance * std::max(1.f, std::fabs(b));
+          if (!ok && bad++ == 0) {
+            first = "at (" + std::to_string(n) + "," + std::to_string(c) + "," + std::to_string(h) +
+                    "," + std::to_string(w) + "): got " + std::to_string(a) + " want " +
+                    std::to_string(b);
+          }
+        }
+  return bad;
+}
+
+std::string describe(const ci::conv_problem& p, const ci::conv_config& c, cpu_isa isa) {
+  return "src " + p.src.to_string() + " wei " + p.weights.to_string() + " dst " +
+         p.dst.to_string() + " stride " + std::to_string(p.stride_h) + "," +
+         std::to_string(p.stride_w) + " dil " + std::to_string(p.dilation_h) + "," +
+         std::to_string(p.dilation_w) + " pad " + std::to_string(p.pad_t) + "," +
+         std::to_string(p.pad_l) + "," + std::to_string(p.pad_b) + "," + std::to_string(p.pad_r) +
+         " groups " + std::to_string(p.groups) + " nthr " + std::to_string(p.nthr) + " config " +
+         std::to_string(c.ow_block) + "x" + std::to_string(c.oc_blocks) + " u" +
+         std::to_string(c.ic_unroll) + " o" + std::to_string(static_cast<int>(c.order)) + " isa " +
+         std::string(primcache::to_string(isa));
+}
+
+// Compiles, runs, and compares with the reference; returns the kernel.
+std::unique_ptr<ci::conv_kernel> check_against_reference(const ci::conv_problem& p,
+                                                         const ci::conv_config& c, cpu_isa isa,
+                                                         std::uint32_t seed = 1) {
+  INFO(describe(p, c, isa));
+  auto k = ci::conv_kernel::create(p, c, isa);
+  INFO((k ? std::string() : k.why().message));
+  REQUIRE(k.has_value());
+  tensors t(p, seed);
+  const auto got = run_kernel(*k.value(), t);
+  const auto want = run_reference(p, t);
+  std::string first;
+  const int bad = count_mismatches(p, got, want, first);
+  INFO(first);
+  CHECK(bad == 0);
+  return std::move(k).value();
+}
+
+shape random_shape(std::mt19937& rng) {
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  const format_tag acts[] = {format_tag::nchw, format_tag::nhwc, format_tag::nChw16c};
+  shape s;
+  s.n = pick(1, 2);
+  const int kind = static_cast<int>(pick(0, 5));  // 0-3 plain, 4 depthwise, 5 grouped
+  const std::int64_t sizes[] = {1, 2, 3, 5, 7, 13, 16, 17, 19, 31, 32, 33};
+  if (kind == 4) {
+    s.g = sizes[pick(0, 11)];
+    s.ic = s.oc = s.g;
+  } else if (kind == 5) {
+    s.g = pick(2, 4);
+    s.ic = s.g * sizes[pick(0, 9)];
+    s.oc = s.g * sizes[pick(0, 11)];
+  } else {
+    s.ic = sizes[pick(0, 11)];
+    s.oc = sizes[pick(0, 11)];
+  }
+  s.kh = pick(1, 5);
+  s.kw = pick(1, 5);
+  s.sh = pick(1, 3);
+  s.sw = pick(1, 3);
+  s.dh = pick(0, 2);
+  s.dw = pick(0, 2);
+  s.pt = pick(0, 3);
+  s.pb = pick(0, 3);
+  s.pl = pick(0, 3);
+  s.pr = pick(0, 3);
+  const std::int64_t ekh = (s.kh - 1) * (s.dh + 1) + 1;
+  const std::int64_t ekw = (s.kw - 1) * (s.dw + 1) + 1;
+  s.ih = std::max<std::int64_t>(pick(1, 23), ekh - s.pt - s.pb);
+  s.iw = std::max<std::int64_t>(pick(1, 41), ekw - s.pl - s.pr);
+  s.src = acts[pick(0, 2)];
+  s.dst = acts[pick(0, 2)];
+  const format_tag w4[] = {format_tag::undef, format_tag::oihw, format_tag::hwio,
+                           format_tag::OIhw16i16o};
+  const format_tag w5[] = {format_tag::undef, format_tag::goihw, format_tag::gohwi};
+  s.wei = s.g == 1 ? w4[pick(0, 3)] : w5[pick(0, 2)];
+  s.bias = pick(0, 1) == 1;
+  s.nthr = static_cast<int>(pick(1, 3));
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("convolutions of random shapes and layouts match the reference at avx2 and avx512_core",
+          "[cpu][conv]") {
+  const auto seed = GENERATE(range(1u, 25u));
+  std::mt19937 rng(seed);
+  const shape s = random_shape(rng);
+  const auto p = make_problem(s);
+  for (cpu_isa isa : test_isas()) {
+    check_against_reference(p, ci::default_conv_config(p, isa), isa, seed);
+  }
+}
+
+TEST_CASE("large channel counts, size-1 dims and the ResNet layer shapes match the reference",
+          "[cpu][conv]") {
+  shape s;
+  SECTION("a 1x1 convolution over 1024 channels (flattened rows)") {
+    s.ic = 1024;
+    s.oc = 48;
+    s.ih = s.iw = 7;
+    s.kh = s.kw = 1;
+    s.pt = s.pl = s.pb = s.pr = 0;
+  }
+  SECTION("a 3x3 convolution over 512 channels, nhwc") {
+    s.ic = 512;
+    s.oc = 33;
+    s.ih = s.iw = 5;
+    s.src = s.dst = format_tag::nhwc;
+  }
+  SECTION("a stride-2 1x1 convolution (not flattened)") {
+    s.ic = 64;
+    s.oc = 64;
+    s.ih = s.iw = 9;
+    s.kh = s.kw = 1;
+    s.sh = s.sw = 2;
+    s.pt = s.pl = s.pb = s.pr = 0;
+  }
+  SECTION("the first layer: 7x7 stride 2 over 3 channels") {
+    s.ic = 3;
+    s.oc = 64;
+    s.ih = s.iw = 30;
+    s.kh = s.kw = 7;
+    s.sh = s.sw = 2;
+    s.pt = s.pl = s.pb = s.pr = 3;
+    s.src = format_tag::nchw;
+  }
+  SECTION("a 1x1 image with a kernel that only touches padding on some rows") {
+    s.ic = 5;
+    s.oc = 7;
+    s.ih = s.iw = 1;
+    s.pt = s.pl = s.pb = s.pr = 2;
+  }
+  SECTION("a depthwise 3x3 convolution over 48 channels, nhwc") {
+    s.ic = s.oc = s.g = 48;
+    s.ih = s.iw = 11;
+    s.src = s.dst = format_tag::nhwc;
+  }
+  SECTION("a row wider than every register tile") {
+    s.ic = 8;
+    s.oc = 40;
+    s.ih = 3;
+    s.iw = 131;
+  }
+  const auto p = make_problem(s);
+  for (cpu_isa isa : test_isas()) check_against_reference(p, ci::default_conv_config(p, isa), isa);
+}
+
+TEST_CASE("every post-op is fused into the convolution's store", "[cpu][conv][post_ops]") {
+  shape s;
+  s.ic = 19;
+  s.oc = 21;
+  s.ih = 6;
+  s.iw = 9;
+  const auto layout = GENERATE(format_tag::nChw16c, format_tag::nhwc, format_tag::nchw);
+  s.src = s.dst = layout;
+  auto p = make_problem(s);
+  using alg = ci::eltwise_alg;
+  auto eltwise = [](alg a, float alpha = 0.f, float beta = 0.f, float scale = 1.f) {
+    ci::post_op op;
+    op.what = ci::post_op::kind::eltwise;
+    op.eltwise = {a, alpha, beta, scale};
+    return op;
+  };
+  auto binary = [](int index, ci::binary_broadcast b) {
+    ci::post_op op;
+    op.what = ci::post_op::kind::binary_add;
+    op.binary = {index, b};
+    return op;
+  };
+  SECTION("relu") {
+    p.post_ops = {eltwise(alg::relu)};
+  }
+  SECTION("leaky relu with a scale") {
+    p.post_ops = {eltwise(alg::relu, 0.1f, 0.f, 2.f)};
+  }
+  SECTION("gelu_erf") {
+    p.post_ops = {eltwise(alg::gelu_erf)};
+  }
+  SECTION("gelu_tanh") {
+    p.post_ops = {eltwise(alg::gelu_tanh)};
+  }
+  SECTION("tanh") {
+    p.post_ops = {eltwise(alg::tanh)};
+  }
+  SECTION("sigmoid") {
+    p.post_ops = {eltwise(alg::sigmoid)};
+  }
+  SECTION("exp") {
+    p.post_ops = {eltwise(alg::exp)};
+  }
+  SECTION("linear") {
+    p.post_ops = {eltwise(alg::linear, 0.5f, -0.25f)};
+  }
+  SECTION("clip") {
+    p.post_ops = {eltwise(alg::clip, -0.3f, 0.4f)};
+  }
+  SECTION("binary add of a dst-shaped tensor") {
+    p.post_ops = {binary(0, ci::binary_broadcast::none)};
+  }
+  SECTION("binary add per channel") {
+    p.post_ops = {binary(0, ci::binary_broadcast::per_channel)};
+  }
+  SECTION("binary add of a scalar") {
+    p.post_ops = {binary(0, ci::binary_broadcast::scalar)};
+  }
+  SECTION("a chain: sum, relu, per-channel add, clip") {
+    p.post_ops = {binary(1, ci::binary_broadcast::none), eltwise(alg::relu),
+                  binary(0, ci::binary_broadcast::per_channel), eltwise(alg::clip, 0.f, 1.f)};
+  }
+  for (cpu_isa isa : test_isas()) check_against_reference(p, ci::default_conv_config(p, isa), isa);
+}
+
+TEST_CASE("non-default configurations give different code and the same results",
+          "[cpu][conv][config]") {
+  shape s;
+  SECTION("a 3x3 convolution") {
+    s.ic = 32;
+    s.oc = 48;
+    s.ih = 10;
+    s.iw = 29;
+  }
+  SECTION("a 1x1 convolution") {
+    s.ic = 64;
+    s.oc = 64;
+    s.ih = s.iw = 14;
+    s.kh = s.kw = 1;
+    s.pt = s.pl = s.pb = s.pr = 0;
+    s.src = s.dst = format_tag::nhwc;
+  }
+  SECTION("a depthwise convolution") {
+    s.ic = s.oc = s.g = 40;
+    s.ih = s.iw = 12;
+  }
+  const auto p = make_problem(s);
+  for (cpu_isa isa : test_isas()) {
+    const auto def = ci::default_conv_config(p, isa);
+    auto cands = ci::conv_config_candidates(p, isa);
+    REQUIRE(cands.size() >= 3);
+    if (cands.size() > 3) cands.resize(3);
+    auto base = check_against_reference(p, def, isa);
+    std::vector<std::vector<std::byte>> objects{base->object()};
+    for (const auto& c : cands) {
+      CHECK_FALSE(c == def);
+      auto k = check_against_reference(p, c, isa);
+      INFO(describe(p, c, isa));
+      for (const auto& o : objects) {
+        const bool same = o == k->object();
+        CHECK_FALSE(same);
+      }
+      objects.push_back(k->object());
+    }
+  }
+}
+
+TEST_CASE("a kernel loaded from its captured object computes bitwise the same results",
+          "[cpu][conv][object]") {
+  shape s;
+  s.ic = 24;
+  s.oc = 40;
+  s.ih = 9;
+  s.iw = 15;
+  s.src = format_tag::nhwc;
+  auto p = make_problem(s);
+  ci::post_op relu;
+  p.post_ops = {relu};
+  for (cpu_isa isa : test_isas()) {
+    const auto c = ci::default_conv_config(p, isa);
+    auto compiled = check_against_reference(p, c, isa);
+    auto loaded = ci::conv_kernel::load(p, c, compiled->object());
+    INFO((loaded ? std::string() : loaded.why().message));
+    REQUIRE(loaded.has_value());
+    CHECK((loaded.value()->object() == compiled->object()));
+    tensors t(p, 7);
+    const auto a = run_kernel(*compiled, t);
+    const auto b = run_kernel(*loaded.value(), t);
+    REQUIRE(a.size() == b.size());
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("convolution objects import nothing outside the allowlist", "[cpu][conv][object]") {
+  shape s;
+  s.ic = 13;
+  s.oc = 17;
+  s.src = format_tag::nchw;
+  s.dst = format_tag::nhwc;
+  auto p = make_problem(s);
+  ci::post_op gelu;
+  gelu.eltwise.alg = ci::eltwise_alg::gelu_erf;
+  ci::post_op add;
+  add.what = ci::post_op::kind::binary_add;
+  p.post_ops = {gelu, add};
+  for (cpu_isa isa : test_isas()) {
+    auto configs = ci::conv_config_candidates(p, isa);
+    configs.resize(std::min<std::size_t>(configs.size(), 2));
+    configs.push_back(ci::default_conv_config(p, isa));
+    for (const auto& c : configs) {
+      auto k = ci::conv_kernel::create(p, c, isa);
+      REQUIRE(k.has_value());
+      auto needed = ci::undefined_symbols(k.value()->object());
+      REQUIRE(needed.has_value());
+      for (const auto& name : needed.value()) {
+        INFO(name);
+        CHECK(ci::is_allowed_external_symbol(name));
+      }
+    }
+  }
+}
+
+TEST_CASE("weights in the preferred layout are read in place, others are packed",
+          "[cpu][conv][weights]") {
+  shape s;
+  s.ic = 20;
+  s.oc = 36;
+  auto preferred = make_problem(s);
+  s.wei = format_tag::oihw;
+  auto plain = make_problem(s);
+  const cpu_isa isa = primcache::effective_isa();
+  auto a = check_against_reference(preferred, ci::default_conv_config(preferred, isa), isa);
+  auto b = check_against_reference(plain, ci::default_conv_config(plain, isa), isa);
+  CHECK_FALSE(a->packs_weights());
+  CHECK(a->scratchpad_bytes() == 0);
+  CHECK(b->packs_weights());
+  CHECK(b->scratchpad_bytes() >= 36u * 20 * 9 * 4);
+  CHECK(ci::preferred_weights_desc(preferred).value().matches(format_tag::Ohwi16o));
+
+  shape d;
+  d.ic = d.oc = d.g = 24;
+  auto dw = make_problem(d);
+  CHECK(ci::preferred_weights_desc(dw).value().matches(format_tag::Goihw16g));
+}
+
+TEST_CASE("one kernel executes from several threads at once", "[cpu][conv][threads]") {
+  shape s;
+  s.ic = 16;
+  s.oc = 32;
+  s.ih = 7;
+  s.iw = 11;
+  s.wei = format_tag::oihw;  // every execution packs into its own scratchpad
+  const auto p = make_problem(s);
+  const cpu_isa isa = primcache::effective_isa();
+  auto k = ci::conv_kernel::create(p, ci::default_conv_config(p, isa), isa);
+  REQUIRE(k.has_value());
+  tensors t(p, 3);
+  const auto want = run_kernel(*k.value(), t);
+  constexpr int threads = 4;
+  std::vector<int> same(threads, 0);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < threads; ++i) {
+    workers.emplace_back([&, i] {
+      for (int r = 0; r < 5; ++r) {
+        const auto got = run_kernel(*k.value(), t);
+        same[i] += std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (int i = 0; i < threads; ++i) CHECK(same[i] == 5);
+}
+
+TEST_CASE("invalid convolution problems are refused with a clear failure", "[cpu][conv][errors]") {
+  shape s;
+  auto p = make_problem(s);
+  const cpu_isa isa = primcache::effective_isa();
+  const auto def = ci::conv_config{};
+  auto expect = [&](const ci::conv_problem& q, primcache::status code, const char* words) {
+    auto k = ci::conv_kernel::create(q, def, isa);
+    REQUIRE_FALSE(k.has_value());
+    INFO(k.why().message);
+    CHECK(k.why().code == code);
+    CHECK(k.why().message.find(words) != std::string::npos);
+  };
+  using primcache::status;
+  SECTION("a dst of the wrong output size") {
+    p.dst = memory_desc({1, 16, 7, 8}, data_type::f32, format_tag::nChw16c);
+    expect(p, status::invalid_arguments, "output size");
+  }
+  SECTION("a kernel larger than the padded input") {
+    p.pad_t = p.pad_b = 0;
+    p.src = memory_desc({1, 16, 2, 8}, data_type::f32, format_tag::nChw16c);
+    expect(p, status::invalid_arguments, "exceeds the padded input");
+  }
+  SECTION("channels not divisible by groups") {
+    p.groups = 3;
+    expect(p, status::invalid_arguments, "not divisible by groups");
+  }
+  SECTION("weights that do not match the channels") {
+    p.weights = memory_desc({16, 8, 3, 3}, data_type::f32, format_tag::oihw);
+    expect(p, status::invalid_arguments, "do not match");
+  }
+  SECTION("grouped weights without a group dimension") {
+    shape g = s;
+    g.g = 2;
+    p = make_problem(g);
+    p.weights = memory_desc({16, 8, 3, 3}, data_type::f32, format_tag::oihw);
+    expect(p, status::invalid_arguments, "must be (G, OC/G, IC/G, KH, KW)");
+  }
+  SECTION("a zero stride") {
+    p.stride_w = 0;
+    expect(p, status::invalid_arguments, "stride_w");
+  }
+  SECTION("a negative padding") {
+    p.pad_l = -1;
+    expect(p, status::invalid_arguments, "pad_l");
+  }
+  SECTION("a negative dilation") {
+    p.dilation_h = -2;
+    expect(p, status::invalid_arguments, "dilation_h");
+  }
+  SECTION("a padding so large that indices would overflow") {
+    p.pad_r = std::numeric_limits<std::int64_t>::max();
+    expect(p, status::invalid_arguments, "pad_r");
+  }
+  SECTION("zero groups") {
+    p.groups = 0;
+    expect(p, status::invalid_arguments, "groups");
+  }
+  SECTION("zero threads") {
+    p.nthr = 0;
+    expect(p, status::invalid_arguments, "nthr");
+  }
+  SECTION("an unsupported activation layout") {
+    p.src = memory_desc({1, 16, 8, 8}, data_type::f32, format_tag::nChw8c);
+    expect(p, status::unimplemented, "nChw16c are");
+  }
+  SECTION("a non-f32 src") {
+    p.src = memory_desc({1, 16, 8, 8}, data_type::bf16, format_tag::nChw16c);
+    expect(p, status::unimplemented, "f32");
+  }
+  SECTION("non-f32 weights") {
+    p.weights = p.weights.with_data_type(data_type::f16);
+    expect(p, status::unimplemented, "f32");
+  }
+  SECTION("a 3-D src") {
+    p.src = memory_desc({1, 16, 8}, data_type::f32, format_tag::ncw);
+    expect(p, status::invalid_arguments, "4-D");
+  }
+  SECTION("a src with no layout") {
+    p.src = memory_desc({1, 16, 8, 8}, data_type::f32, format_tag::any);
+    expect(p, status::invalid_arguments, "no resolved layout");
+  }
+  SECTION("weights with no layout") {
+    p.weights = memory_desc({16, 16, 3, 3}, data_type::f32, format_tag::any);
+    expect(p, status::invalid_arguments, "no resolved layout");
+  }
+  SECTION("a bias of the wrong length") {
+    p.bias = memory_desc({15}, data_type::f32, format_tag::a);
+    expect(p, status::invalid_arguments, "bias");
+  }
+  SECTION("a batch mismatch between src and dst") {
+    p.dst = memory_desc({2, 16, 8, 8}, data_type::f32, format_tag::nChw16c);
+    expect(p, status::invalid_arguments, "images");
+  }
+  SECTION("a binary post-op with a negative operand index") {
+    ci::post_op add;
+    add.what = ci::post_op::kind::binary_add;
+    add.binary.arg_index = -1;
+    p.post_ops = {add};
+    expect(p, status::invalid_arguments, "arg_index");
+  }
+  SECTION("configurations out of range") {
+    for (auto bad : {ci::conv_config{0, 2, 1}, ci::conv_config{14, 0, 1}, ci::conv_config{14, 2, 3},
+                     ci::conv_config{65, 1, 1}, ci::conv_config{32, 4, 1}}) {
+      auto k = ci::conv_kernel::create(p, bad, isa);
+      REQUIRE_FALSE(k.has_value());
+      CHECK(k.why().code == status::invalid_arguments);
+      CHECK(k.why().message.find("config") != std::string::npos);
+    }
+  }
+  SECTION("an ISA below avx2") {
+    auto k = ci::conv_kernel::create(p, def, cpu_isa::sse41);
+    REQUIRE_FALSE(k.has_value());
+    CHECK(k.why().code == status::unimplemented);
+  }
+  SECTION("an object that is not code") {
+    std::vector<std::byte> junk(64, std::byte{0x5a});
+    auto k = ci::conv_kernel::load(p, def, junk);
+    CHECK_FALSE(k.has_value());
+  }
+  SECTION("conv_output_size refuses out-of-range arguments") {
+    CHECK_FALSE(ci::conv_output_size(0, 3, 1, 0, 0, 0).has_value());
+    CHECK_FALSE(ci::conv_output_size(8, 3, 0, 0, 0, 0).has_value());
+    CHECK_FALSE(ci::conv_output_size(8, 3, 1, -1, 0, 0).has_value());
+    CHECK(ci::conv_output_size(8, 3, 1, 1, 1, 1).value() == 6);
+    CHECK(ci::conv_output_size(224, 7, 2, 0, 3, 3).value() == 112);
+  }
+}
+
+TEST_CASE("problem and config keys tell different kernels apart", "[cpu][conv][key]") {
+  shape s;
+  auto a = make_problem(s);
+  auto b = a;
+  b.pad_r = 2;
+  b.dst = a.dst;
+  primcache::key_writer wa, wb;
+  a.write_key(wa);
+  b.write_key(wb);
+  CHECK_FALSE(wa.finish() == wb.finish());
+  ci::conv_config c1, c2;
+  c2.ic_unroll = 2;
+  primcache::key_writer w1, w2;
+  c1.write_key(w1);
+  c2.write_key(w2);
+  CHECK_FALSE(w1.finish() == w2.finish());
+}
