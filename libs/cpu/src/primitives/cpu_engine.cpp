@@ -1,0 +1,137 @@
+#include "primitives/cpu_engine.hpp"
+
+#include <cstdlib>
+#include <new>
+
+#include "primcache/runtime/backend/registry.hpp"
+
+namespace primcache::cpu_internal {
+
+void cpu_engine::write_identity(key_writer& w) const {
+  w.str("cpu:threadpool").enumeration(effective_isa());
+}
+
+std::string cpu_engine::describe() const {
+  return "cpu:" + std::string(to_string(effective_isa()));
+}
+
+void* cpu_engine::allocate(std::size_t bytes) const {
+  // 64-byte alignment for vector loads; aligned_alloc wants a multiple.
+  const std::size_t rounded = (bytes + 63) & ~std::size_t{63};
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) {
+    throw error(status::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
+  }
+  return p;
+}
+
+void cpu_engine::deallocate(void* p) const noexcept {
+  std::free(p);
+}
+
+result<post_op_chain> translate_post_ops(const primitive_attr& attr, const memory_desc& dst,
+                                         int channel_dim) {
+  post_op_chain chain;
+  int binary_count = 0;
+  for (const auto& e : attr.get_post_ops().entries()) {
+    post_op op;
+    if (e.kind == post_ops::kind::eltwise) {
+      op.what = post_op::kind::eltwise;
+      switch (e.alg) {
+        case algorithm::eltwise_relu: op.eltwise.alg = eltwise_alg::relu; break;
+        case algorithm::eltwise_gelu_erf: op.eltwise.alg = eltwise_alg::gelu_erf; break;
+        case algorithm::eltwise_gelu_tanh: op.eltwise.alg = eltwise_alg::gelu_tanh; break;
+        case algorithm::eltwise_tanh: op.eltwise.alg = eltwise_alg::tanh; break;
+        case algorithm::eltwise_logistic: op.eltwise.alg = eltwise_alg::sigmoid; break;
+        case algorithm::eltwise_exp: op.eltwise.alg = eltwise_alg::exp; break;
+        case algorithm::eltwise_linear: op.eltwise.alg = eltwise_alg::linear; break;
+        case algorithm::eltwise_clip: op.eltwise.alg = eltwise_alg::clip; break;
+        default: return unimplemented("post-op " + std::string(to_string(e.alg)));
+      }
+      op.eltwise.alpha = e.alpha;
+      op.eltwise.beta = e.beta;
+      op.eltwise.scale = e.scale;
+    } else {
+      if (binary_count == max_binary_post_ops) {
+        return unimplemented("more than " + std::to_string(max_binary_post_ops) +
+                             " binary post-ops");
+      }
+      op.what = post_op::kind::binary_add;
+      op.binary.arg_index = binary_count++;
+      const memory_desc& src1 = e.src1;
+      if (src1.ndims() != dst.ndims()) {
+        return failure{status::invalid_arguments, "binary post-op operand " + src1.to_string() +
+                                                      " and dst " + dst.to_string() +
+                                                      " differ in rank"};
+      }
+      bool all_one = true, per_channel = true, same = true;
+      for (int d = 0; d < dst.ndims(); ++d) {
+        const std::int64_t s = src1.dims()[d];
+        all_one = all_one && s == 1;
+        per_channel = per_channel && (d == channel_dim ? s == dst.dims()[d] : s == 1);
+        same = same && s == dst.dims()[d];
+      }
+      if (all_one) {
+        op.binary.broadcast = binary_broadcast::scalar;
+      } else if (per_channel && src1.is_plain()) {
+        op.binary.broadcast = binary_broadcast::per_channel;
+      } else if (same && src1 == dst.with_data_type(data_type::f32)) {
+        op.binary.broadcast = binary_broadcast::none;
+      } else {
+        return unimplemented("binary post-op operand " + src1.to_string() +
+                             " is neither a scalar, per channel, nor laid out as dst " +
+                             dst.to_string());
+      }
+    }
+    chain.push_back(op);
+  }
+  return chain;
+}
+
+binary_operand_array collect_binary_operands(const runtime_internal::exec_ctx& ctx,
+                                             const post_op_chain& chain, const char* what) {
+  binary_operand_array operands{};
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    if (chain[i].what != post_op::kind::binary_add) continue;
+    const int arg = PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | PRIMCACHE_ARG_SRC_1;
+    const void* p = ctx.arg_ptr(arg);
+    if (p == nullptr) {
+      throw error(status::invalid_arguments,
+                  std::string(what) + ": the operand of binary post-op " + std::to_string(i) +
+                      " (PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(" + std::to_string(i) +
+                      ") | PRIMCACHE_ARG_SRC_1) was not passed");
+    }
+    operands[static_cast<std::size_t>(chain[i].binary.arg_index)] = static_cast<const float*>(p);
+  }
+  return operands;
+}
+
+void* required_arg(const runtime_internal::exec_ctx& ctx, int arg, const char* what,
+                   const char* name) {
+  void* p = ctx.arg_ptr(arg);
+  if (p == nullptr) {
+    throw error(status::invalid_arguments,
+                std::string(what) + ": argument " + name + " was not passed");
+  }
+  return p;
+}
+
+void register_cpu_backend() {
+  runtime_internal::register_engine_factory(
+      engine_kind::cpu, [] { return std::size_t{1}; },
+      [](std::size_t index) -> std::shared_ptr<const runtime_internal::engine_impl> {
+        return std::make_shared<const cpu_engine>(index);
+      });
+  register_matmul_impls();
+  register_conv_impls();
+  register_eltwise_impls();
+  register_reorder_impls();
+}
+
+namespace {
+// Linking primcache::cpu is all a user does to get cpu engines: the shared
+// library registers itself when it is loaded.
+const bool registered = (register_cpu_backend(), true);
+}  // namespace
+
+}  // namespace primcache::cpu_internal

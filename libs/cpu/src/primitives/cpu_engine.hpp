@@ -1,0 +1,63 @@
+// primitives/cpu_engine.hpp — the CPU engine and helpers shared by the CPU
+// primitive implementations.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "kernels/post_ops.hpp"
+#include "primcache/base/error.hpp"
+#include "primcache/base/result.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/runtime/args.h"
+#include "primcache/runtime/backend/primitive_impl.hpp"
+
+namespace primcache::cpu_internal {
+
+class cpu_engine final : public runtime_internal::engine_impl {
+ public:
+  explicit cpu_engine(std::size_t index) : engine_impl(engine_kind::cpu, index) {}
+  // The ISA code is compiled for is part of the identity: a key made under
+  // one ISA cap never finds code built under another.
+  void write_identity(key_writer& w) const override;
+  std::string describe() const override;
+  void* allocate(std::size_t bytes) const override;
+  void deallocate(void* p) const noexcept override;
+};
+
+// Registers the engine factory and every CPU implementation; runs once, from
+// the library's static initializer.
+void register_cpu_backend();
+void register_matmul_impls();
+void register_conv_impls();
+void register_eltwise_impls();
+void register_reorder_impls();
+
+// The attribute's post-ops as kernel post-ops. Binary operands are matched
+// against dst: same dims and strides (none), one value per channel/column
+// `channel_dim` (per_channel) or one value (scalar); anything else is
+// unimplemented.
+result<post_op_chain> translate_post_ops(const primitive_attr& attr, const memory_desc& dst,
+                                         int channel_dim);
+
+// Up to this many binary post-ops per primitive.
+inline constexpr int max_binary_post_ops = 8;
+using binary_operand_array = std::array<const float*, max_binary_post_ops>;
+// The operands of the chain's binary post-ops from the execution arguments.
+binary_operand_array collect_binary_operands(const runtime_internal::exec_ctx& ctx,
+                                             const post_op_chain& chain, const char* what);
+
+// The buffer of a required argument; throws invalid_arguments naming it.
+void* required_arg(const runtime_internal::exec_ctx& ctx, int arg, const char* what,
+                   const char* name);
+
+inline failure unimplemented(std::string message) {
+  return failure{status::unimplemented, std::move(message)};
+}
+
+// A result failure as the exception create_impl reports.
+[[noreturn]] inline void throw_failure(const failure& f) {
+  throw error(f.code, f.message);
+}
+
+}  // namespace primcache::cpu_internal

@@ -1,0 +1,236 @@
+// eltwise forward on the CPU:
+//   "jit:eltwise"              src and dst in one layout: the generated kernel
+//   "jit:eltwise:via_reorder"  different layouts: a nested reorder of src into
+//                              dst's layout, then the eltwise in place on dst
+//                              — both nested primitives come from the global
+//                              primitive cache
+//   "ref:eltwise"              plain loops, one layout
+#include <memory>
+
+#include "kernels/eltwise_kernel.hpp"
+#include "primcache/runtime/backend/registry.hpp"
+#include "primcache/runtime/thread_pool.hpp"
+#include "primitives/cpu_engine.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+using runtime_internal::eltwise_fwd_op;
+using runtime_internal::exec_ctx;
+using runtime_internal::op_desc;
+using runtime_internal::primitive_desc_impl;
+using runtime_internal::primitive_impl;
+using runtime_internal::primitive_kind;
+
+result<eltwise_op> translate_alg(algorithm alg, float alpha, float beta) {
+  primitive_attr one;
+  post_ops ops;
+  ops.append_eltwise(1.f, alg, alpha, beta);
+  one.set_post_ops(ops);
+  auto chain = translate_post_ops(one, memory_desc(), 0);
+  if (!chain) return chain.why();
+  return chain.value()[0].eltwise;
+}
+
+class eltwise_pd final : public primitive_desc_impl {
+ public:
+  eltwise_pd(const primitive_attr& attr, const char* name, bool jit, eltwise_problem p, cpu_isa isa)
+      : primitive_desc_impl(primitive_kind::eltwise, attr, name),
+        jit_(jit),
+        problem_(std::move(p)),
+        isa_(isa) {}
+
+  memory_desc arg_md(int arg) const override {
+    if (arg == PRIMCACHE_ARG_SRC) return problem_.src;
+    if (arg == PRIMCACHE_ARG_DST) return problem_.dst;
+    return {};
+  }
+  void write_op_key(key_writer& w) const override {
+    problem_.src.write_key(w);
+    problem_.dst.write_key(w);
+    w.enumeration(problem_.op.alg).f32(problem_.op.alpha).f32(problem_.op.beta);
+  }
+  std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
+  const eltwise_problem& problem() const noexcept { return problem_; }
+
+ private:
+  bool jit_;
+  eltwise_problem problem_;
+  cpu_isa isa_;
+};
+
+class eltwise_impl final : public primitive_impl {
+ public:
+  eltwise_impl(std::shared_ptr<const eltwise_pd> pd, std::unique_ptr<eltwise_kernel> kernel)
+      : primitive_impl(pd), pd_(std::move(pd)), kernel_(std::move(kernel)) {}
+
+  void execute(const exec_ctx& ctx) const override {
+    const eltwise_problem& p = pd_->problem();
+    const auto operands = collect_binary_operands(ctx, p.post_ops, "eltwise");
+    eltwise_args args;
+    args.src = required_arg(ctx, PRIMCACHE_ARG_SRC, "eltwise", "src");
+    args.dst = required_arg(ctx, PRIMCACHE_ARG_DST, "eltwise", "dst");
+    args.binary_operands = operands.data();
+    if (kernel_) {
+      kernel_->execute(args, ctx.scratchpad, default_thread_pool());
+    } else {
+      eltwise_reference(p, args);
+    }
+  }
+
+ private:
+  std::shared_ptr<const eltwise_pd> pd_;
+  std::unique_ptr<eltwise_kernel> kernel_;
+};
+
+std::shared_ptr<const primitive_impl> eltwise_pd::create_impl(const engine&) const {
+  auto self = std::static_pointer_cast<const eltwise_pd>(shared_from_this());
+  if (!jit_) return std::make_shared<const eltwise_impl>(self, nullptr);
+  auto kernel = eltwise_kernel::create(problem_, default_eltwise_config(problem_, isa_), isa_);
+  if (!kernel) throw_failure(kernel.why());
+  return std::make_shared<const eltwise_impl>(self, std::move(kernel).value());
+}
+
+// src → (nested reorder) → dst → (nested eltwise, in place) → dst.
+class eltwise_via_reorder_pd final : public primitive_desc_impl {
+ public:
+  eltwise_via_reorder_pd(const primitive_attr& attr,
+                         std::shared_ptr<const primitive_desc_impl> reorder,
+                         std::shared_ptr<const primitive_desc_impl> eltwise)
+      : primitive_desc_impl(primitive_kind::eltwise, attr, "jit:eltwise:via_reorder"),
+        reorder_(std::move(reorder)),
+        eltwise_(std::move(eltwise)) {}
+
+  memory_desc arg_md(int arg) const override {
+    if (arg == PRIMCACHE_ARG_SRC) return reorder_->arg_md(PRIMCACHE_ARG_FROM);
+    if (arg == PRIMCACHE_ARG_DST) return eltwise_->arg_md(PRIMCACHE_ARG_DST);
+    return {};
+  }
+  void write_op_key(key_writer& w) const override {
+    // The nested keys name everything: the reorder's layouts and the
+    // eltwise's algorithm, attributes and layout.
+    w.raw(reorder_->cache_key().bytes());
+    w.raw(eltwise_->cache_key().bytes());
+  }
+  std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
+
+ private:
+  std::shared_ptr<const primitive_desc_impl> reorder_;
+  std::shared_ptr<const primitive_desc_impl> eltwise_;
+};
+
+class eltwise_via_reorder_impl final : public primitive_impl {
+ public:
+  eltwise_via_reorder_impl(std::shared_ptr<const primitive_desc_impl> pd,
+                           std::shared_ptr<const primitive_impl> reorder,
+                           std::shared_ptr<const primitive_impl> eltwise)
+      : primitive_impl(std::move(pd)), reorder_(std::move(reorder)), eltwise_(std::move(eltwise)) {}
+
+  std::vector<const primitive_impl*> nested() const override {
+    return {reorder_.get(), eltwise_.get()};
+  }
+  std::size_t scratchpad_bytes() const override {
+    return std::max(reorder_->scratchpad_bytes(), eltwise_->scratchpad_bytes());
+  }
+  void execute(const exec_ctx& ctx) const override {
+    const memory* src = ctx.arg(PRIMCACHE_ARG_SRC);
+    const memory* dst = ctx.arg(PRIMCACHE_ARG_DST);
+    if (src == nullptr || dst == nullptr) {
+      throw error(status::invalid_arguments, "eltwise: argument src or dst was not passed");
+    }
+    const std::unordered_map<int, memory> reorder_args = {{PRIMCACHE_ARG_FROM, *src},
+                                                          {PRIMCACHE_ARG_TO, *dst}};
+    reorder_->execute(ctx.nested(&reorder_args, ctx.scratchpad));
+    std::unordered_map<int, memory> eltwise_args = *ctx.args;
+    eltwise_args[PRIMCACHE_ARG_SRC] = *dst;
+    eltwise_->execute(ctx.nested(&eltwise_args, ctx.scratchpad));
+  }
+
+ private:
+  std::shared_ptr<const primitive_impl> reorder_;
+  std::shared_ptr<const primitive_impl> eltwise_;
+};
+
+std::shared_ptr<const primitive_impl> eltwise_via_reorder_pd::create_impl(const engine& eng) const {
+  auto reorder = runtime_internal::create_nested_impl(*reorder_, eng);
+  auto eltwise = runtime_internal::create_nested_impl(*eltwise_, eng);
+  return std::make_shared<const eltwise_via_reorder_impl>(
+      shared_from_this(), std::move(reorder.value), std::move(eltwise.value));
+}
+
+result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_pd(
+    const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng,
+    bool jit) {
+  const eltwise_fwd_op& op = std::get<eltwise_fwd_op>(desc);
+  if (attr.has_output_scales()) return unimplemented("output scales on eltwise");
+  if (op.src.is_any()) return failure{status::invalid_arguments, "eltwise src cannot be any"};
+  eltwise_problem p;
+  p.src = op.src;
+  p.dst = op.dst.is_any() ? op.src.with_data_type(op.dst.data_type()) : op.dst;
+  if (!(p.src.with_data_type(data_type::f32).with_offset0(0) ==
+        p.dst.with_data_type(data_type::f32).with_offset0(0))) {
+    return unimplemented("src " + p.src.to_string() + " and dst " + p.dst.to_string() +
+                         " differ in layout");
+  }
+  auto alg = translate_alg(op.alg, op.alpha, op.beta);
+  if (!alg) return alg.why();
+  p.op = alg.value();
+  auto chain = translate_post_ops(attr, p.dst, 1);
+  if (!chain) return chain.why();
+  p.post_ops = std::move(chain).value();
+  p.nthr = get_num_threads();
+  const cpu_isa isa = effective_isa();
+  if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT eltwise needs avx2");
+  auto pd = std::make_shared<eltwise_pd>(attr, jit ? "jit:eltwise" : "ref:eltwise", jit,
+                                         std::move(p), isa);
+  pd->finalize(eng, pd->problem().nthr);
+  return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+}
+
+result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_via_reorder_pd(
+    const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng) {
+  const eltwise_fwd_op& op = std::get<eltwise_fwd_op>(desc);
+  if (op.src.is_any() || op.dst.is_any()) return unimplemented("layouts are not both concrete");
+  if (op.src.with_data_type(data_type::f32).with_offset0(0) ==
+      op.dst.with_data_type(data_type::f32).with_offset0(0)) {
+    return unimplemented("src and dst share a layout");
+  }
+  // The nested descriptors go through the registry like any other, so the
+  // best reorder and eltwise implementations are chosen.
+  const engine cpu(engine_kind::cpu, eng.index());
+  try {
+    auto reorder = runtime_internal::create_primitive_desc(
+        runtime_internal::reorder_op{op.src, op.dst, engine_kind::cpu, engine_kind::cpu},
+        primitive_attr(), cpu);
+    auto eltwise = runtime_internal::create_primitive_desc(
+        eltwise_fwd_op{op.prop, op.alg, op.dst, op.dst, op.alpha, op.beta}, attr, cpu);
+    auto pd =
+        std::make_shared<eltwise_via_reorder_pd>(attr, std::move(reorder), std::move(eltwise));
+    pd->finalize(eng, get_num_threads());
+    return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+  } catch (const error& e) {
+    return failure{e.code(), e.message()};
+  }
+}
+
+}  // namespace
+
+void register_eltwise_impls() {
+  runtime_internal::register_implementation(
+      {"jit:eltwise", engine_kind::cpu, primitive_kind::eltwise, 100,
+       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+         return make_eltwise_pd(op, attr, e, true);
+       }});
+  runtime_internal::register_implementation(
+      {"jit:eltwise:via_reorder", engine_kind::cpu, primitive_kind::eltwise, 50,
+       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+         return make_eltwise_via_reorder_pd(op, attr, e);
+       }});
+  runtime_internal::register_implementation(
+      {"ref:eltwise", engine_kind::cpu, primitive_kind::eltwise, 0,
+       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+         return make_eltwise_pd(op, attr, e, false);
+       }});
+}
+
+}  // namespace primcache::cpu_internal
