@@ -1,0 +1,182 @@
+// bench_conv.cpp — the f32 forward-inference convolution primitive against
+// oneDNN 2.6's convolution_forward, on the ResNet-50 layer shapes at
+// minibatch 1, with 1 and 2 threads, in the same binary and the same run.
+//
+// primcache: nChw16c src and dst, weights in the layout the primitive
+// descriptor resolves `any` to (Ohwi16o), so nothing is packed inside the
+// timed loop; bias on; executed through the public API.
+// oneDNN: format_tag::any for src, weights and dst, as its users do, the
+// primitive created once and the weights reordered once, outside the timed
+// loop; bias on. Threads: ours through set_num_threads (the runtime's pool); oneDNN's OpenMP
+// through omp_set_num_threads, looked up in the process (libdnnl links the OpenMP runtime). Run
+// with OMP_WAIT_POLICY=PASSIVE so the OpenMP workers do not spin against ours.
+//
+//   OMP_WAIT_POLICY=PASSIVE build/.../benchmarks/bench_conv --benchmark_filter=BM_Conv
+//
+// Counter GFLOPS: 2 * N * OC * OH * OW * IC/G * KH * KW per iteration.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "primcache/runtime/runtime.hpp"
+
+namespace {
+
+struct layer {
+  const char* name;
+  std::int64_t ic, oc, in, k, stride, pad;
+  std::int64_t out() const { return (in + 2 * pad - k) / stride + 1; }
+  double flops() const { return 2.0 * static_cast<double>(oc * out() * out() * ic * k * k); }
+};
+
+const layer layers[] = {
+    {"conv1_7x7s2_3to64_224", 3, 64, 224, 7, 2, 3},
+    {"conv2_3x3_64to64_56", 64, 64, 56, 3, 1, 1},
+    {"conv2_1x1_64to256_56", 64, 256, 56, 1, 1, 0},
+    {"conv2_1x1_256to64_56", 256, 64, 56, 1, 1, 0},
+    {"conv3_3x3_128to128_28", 128, 128, 28, 3, 1, 1},
+    {"conv3_3x3s2_128to128_56", 128, 128, 56, 3, 2, 1},
+    {"conv3_1x1_512to128_28", 512, 128, 28, 1, 1, 0},
+    {"conv4_3x3_256to256_14", 256, 256, 14, 3, 1, 1},
+    {"conv4_1x1_1024to256_14", 1024, 256, 14, 1, 1, 0},
+    {"conv5_3x3_512to512_7", 512, 512, 7, 3, 1, 1},
+    {"conv5_1x1_2048to512_7", 2048, 512, 7, 1, 1, 0},
+};
+
+void fill(float* p, std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (std::size_t i = 0; i < n; ++i) p[i] = u(rng);
+}
+
+// 64-byte aligned floats.
+struct aligned_floats {
+  explicit aligned_floats(std::size_t n) : raw(n + 16) {
+    auto a = (reinterpret_cast<std::uintptr_t>(raw.data()) + 63) & ~std::uintptr_t{63};
+    data = reinterpret_cast<float*>(a);
+  }
+  std::vector<float> raw;
+  float* data = nullptr;
+};
+
+void set_omp_threads(int n) {
+  using fn = void (*)(int);
+  static auto set = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (set) set(n);
+}
+
+void report(benchmark::State& state, const layer& l) {
+  state.counters["GFLOPS"] = benchmark::Counter(
+      l.flops() * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Through the public API: a cached convolution_forward primitive with
+// nChw16c activations and weights in the layout the primitive descriptor
+// chose for format any (so nothing is packed inside the timed loop).
+void bm_primcache(benchmark::State& state, layer l, int nthr) {
+  namespace pc = primcache;
+  pc::set_num_threads(nthr);
+  static pc::engine eng(pc::engine_kind::cpu, 0);
+  using tag = pc::format_tag;
+  pc::memory::desc src_md({1, l.ic, l.in, l.in}, pc::data_type::f32, tag::nChw16c);
+  pc::memory::desc wei_any({l.oc, l.ic, l.k, l.k}, pc::data_type::f32, tag::any);
+  pc::memory::desc bias_md({l.oc}, pc::data_type::f32, tag::a);
+  pc::memory::desc dst_md({1, l.oc, l.out(), l.out()}, pc::data_type::f32, tag::nChw16c);
+  pc::convolution_forward::primitive_desc pd;
+  try {
+    pd = pc::convolution_forward::primitive_desc(
+        pc::convolution_forward::desc(pc::prop_kind::forward_inference,
+                                      pc::algorithm::convolution_direct, src_md, wei_any, bias_md,
+                                      dst_md, {l.stride, l.stride}, {l.pad, l.pad}, {l.pad, l.pad}),
+        eng);
+  } catch (const pc::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  state.SetLabel(pd.impl_info_str());
+  const pc::memory::desc wei_md = pd.weights_desc();
+  aligned_floats src(src_md.size_bytes() / 4), wei(wei_md.size_bytes() / 4),
+      bias(static_cast<std::size_t>(l.oc)), dst(dst_md.size_bytes() / 4);
+  fill(src.data, src_md.size_bytes() / 4, 1);
+  fill(wei.data, wei_md.size_bytes() / 4, 2);
+  fill(bias.data, static_cast<std::size_t>(l.oc), 3);
+  pc::convolution_forward prim(pd);
+  pc::stream strm(eng);
+  const pc::primitive::args args = {{PRIMCACHE_ARG_SRC, pc::memory(src_md, eng, src.data)},
+                                    {PRIMCACHE_ARG_WEIGHTS, pc::memory(wei_md, eng, wei.data)},
+                                    {PRIMCACHE_ARG_BIAS, pc::memory(bias_md, eng, bias.data)},
+                                    {PRIMCACHE_ARG_DST, pc::memory(dst_md, eng, dst.data)}};
+  prim.execute(strm, args);
+  for (auto _ : state) {
+    prim.execute(strm, args);
+    benchmark::DoNotOptimize(dst.data);
+  }
+  report(state, l);
+}
+
+void bm_onednn(benchmark::State& state, layer l, int nthr) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  set_omp_threads(nthr);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream s(eng);
+  dnnl::memory::desc src_md({1, l.ic, l.in, l.in}, dt::f32, tag::any);
+  dnnl::memory::desc wei_md({l.oc, l.ic, l.k, l.k}, dt::f32, tag::any);
+  dnnl::memory::desc bias_md({l.oc}, dt::f32, tag::x);
+  dnnl::memory::desc dst_md({1, l.oc, l.out(), l.out()}, dt::f32, tag::any);
+  dnnl::convolution_forward::desc d(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, wei_md,
+      bias_md, dst_md, {l.stride, l.stride}, {0, 0}, {l.pad, l.pad}, {l.pad, l.pad});
+  dnnl::convolution_forward::primitive_desc pd(d, eng);
+  dnnl::convolution_forward conv(pd);
+  dnnl::memory src(pd.src_desc(), eng), bias(bias_md, eng), dst(pd.dst_desc(), eng);
+  // Weights: plain oihw from the user, reordered once to the chosen layout.
+  dnnl::memory user_wei({{l.oc, l.ic, l.k, l.k}, dt::f32, tag::oihw}, eng);
+  dnnl::memory wei(pd.weights_desc(), eng);
+  fill(static_cast<float*>(src.get_data_handle()), pd.src_desc().get_size() / 4, 1);
+  fill(static_cast<float*>(user_wei.get_data_handle()),
+       static_cast<std::size_t>(l.oc * l.ic * l.k * l.k), 2);
+  fill(static_cast<float*>(bias.get_data_handle()), static_cast<std::size_t>(l.oc), 3);
+  dnnl::reorder(user_wei, wei).execute(s, user_wei, wei);
+  s.wait();
+  const std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}};
+  conv.execute(s, args);
+  s.wait();
+  for (auto _ : state) {
+    conv.execute(s, args);
+    s.wait();
+  }
+  report(state, l);
+}
+
+int register_all() {
+  for (int nthr : {1, 2}) {
+    for (const layer& l : layers) {
+      const std::string suffix = std::string(l.name) + "/threads:" + std::to_string(nthr);
+      benchmark::RegisterBenchmark(("BM_Conv/primcache/" + suffix).c_str(), bm_primcache, l, nthr)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_Conv/onednn/" + suffix).c_str(), bm_onednn, l, nthr)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

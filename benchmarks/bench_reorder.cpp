@@ -1,0 +1,218 @@
+// Reorder throughput: primcache's reorder primitive, oneDNN 2.6's reorder
+// and a memcpy of the same number of bytes (the hand-written baseline), in
+// one binary and one run. Counters: bytes_per_second counts the bytes read
+// plus the bytes written.
+//
+//   OMP_WAIT_POLICY=PASSIVE build/<dir>/benchmarks/bench_reorder
+//
+// Arguments: the thread count (1 or 2), the same for both libraries (ours
+// via set_num_threads (the runtime's pool), oneDNN's OpenMP via
+// omp_set_num_threads, looked up in the OpenMP runtime libdnnl loads).
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "primcache/runtime/runtime.hpp"
+
+namespace {
+
+using primcache::data_type;
+using primcache::format_tag;
+
+struct reorder_case {
+  std::string name;
+  std::vector<std::int64_t> dims;
+  data_type src_dt;
+  format_tag src_tag;
+  data_type dst_dt;
+  format_tag dst_tag;
+  bool scale;
+};
+
+const std::vector<reorder_case>& cases() {
+  static const std::vector<reorder_case> c = {
+      {"f32_nchw_to_nhwc_1x64x56x56",
+       {1, 64, 56, 56},
+       data_type::f32,
+       format_tag::nchw,
+       data_type::f32,
+       format_tag::nhwc,
+       false},
+      {"f32_nhwc_to_nchw_1x64x56x56",
+       {1, 64, 56, 56},
+       data_type::f32,
+       format_tag::nhwc,
+       data_type::f32,
+       format_tag::nchw,
+       false},
+      {"f32_nchw_to_nhwc_1x256x56x56",
+       {1, 256, 56, 56},
+       data_type::f32,
+       format_tag::nchw,
+       data_type::f32,
+       format_tag::nhwc,
+       false},
+      {"f32_nhwc_to_nchw_1x256x56x56",
+       {1, 256, 56, 56},
+       data_type::f32,
+       format_tag::nhwc,
+       data_type::f32,
+       format_tag::nchw,
+       false},
+      {"f32_nchw_to_nChw16c_1x64x56x56",
+       {1, 64, 56, 56},
+       data_type::f32,
+       format_tag::nchw,
+       data_type::f32,
+       format_tag::nChw16c,
+       false},
+      {"f32_to_bf16_16M",
+       {16 * 1024 * 1024},
+       data_type::f32,
+       format_tag::a,
+       data_type::bf16,
+       format_tag::a,
+       false},
+      {"f32_to_s8_scaled_16M",
+       {16 * 1024 * 1024},
+       data_type::f32,
+       format_tag::a,
+       data_type::s8,
+       format_tag::a,
+       true},
+      {"f32_copy_16M",
+       {16 * 1024 * 1024},
+       data_type::f32,
+       format_tag::a,
+       data_type::f32,
+       format_tag::a,
+       false},
+  };
+  return c;
+}
+
+std::int64_t bytes_moved(const reorder_case& c) {
+  std::int64_t n = 1;
+  for (auto d : c.dims) n *= d;
+  return n * static_cast<std::int64_t>(primcache::size_of(c.src_dt) + primcache::size_of(c.dst_dt));
+}
+
+std::vector<char> filled(std::size_t bytes) {
+  std::vector<char> v(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<char>((i * 131) % 97);
+  return v;
+}
+
+// Through the public API: a cached reorder primitive (output scale 0.5 in
+// the attributes for the scaled cases), executed on a stream.
+void bm_primcache(benchmark::State& state, const reorder_case& c) {
+  namespace pc = primcache;
+  pc::set_num_threads(static_cast<int>(state.range(0)));
+  static pc::engine eng(pc::engine_kind::cpu, 0);
+  const pc::memory::desc src_md(c.dims, c.src_dt, c.src_tag);
+  const pc::memory::desc dst_md(c.dims, c.dst_dt, c.dst_tag);
+  pc::primitive_attr attr;
+  if (c.scale) attr.set_output_scales(0, {0.5f});
+  auto src = filled(src_md.size_bytes());
+  std::vector<char> dst(dst_md.size_bytes());
+  pc::memory src_mem(src_md, eng, src.data()), dst_mem(dst_md, eng, dst.data());
+  pc::reorder prim;
+  try {
+    prim = pc::reorder(src_mem, dst_mem, attr);
+  } catch (const pc::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  pc::stream strm(eng);
+  for (auto _ : state) {
+    prim.execute(strm, src_mem, dst_mem);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes_moved(c));
+}
+
+dnnl::memory::data_type dnnl_dt(data_type dt) {
+  switch (dt) {
+    case data_type::bf16: return dnnl::memory::data_type::bf16;
+    case data_type::f16: return dnnl::memory::data_type::f16;
+    case data_type::s8: return dnnl::memory::data_type::s8;
+    case data_type::u8: return dnnl::memory::data_type::u8;
+    case data_type::s32: return dnnl::memory::data_type::s32;
+    default: return dnnl::memory::data_type::f32;
+  }
+}
+
+dnnl::memory::format_tag dnnl_tag(format_tag t) {
+  switch (t) {
+    case format_tag::nhwc: return dnnl::memory::format_tag::nhwc;
+    case format_tag::nChw16c: return dnnl::memory::format_tag::nChw16c;
+    case format_tag::a: return dnnl::memory::format_tag::a;
+    default: return dnnl::memory::format_tag::nchw;
+  }
+}
+
+// oneDNN's OpenMP runtime comes with libdnnl; found at run time, so this
+// program needs no OpenMP flags of its own.
+void set_omp_threads(int n) {
+  using fn = void (*)(int);
+  static fn set = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (set) set(n);
+}
+
+void bm_onednn(benchmark::State& state, const reorder_case& c) {
+  set_omp_threads(static_cast<int>(state.range(0)));
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  dnnl::memory::dims dims(c.dims.begin(), c.dims.end());
+  dnnl::memory src({dims, dnnl_dt(c.src_dt), dnnl_tag(c.src_tag)}, eng);
+  dnnl::memory dst({dims, dnnl_dt(c.dst_dt), dnnl_tag(c.dst_tag)}, eng);
+  std::memset(src.get_data_handle(), 1, src.get_desc().get_size());
+  dnnl::primitive_attr attr;
+  if (c.scale) attr.set_output_scales(0, {0.5f});
+  dnnl::reorder r(dnnl::reorder::primitive_desc(src, dst, attr));
+  for (auto _ : state) {
+    r.execute(strm, src, dst);
+    strm.wait();
+  }
+  state.SetBytesProcessed(state.iterations() * bytes_moved(c));
+}
+
+void bm_memcpy(benchmark::State& state, const reorder_case& c) {
+  const std::int64_t bytes = bytes_moved(c) / 2;  // read + write of this many
+  auto src = filled(static_cast<std::size_t>(bytes));
+  std::vector<char> dst(static_cast<std::size_t>(bytes));
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(bytes));
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes * 2);
+}
+
+int register_all() {
+  for (const auto& c : cases()) {
+    benchmark::RegisterBenchmark(("BM_Reorder/primcache/" + c.name).c_str(), bm_primcache, c)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Reorder/onednn/" + c.name).c_str(), bm_onednn, c)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Reorder/memcpy/" + c.name).c_str(), bm_memcpy, c)
+        ->Arg(1)
+        ->UseRealTime();
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();
