@@ -13,8 +13,8 @@ int main() {
   auto second = cache.get_or_add(primcache::key_writer().u32(1).str("matmul").finish(),
                                  [] { return std::string("compiled again"); });
   const bool ok = first.outcome == primcache::lookup_outcome::miss &&
-                  second.outcome == primcache::lookup_outcome::hit &&
-                  second.value == "compiled" && cache.size() == 1;
+                  second.outcome == primcache::lookup_outcome::hit && second.value == "compiled" &&
+                  cache.size() == 1;
   std::printf("consumer: %s\n", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }

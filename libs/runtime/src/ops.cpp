@@ -75,7 +75,7 @@ matmul::desc::desc(const memory::desc& src, const memory::desc& weights, const m
                     std::to_string(d[k]) + " (one value per column)");
     }
   }
-  op = {src, weights, bias, dst};
+  op.emplace<runtime_internal::matmul_op>(runtime_internal::matmul_op{src, weights, bias, dst});
 }
 
 matmul::primitive_desc::primitive_desc(const desc& d, const engine& eng)
@@ -133,7 +133,7 @@ convolution_forward::desc::desc(prop_kind prop, algorithm alg, const memory::des
   if (!bias.is_zero() && (bias.ndims() != 1 || bias.dims()[0] != d[1])) {
     bad(what, "bias " + dims_str(bias) + " must be 1-D with " + std::to_string(d[1]) + " values");
   }
-  runtime_internal::convolution_op c;
+  auto& c = op.emplace<runtime_internal::convolution_op>();
   c.prop = prop;
   c.alg = alg;
   c.src = src;
@@ -162,7 +162,6 @@ convolution_forward::desc::desc(prop_kind prop, algorithm alg, const memory::des
     c.padding_l[i] = padding_l[i];
     c.padding_r[i] = padding_r[i];
   }
-  op = c;
 }
 
 convolution_forward::primitive_desc::primitive_desc(const desc& d, const engine& eng)
@@ -190,7 +189,8 @@ eltwise_forward::desc::desc(prop_kind prop, algorithm alg, const memory::desc& s
   if (!std::ranges::equal(src.dims(), dst.dims())) {
     bad(what, "src " + dims_str(src) + " and dst " + dims_str(dst) + " differ in shape");
   }
-  op = {prop, alg, src, dst, alpha, beta};
+  op.emplace<runtime_internal::eltwise_fwd_op>(
+      runtime_internal::eltwise_fwd_op{prop, alg, src, dst, alpha, beta});
 }
 
 eltwise_forward::primitive_desc::primitive_desc(const desc& d, const engine& eng)

@@ -50,7 +50,9 @@ namespace {
 
 // How deep in nested creation this thread is: verbose lines of nested
 // creations say nested_cache_hit / nested_cache_miss.
-thread_local int tl_creation_depth = 0;
+// initial-exec: the runtime is linked, not dlopened, so its TLS is static
+// and reads need no __tls_get_addr call.
+__attribute__((tls_model("initial-exec"))) thread_local int tl_creation_depth = 0;
 
 std::string describe(const primitive_desc_impl& pd) {
   std::string s;

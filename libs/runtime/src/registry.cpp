@@ -17,36 +17,31 @@ struct engine_factory {
   engine_factory_fn create = nullptr;
 };
 
+// Implementation lists are immutable snapshots replaced on registration
+// (copy-on-write), so factories run with no lock held: a factory may itself
+// create primitive descriptors (implementations that compose nested
+// primitives do).
+using impl_list = std::vector<implementation_entry>;
+
 class registry {
  public:
   void add(const implementation_entry& e) PRIMCACHE_EXCLUDES(mu_) {
     lock_guard g(mu_);
-    auto& list = impls_[{e.engine, e.kind}];
+    auto& slot = impls_[{e.engine, e.kind}];
+    auto list = slot ? std::make_shared<impl_list>(*slot) : std::make_shared<impl_list>();
     // Stable: equal priorities keep registration order.
-    auto pos = std::find_if(list.begin(), list.end(), [&](const implementation_entry& other) {
+    auto pos = std::find_if(list->begin(), list->end(), [&](const implementation_entry& other) {
       return other.priority < e.priority;
     });
-    list.insert(pos, e);
+    list->insert(pos, e);
+    slot = std::move(list);
   }
 
-  std::vector<implementation_entry> list(engine_kind engine, primitive_kind kind)
+  std::shared_ptr<const impl_list> list(engine_kind engine, primitive_kind kind)
       PRIMCACHE_EXCLUDES(mu_) {
     shared_lock_guard g(mu_);
     auto it = impls_.find({engine, kind});
-    return it == impls_.end() ? std::vector<implementation_entry>{} : it->second;
-  }
-
-  // Calls f(entry) for each implementation in priority order until f returns
-  // true. Factories run under the shared lock: they only validate and
-  // describe (no compilation, no I/O) and never register.
-  template <typename F>
-  void for_each(engine_kind engine, primitive_kind kind, F&& f) PRIMCACHE_EXCLUDES(mu_) {
-    shared_lock_guard g(mu_);
-    auto it = impls_.find({engine, kind});
-    if (it == impls_.end()) return;
-    for (const auto& e : it->second) {
-      if (f(e)) return;
-    }
+    return it == impls_.end() ? nullptr : it->second;
   }
 
   void add_engine(engine_kind kind, engine_factory f) PRIMCACHE_EXCLUDES(mu_) {
@@ -61,7 +56,7 @@ class registry {
 
  private:
   shared_mutex mu_;
-  std::map<std::pair<engine_kind, primitive_kind>, std::vector<implementation_entry>> impls_
+  std::map<std::pair<engine_kind, primitive_kind>, std::shared_ptr<const impl_list>> impls_
       PRIMCACHE_GUARDED_BY(mu_);
   std::map<engine_kind, engine_factory> engines_ PRIMCACHE_GUARDED_BY(mu_);
 };
@@ -78,7 +73,8 @@ void register_implementation(const implementation_entry& entry) {
 }
 
 std::vector<implementation_entry> implementations(engine_kind engine, primitive_kind kind) {
-  return the_registry().list(engine, kind);
+  auto list = the_registry().list(engine, kind);
+  return list ? *list : std::vector<implementation_entry>{};
 }
 
 void register_engine_factory(engine_kind kind, engine_count_fn count, engine_factory_fn create) {
@@ -114,21 +110,21 @@ std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& 
   failure rejected;
   bool was_rejected = false;
   const primitive_kind kind = kind_of(op);
-  the_registry().for_each(eng.get_kind(), kind, [&](const implementation_entry& e) {
+  auto list = the_registry().list(eng.get_kind(), kind);
+  for (const implementation_entry& e : list ? *list : impl_list{}) {
     auto r = e.create(op, attr, eng.impl());
     if (r) {
       chosen = std::move(r).value();
-      return true;
+      break;
     }
     if (r.why().code != status::unimplemented) {
       rejected = r.why();
       was_rejected = true;
-      return true;
+      break;
     }
     declined.append(declined.empty() ? "" : "; ").append(e.name).append(": ");
     declined.append(r.why().message);
-    return false;
-  });
+  }
   if (chosen) return chosen;
   if (was_rejected) throw error(rejected.code, rejected.message);
   throw error(status::unimplemented,

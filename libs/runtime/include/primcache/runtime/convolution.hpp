@@ -27,7 +27,8 @@ struct PRIMCACHE_API convolution_forward : public primitive {
     desc(prop_kind prop, algorithm alg, const memory::desc& src, const memory::desc& weights,
          const memory::desc& bias, const memory::desc& dst, const memory::dims& strides,
          const memory::dims& dilates, const memory::dims& padding_l, const memory::dims& padding_r);
-    runtime_internal::convolution_op op;
+    // The op as backends see it (a convolution_op).
+    runtime_internal::op_desc op;
   };
   struct PRIMCACHE_API primitive_desc : public primcache::primitive_desc {
     primitive_desc() = default;

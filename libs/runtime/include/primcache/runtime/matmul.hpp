@@ -22,7 +22,8 @@ struct PRIMCACHE_API matmul : public primitive {
     desc(const memory::desc& src, const memory::desc& weights, const memory::desc& dst);
     desc(const memory::desc& src, const memory::desc& weights, const memory::desc& bias,
          const memory::desc& dst);
-    runtime_internal::matmul_op op;
+    // The op as backends see it (a matmul_op).
+    runtime_internal::op_desc op;
   };
   struct PRIMCACHE_API primitive_desc : public primcache::primitive_desc {
     primitive_desc() = default;

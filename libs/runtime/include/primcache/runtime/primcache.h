@@ -52,7 +52,14 @@ typedef enum {
 
 typedef enum { pc_engine_cpu = 1, pc_engine_gpu = 2 } pc_engine_kind_t;
 /* Values match primcache::data_type. */
-typedef enum { pc_f32 = 1, pc_f16 = 2, pc_bf16 = 3, pc_s8 = 4, pc_u8 = 5, pc_s32 = 6 } pc_data_type_t;
+typedef enum {
+  pc_f32 = 1,
+  pc_f16 = 2,
+  pc_bf16 = 3,
+  pc_s8 = 4,
+  pc_u8 = 5,
+  pc_s32 = 6
+} pc_data_type_t;
 typedef enum {
   pc_tag_any = 0,
   pc_tag_a,
@@ -150,18 +157,12 @@ PC_API pc_status_t pc_convolution_forward_primitive_desc_create(
     const_pc_memory_desc_t weights, const_pc_memory_desc_t bias, const_pc_memory_desc_t dst,
     const int64_t* strides, const int64_t* dilates, const int64_t* padding_l,
     const int64_t* padding_r, const_pc_primitive_attr_t attr);
-PC_API pc_status_t pc_eltwise_forward_primitive_desc_create(pc_primitive_desc_t* pd,
-                                                            pc_engine_t engine, pc_algorithm_t alg,
-                                                            const_pc_memory_desc_t src,
-                                                            const_pc_memory_desc_t dst,
-                                                            float alpha, float beta,
-                                                            const_pc_primitive_attr_t attr);
-PC_API pc_status_t pc_reorder_primitive_desc_create(pc_primitive_desc_t* pd,
-                                                    const_pc_memory_desc_t src,
-                                                    pc_engine_t src_engine,
-                                                    const_pc_memory_desc_t dst,
-                                                    pc_engine_t dst_engine,
-                                                    const_pc_primitive_attr_t attr);
+PC_API pc_status_t pc_eltwise_forward_primitive_desc_create(
+    pc_primitive_desc_t* pd, pc_engine_t engine, pc_algorithm_t alg, const_pc_memory_desc_t src,
+    const_pc_memory_desc_t dst, float alpha, float beta, const_pc_primitive_attr_t attr);
+PC_API pc_status_t pc_reorder_primitive_desc_create(
+    pc_primitive_desc_t* pd, const_pc_memory_desc_t src, pc_engine_t src_engine,
+    const_pc_memory_desc_t dst, pc_engine_t dst_engine, const_pc_primitive_attr_t attr);
 /* The resolved descriptor of an argument (PRIMCACHE_ARG_*); the caller
  * destroys it. */
 PC_API pc_status_t pc_primitive_desc_query_md(pc_memory_desc_t* md, const_pc_primitive_desc_t pd,

@@ -34,6 +34,7 @@
 #include "primcache/base/export.hpp"
 #include "primcache/cache/lookup_result.hpp"
 #include "primcache/keyhash/key.hpp"
+#include "primcache/runtime/args.h"
 #include "primcache/runtime/attr.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
 #include "primcache/runtime/backend/op_desc.hpp"
