@@ -77,6 +77,7 @@ primcache::format_tag to_tag(pc_format_tag_t tag) {
     case pc_tag_oihw: return format_tag::oihw;
     case pc_tag_hwio: return format_tag::hwio;
     case pc_tag_goihw: return format_tag::goihw;
+    case pc_format_tag_max: break;
   }
   throw primcache::error(primcache::status::invalid_arguments,
                          "unknown format tag " + std::to_string(static_cast<int>(tag)));

@@ -48,9 +48,17 @@ typedef enum {
   pc_corrupt_data = 6,
   pc_permission_denied = 7,
   pc_runtime_error = 8,
+  pc_status_max = 0x7fffffff,
 } pc_status_t;
 
-typedef enum { pc_engine_cpu = 1, pc_engine_gpu = 2 } pc_engine_kind_t;
+/* Each enum ends in a _max value so that, in C++ too, any int a C caller
+ * passes is a valid value of the type: the API checks and rejects the values
+ * it does not know rather than relying on the caller. */
+typedef enum {
+  pc_engine_cpu = 1,
+  pc_engine_gpu = 2,
+  pc_engine_kind_max = 0x7fffffff
+} pc_engine_kind_t;
 /* Values match primcache::data_type. */
 typedef enum {
   pc_f32 = 1,
@@ -58,7 +66,8 @@ typedef enum {
   pc_bf16 = 3,
   pc_s8 = 4,
   pc_u8 = 5,
-  pc_s32 = 6
+  pc_s32 = 6,
+  pc_data_type_max = 0x7fffffff
 } pc_data_type_t;
 typedef enum {
   pc_tag_any = 0,
@@ -74,6 +83,7 @@ typedef enum {
   pc_tag_oihw,
   pc_tag_hwio,
   pc_tag_goihw,
+  pc_format_tag_max = 0x7fffffff,
 } pc_format_tag_t;
 /* Values match primcache::algorithm. */
 typedef enum {
@@ -87,6 +97,7 @@ typedef enum {
   pc_eltwise_clip,
   pc_binary_add,
   pc_convolution_direct,
+  pc_algorithm_max = 0x7fffffff,
 } pc_algorithm_t;
 
 typedef struct pc_engine* pc_engine_t;
