@@ -29,8 +29,8 @@ class fake_engine final : public engine_impl {
 
 class copy_pd_impl final : public primitive_desc_impl {
  public:
-  copy_pd_impl(const primitive_attr& attr, reorder_op op)
-      : primitive_desc_impl(primitive_kind::reorder, attr, "fake:copy"), op_(std::move(op)) {}
+  copy_pd_impl(const primitive_attr& attr, reorder_op op, const char* name = "fake:copy")
+      : primitive_desc_impl(primitive_kind::reorder, attr, name), op_(std::move(op)) {}
   memory_desc arg_md(int arg) const override {
     return arg == PRIMCACHE_ARG_FROM ? op_.src : arg == PRIMCACHE_ARG_TO ? op_.dst : memory_desc{};
   }
@@ -83,6 +83,15 @@ std::shared_ptr<const primitive_impl> copy_pd_impl::create_impl(const engine& en
 }
 
 }  // namespace
+
+std::shared_ptr<const primitive_desc_impl> copy_pd_impl_for(const primitive_attr& attr,
+                                                            const reorder_op& op,
+                                                            const engine_impl& eng,
+                                                            const char* name) {
+  auto pd = std::make_shared<copy_pd_impl>(attr, op, name);
+  pd->finalize(eng, 1);
+  return pd;
+}
 
 void install() {
   static const bool once = [] {

@@ -14,6 +14,7 @@
 #include <atomic>
 
 #include "primcache/cache/lookup_result.hpp"
+#include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 namespace fake {
@@ -27,5 +28,11 @@ extern std::atomic<int> creations;
 extern std::atomic<int> last_nested_outcome;
 
 primcache::reorder::primitive_desc copy_pd(std::int64_t d0, std::int64_t d1 = 4);
+
+// A copy descriptor under another implementation name (for tests that
+// register more implementations).
+std::shared_ptr<const primcache::runtime_internal::primitive_desc_impl> copy_pd_impl_for(
+    const primcache::primitive_attr& attr, const primcache::runtime_internal::reorder_op& op,
+    const primcache::runtime_internal::engine_impl& eng, const char* name);
 
 }  // namespace fake

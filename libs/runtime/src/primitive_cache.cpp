@@ -15,14 +15,21 @@ namespace {
 
 constexpr std::int64_t kDefaultCapacity = 1024;
 
+std::size_t initial_capacity() {
+  return static_cast<std::size_t>(env_int("PRIMCACHE_PRIMITIVE_CACHE_CAPACITY", kDefaultCapacity, 0,
+                                          std::numeric_limits<int>::max()));
+}
+
 struct global_cache {
   global_cache()
-      : cache(
-            static_cast<std::size_t>(env_int("PRIMCACHE_PRIMITIVE_CACHE_CAPACITY", kDefaultCapacity,
-                                             0, std::numeric_limits<int>::max()))),
-        registration(register_cache("primitive", cache, capacity_unit::entries)) {}
+      : cache(initial_capacity()),
+        descs(cache.capacity()),
+        registration(register_cache("primitive", cache, capacity_unit::entries)),
+        desc_registration(register_cache("primitive_desc", descs, capacity_unit::entries)) {}
   primitive_cache_type cache;
+  primitive_desc_cache_type descs;
   cache_registration registration;
+  cache_registration desc_registration;
 };
 
 global_cache& instance() {
@@ -36,6 +43,9 @@ global_cache& instance() {
 
 primitive_cache_type& global_primitive_cache() {
   return instance().cache;
+}
+primitive_desc_cache_type& primitive_desc_cache() {
+  return instance().descs;
 }
 
 int verbose_level() {
@@ -56,6 +66,8 @@ void set_primitive_cache_capacity(int capacity) {
                 "primitive cache capacity " + std::to_string(capacity) + " is negative");
   }
   runtime_internal::global_primitive_cache().set_capacity(static_cast<std::size_t>(capacity));
+  runtime_internal::primitive_desc_cache().set_capacity(static_cast<std::size_t>(capacity));
+  runtime_internal::primitive_desc_cache().set_capacity(static_cast<std::size_t>(capacity));
 }
 
 int get_primitive_cache_capacity() {

@@ -1,12 +1,14 @@
 #include "primcache/runtime/backend/registry.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <string>
 
 #include "primcache/base/error.hpp"
 #include "primcache/base/thread_annotations.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "primitive_cache_internal.hpp"
 
 namespace primcache {
 namespace runtime_internal {
@@ -61,6 +63,11 @@ class registry {
   std::map<engine_kind, engine_factory> engines_ PRIMCACHE_GUARDED_BY(mu_);
 };
 
+// Bumped by every registration: cached primitive descriptors made before a
+// registration are never found again (a new implementation may now win)
+// and age out of the cache.
+std::atomic<std::uint64_t> registry_generation{0};
+
 registry& the_registry() {
   static registry* r = new registry;  // never destroyed: backends register from static init
   return *r;
@@ -70,6 +77,7 @@ registry& the_registry() {
 
 void register_implementation(const implementation_entry& entry) {
   the_registry().add(entry);
+  registry_generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 std::vector<implementation_entry> implementations(engine_kind engine, primitive_kind kind) {
@@ -102,9 +110,11 @@ std::size_t engine_count(engine_kind kind) {
   return f.count ? f.count() : 0;
 }
 
-std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& op,
-                                                                 const primitive_attr& attr,
-                                                                 const engine& eng) {
+namespace {
+
+// Asks each implementation in turn (no caching).
+std::shared_ptr<const primitive_desc_impl> accept(const op_desc& op, const primitive_attr& attr,
+                                                  const engine& eng) {
   std::shared_ptr<const primitive_desc_impl> chosen;
   std::string declined;
   failure rejected;
@@ -131,6 +141,56 @@ std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& 
               "no " + std::string(to_string(kind)) + " implementation on " +
                   std::string(to_string(eng.get_kind())) + " accepts this descriptor" +
                   (declined.empty() ? std::string(" (none registered)") : " (" + declined + ")"));
+}
+
+// The op exactly as the user described it (layouts may still be `any`).
+void write_op(key_writer& w, const op_desc& op) {
+  w.u8(static_cast<std::uint8_t>(op.index()));
+  if (const auto* m = std::get_if<matmul_op>(&op)) {
+    m->src.write_key(w);
+    m->weights.write_key(w);
+    m->bias.write_key(w);
+    m->dst.write_key(w);
+  } else if (const auto* c = std::get_if<convolution_op>(&op)) {
+    w.enumeration(c->prop).enumeration(c->alg);
+    c->src.write_key(w);
+    c->weights.write_key(w);
+    c->bias.write_key(w);
+    c->dst.write_key(w);
+    for (int i = 0; i < 2; ++i) {
+      w.i64(c->strides[i]).i64(c->dilates[i]).i64(c->padding_l[i]).i64(c->padding_r[i]);
+    }
+  } else if (const auto* e = std::get_if<eltwise_fwd_op>(&op)) {
+    w.enumeration(e->prop).enumeration(e->alg).f32(e->alpha).f32(e->beta);
+    e->src.write_key(w);
+    e->dst.write_key(w);
+  } else if (const auto* r = std::get_if<reorder_op>(&op)) {
+    r->src.write_key(w);
+    r->dst.write_key(w);
+    w.enumeration(r->src_engine).enumeration(r->dst_engine);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& op,
+                                                                 const primitive_attr& attr,
+                                                                 const engine& eng) {
+  // Accepting an op (validation, layout resolution, the resolved key) costs
+  // more than the primitive-cache lookup that follows it; repeated
+  // creations of the same primitive get the descriptor from a cache keyed by
+  // everything acceptance depends on. Factories read the thread count and
+  // the ISA cap again; a concurrent change between the two reads can only
+  // file a descriptor for the newer setting under the older one's key, which
+  // is correct code, at most tuned for the other setting.
+  key_writer w;
+  write_op(w, op);
+  attr.write_key(w);
+  w.enumeration(eng.get_kind()).u64(eng.get_index());
+  eng.impl().write_identity(w);
+  w.i32(get_num_threads());
+  w.u64(registry_generation.load(std::memory_order_acquire));
+  return primitive_desc_cache().get_or_add(w.finish(), [&] { return accept(op, attr, eng); }).value;
 }
 
 }  // namespace runtime_internal
