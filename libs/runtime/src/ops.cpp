@@ -75,7 +75,8 @@ matmul::desc::desc(const memory::desc& src, const memory::desc& weights, const m
                     std::to_string(d[k]) + " (one value per column)");
     }
   }
-  op.emplace<runtime_internal::matmul_op>(runtime_internal::matmul_op{src, weights, bias, dst});
+  // In place (C++20 parenthesized aggregate init): no temporary copy.
+  op.emplace<runtime_internal::matmul_op>(src, weights, bias, dst);
 }
 
 matmul::primitive_desc::primitive_desc(const desc& d, const engine& eng)
@@ -189,8 +190,7 @@ eltwise_forward::desc::desc(prop_kind prop, algorithm alg, const memory::desc& s
   if (!std::ranges::equal(src.dims(), dst.dims())) {
     bad(what, "src " + dims_str(src) + " and dst " + dims_str(dst) + " differ in shape");
   }
-  op.emplace<runtime_internal::eltwise_fwd_op>(
-      runtime_internal::eltwise_fwd_op{prop, alg, src, dst, alpha, beta});
+  op.emplace<runtime_internal::eltwise_fwd_op>(prop, alg, src, dst, alpha, beta);
 }
 
 eltwise_forward::primitive_desc::primitive_desc(const desc& d, const engine& eng)
