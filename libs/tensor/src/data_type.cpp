@@ -1,18 +1,11 @@
 #include "primcache/tensor/data_type.hpp"
 
+#include "element_size.hpp"
+
 namespace primcache {
 
 std::size_t size_of(data_type dt) noexcept {
-  switch (dt) {
-    case data_type::f32: return 4;
-    case data_type::f16: return 2;
-    case data_type::bf16: return 2;
-    case data_type::s8: return 1;
-    case data_type::u8: return 1;
-    case data_type::s32: return 4;
-    case data_type::undef: return 0;
-  }
-  return 0;
+  return tensor_internal::element_size(dt);
 }
 
 std::string_view to_string(data_type dt) noexcept {

@@ -62,8 +62,9 @@ constexpr std::pair<format_tag, std::string_view> concrete_tags[] = {
     {format_tag::aBCde16c16b, "aBCde16c16b"},
 };
 
-constexpr std::size_t first_concrete = static_cast<std::size_t>(format_tag::a);
+constexpr std::size_t first_concrete = first_concrete_tag;
 constexpr std::size_t concrete_count = std::size(concrete_tags);
+static_assert(concrete_count == concrete_tag_count, "concrete_tags must list every tag");
 
 constexpr bool table_is_in_enum_order() {
   for (std::size_t i = 0; i < concrete_count; ++i) {
@@ -98,7 +99,7 @@ constexpr tag_layout parse_layout(std::string_view name) {
     if (d >= max_ndims || n >= max_ndims || seen[d]) return {};
     seen[d] = true;
     upper[d] = up;
-    l.outer[n++] = d;
+    l.outer[n++] = static_cast<std::size_t>(d);
   }
   for (int d = 0; d < n; ++d) {
     if (!seen[d]) return {};  // letters must be a, b, ... without gaps
@@ -119,6 +120,14 @@ constexpr tag_layout parse_layout(std::string_view name) {
   }
   for (int d = 0; d < n; ++d) {
     if (upper[d] != blocked[d]) return {};
+    l.block[d] = 1;
+  }
+  for (int k = 0; k < l.nblks; ++k) {
+    l.block[static_cast<std::size_t>(l.idxs[k])] *= l.blks[k];
+    l.inner *= l.blks[k];
+  }
+  for (int d = 0; d < n; ++d) {
+    while ((std::int64_t{1} << l.block_shift[d]) < l.block[d]) ++l.block_shift[d];
   }
   l.ndims = n;
   return l;
@@ -130,23 +139,34 @@ constexpr std::array<tag_layout, concrete_count> make_layouts() {
   return out;
 }
 
-constexpr std::array<tag_layout, concrete_count> layouts = make_layouts();
+}  // namespace
+
+// Declared extern in tag_layout.hpp, so this constant has external linkage
+// (within the library: symbols are hidden by default).
+constexpr std::array<tag_layout, concrete_tag_count> tag_layouts = make_layouts();
+
+namespace {
 
 constexpr bool all_layouts_parse() {
-  for (const tag_layout& l : layouts) {
+  for (const tag_layout& l : tag_layouts) {
     if (l.ndims == 0) return false;
   }
   return true;
 }
 static_assert(all_layouts_parse(), "a concrete tag's name is not a valid layout");
 
-}  // namespace
-
-const tag_layout* layout_of(format_tag tag) noexcept {
-  const auto v = static_cast<std::size_t>(tag);
-  if (v < first_concrete || v >= first_concrete + concrete_count) return nullptr;
-  return &layouts[v - first_concrete];
+// The descriptor's hot path rounds dims up to whole blocks by shifts.
+constexpr bool all_blocks_are_powers_of_two() {
+  for (const tag_layout& l : tag_layouts) {
+    for (int d = 0; d < l.ndims; ++d) {
+      if ((std::int64_t{1} << l.block_shift[d]) != l.block[d]) return false;
+    }
+  }
+  return true;
 }
+static_assert(all_blocks_are_powers_of_two(), "a tag's block size is not a power of two");
+
+}  // namespace
 
 }  // namespace tensor_internal
 

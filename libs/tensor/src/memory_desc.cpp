@@ -6,12 +6,14 @@
 #include <string>
 #include <utility>
 
+#include "element_size.hpp"
 #include "tag_layout.hpp"
 
 namespace primcache {
 
 namespace {
 
+using tensor_internal::element_size;
 using tensor_internal::layout_of;
 using tensor_internal::tag_layout;
 
@@ -47,7 +49,7 @@ bool check_dims_and_type(std::span<const std::int64_t> dims, data_type dt, std::
       });
     }
   }
-  if (!is_known(dt)) {
+  if (element_size(dt) == 0) {
     return fail(why, [&] {
       if (dt == data_type::undef) return std::string("data type undef is not an element type");
       return "data type " + std::to_string(static_cast<int>(dt)) + " is not a known data type";
@@ -120,30 +122,27 @@ const tag_layout* matching_tag(const memory_desc& md) noexcept {
   }
 }
 
-// The key's byte buffer: one append per descriptor.
-class key_bytes {
- public:
-  void u8(std::uint8_t v) noexcept { buf_[n_++] = static_cast<std::byte>(v); }
-  // Unsigned LEB128: 7 bits per byte, low first, high bit set on all but the
-  // last. Every value written is non-negative (validated at construction).
-  void uvar(std::int64_t value) noexcept {
-    auto v = static_cast<std::uint64_t>(value);
-    while (v >= 0x80) {
-      buf_[n_++] = static_cast<std::byte>((v & 0x7f) | 0x80);
-      v >>= 7;
-    }
-    buf_[n_++] = static_cast<std::byte>(v);
+// Unsigned LEB128: 7 bits per byte, low first, high bit set on all but the
+// last. Every value written is non-negative (validated at construction).
+// Returns the byte after the last one written.
+inline std::byte* put_uvar(std::byte* p, std::int64_t value) noexcept {
+  auto v = static_cast<std::uint64_t>(value);
+  while (v >= 0x80) {
+    *p++ = static_cast<std::byte>((v & 0x7f) | 0x80);
+    v >>= 7;
   }
-  std::span<const std::byte> bytes() const noexcept { return {buf_.data(), n_}; }
+  *p++ = static_cast<std::byte>(v);
+  return p;
+}
 
-  // Header 3 + flags and block count 2 + dims, strides, padded dims and
-  // offsets 4 * 6 * 10 + offset0 10 + blocks 6 * 11.
-  static constexpr std::size_t capacity = 3 + 2 + 4 * max_ndims * 10 + 10 + max_ndims * 11;
+inline std::byte* put_u8(std::byte* p, unsigned v) noexcept {
+  *p = static_cast<std::byte>(v);
+  return p + 1;
+}
 
- private:
-  std::array<std::byte, capacity> buf_;
-  std::size_t n_ = 0;
-};
+// The most bytes write_key emits: header 3 + flags and block count 2 + dims,
+// strides, padded dims and offsets 4 * 6 * 10 + offset0 10 + blocks 6 * 11.
+constexpr std::size_t max_key_bytes = 3 + 2 + 4 * max_ndims * 10 + 10 + max_ndims * 11;
 
 }  // namespace
 
@@ -154,6 +153,68 @@ std::string_view to_string(format_kind kind) noexcept {
     case format_kind::blocked: return "blocked";
   }
   return "unknown";
+}
+
+// Accepts exactly what init accepts and builds the same descriptor; the
+// checks that init makes separately fold into one pass here. For a tag
+// layout the extent of check_size is the padded element count (the layout
+// is dense), which is the last stride product below, and it bounds the
+// logical element count; so one overflow check of that count times the
+// element size stands for all of check_size's.
+[[gnu::always_inline]] inline bool memory_desc::build(dims_view dims, primcache::data_type dt,
+                                                      format_tag tag, memory_desc& out) noexcept {
+  const std::size_t n = dims.size();
+  const auto elem = static_cast<std::int64_t>(element_size(dt));
+  if (n - 1 >= static_cast<std::size_t>(max_ndims) || elem == 0) return false;  // n == 0 wraps
+  const std::int64_t* d = dims.data();
+  out.ndims_ = static_cast<int>(n);
+  out.data_type_ = dt;
+  std::int64_t count;  // elements the layout spans, padding included
+  if (tag == format_tag::any) {
+    out.format_kind_ = primcache::format_kind::any;
+    count = 1;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t v = d[i];
+      if (v <= 0 || __builtin_mul_overflow(count, v, &count)) return false;
+      out.dims_[i] = v;
+      out.padded_dims_[i] = v;
+    }
+  } else {
+    const tag_layout* l = layout_of(tag);
+    if (!l || static_cast<std::size_t>(l->ndims) != n) return false;
+    out.format_kind_ = primcache::format_kind::blocked;
+    blocking_desc& b = out.blocking_;
+    count = l->inner;
+    if (l->nblks == 0) {
+      for (std::size_t i = n; i-- > 0;) {
+        const std::size_t a = l->outer[i];
+        const std::int64_t v = d[a];
+        if (v <= 0) return false;
+        out.dims_[a] = v;
+        out.padded_dims_[a] = v;
+        b.strides[a] = count;
+        if (__builtin_mul_overflow(count, v, &count)) return false;
+      }
+    } else {
+      b.inner_nblks = l->nblks;
+      b.inner_blks = l->blks;
+      b.inner_idxs = l->idxs;
+      for (std::size_t i = n; i-- > 0;) {
+        const std::size_t a = l->outer[i];
+        const std::int64_t v = d[a];
+        const int shift = l->block_shift[a];
+        std::int64_t rounded;  // v plus all but one of a block: 0 extra when unblocked
+        if (v <= 0 || __builtin_add_overflow(v, l->block[a] - 1, &rounded)) return false;
+        const std::int64_t outer = rounded >> shift;
+        out.dims_[a] = v;
+        out.padded_dims_[a] = outer << shift;
+        b.strides[a] = count;
+        if (__builtin_mul_overflow(count, outer, &count)) return false;
+      }
+    }
+  }
+  std::int64_t bytes;
+  return !__builtin_mul_overflow(count, elem, &bytes);
 }
 
 bool memory_desc::init(dims_view dims, primcache::data_type dt, format_tag tag, memory_desc& out,
@@ -253,7 +314,7 @@ bool memory_desc::check_size(std::string* why) const {
     if (offset0_ != 0) s += " at offset " + std::to_string(offset0_);
     return s + " is too large: its size in bytes overflows int64";
   };
-  const auto elem = static_cast<std::int64_t>(size_of(data_type_));
+  const auto elem = static_cast<std::int64_t>(element_size(data_type_));
   std::int64_t n = elem;
   for (int d = 0; d < ndims_; ++d) {
     if (__builtin_mul_overflow(n, dims_[d], &n)) return fail(why, too_large);
@@ -267,20 +328,37 @@ bool memory_desc::check_size(std::string* why) const {
   return true;
 }
 
+// The constructors and make() try the path that formats nothing first; only
+// a failure runs the validating init again for its message (init accepts
+// exactly what build and the unexplained init accept, so it fails again).
+// The failure paths are out-of-line lambdas so the success path saves no
+// registers for them.
 memory_desc::memory_desc(dims_view dims, primcache::data_type dt, format_tag tag) {
-  std::string why;
-  if (!init(dims, dt, tag, *this, &why)) throw error(status::invalid_arguments, std::move(why));
+  if (build(dims, dt, tag, *this)) [[likely]]
+    return;
+  const auto explain = [&]() __attribute__((noinline, cold)) {
+    std::string why;
+    if (!init(dims, dt, tag, *this, &why)) throw error(status::invalid_arguments, std::move(why));
+  };
+  explain();
 }
 
 memory_desc::memory_desc(dims_view dims, primcache::data_type dt, dims_view strides) {
-  std::string why;
-  if (!init(dims, dt, strides, *this, &why)) {
-    throw error(status::invalid_arguments, std::move(why));
-  }
+  if (init(dims, dt, strides, *this, nullptr)) [[likely]]
+    return;
+  const auto explain = [&]() __attribute__((noinline, cold)) {
+    std::string why;
+    if (!init(dims, dt, strides, *this, &why)) {
+      throw error(status::invalid_arguments, std::move(why));
+    }
+  };
+  explain();
 }
 
 result<memory_desc> memory_desc::make(dims_view dims, primcache::data_type dt, format_tag tag) {
   memory_desc md;
+  if (build(dims, dt, tag, md)) [[likely]]
+    return md;
   std::string why;
   if (!init(dims, dt, tag, md, &why)) return failure{status::invalid_arguments, std::move(why)};
   return md;
@@ -288,6 +366,8 @@ result<memory_desc> memory_desc::make(dims_view dims, primcache::data_type dt, f
 
 result<memory_desc> memory_desc::make(dims_view dims, primcache::data_type dt, dims_view strides) {
   memory_desc md;
+  if (init(dims, dt, strides, md, nullptr)) [[likely]]
+    return md;
   std::string why;
   if (!init(dims, dt, strides, md, &why)) return failure{status::invalid_arguments, std::move(why)};
   return md;
@@ -331,7 +411,7 @@ std::size_t memory_desc::size_bytes() const noexcept {
   if (!is_blocked()) return 0;
   std::int64_t extent = 0;
   physical_extent(*this, extent);  // cannot overflow: checked at construction
-  return static_cast<std::size_t>(offset0_ + extent) * size_of(data_type_);
+  return static_cast<std::size_t>(offset0_ + extent) * element_size(data_type_);
 }
 
 bool memory_desc::matches(format_tag tag) const noexcept {
@@ -339,7 +419,7 @@ bool memory_desc::matches(format_tag tag) const noexcept {
   const tag_layout* l = layout_of(tag);
   if (!l || l->ndims != ndims_) return false;
   memory_desc gold;
-  if (!init(dims(), data_type_, tag, gold, nullptr)) return false;
+  if (!build(dims(), data_type_, tag, gold)) return false;
   return same_layout(*this, gold);
 }
 
@@ -405,32 +485,49 @@ memory_desc memory_desc::with_offset0(std::int64_t offset0) const {
   return out;
 }
 
+// The bytes go to a stack buffer through a local cursor (byte stores may
+// alias anything, so a member cursor would be reloaded after each one),
+// then to the key in one append. The flags that follow the dims are found in
+// the same pass that writes the dims.
 void memory_desc::write_key(key_writer& w) const {
-  key_bytes k;
-  k.u8(static_cast<std::uint8_t>(ndims_));
-  k.u8(static_cast<std::uint8_t>(data_type_));
-  k.u8(static_cast<std::uint8_t>(format_kind_));
-  for (int d = 0; d < ndims_; ++d) k.uvar(dims_[d]);
+  std::byte buf[max_key_bytes];
+  std::byte* p = buf;
+  const std::size_t n = count();
+  p = put_u8(p, static_cast<std::uint8_t>(ndims_));
+  p = put_u8(p, static_cast<std::uint8_t>(data_type_));
+  p = put_u8(p, static_cast<std::uint8_t>(format_kind_));
+  // Entries past ndims are zero in every array, so the first n decide.
+  std::int64_t pad_bits = 0;
+  std::int64_t shift_bits = 0;
+  for (std::size_t d = 0; d < n; ++d) {
+    p = put_uvar(p, dims_[d]);
+    pad_bits |= padded_dims_[d] ^ dims_[d];
+    shift_bits |= padded_offsets_[d];
+  }
   if (is_blocked()) {
-    const bool padded = padded_dims_ != dims_;
-    const bool shifted = padded_offsets_ != dims_array{};
+    const bool padded = pad_bits != 0;
+    const bool shifted = shift_bits != 0;
     const bool offset = offset0_ != 0;
-    k.u8(static_cast<std::uint8_t>((padded ? 1 : 0) | (shifted ? 2 : 0) | (offset ? 4 : 0)));
-    k.u8(static_cast<std::uint8_t>(blocking_.inner_nblks));
-    for (int d = 0; d < ndims_; ++d) k.uvar(padded_dims_[d] == 1 ? 0 : blocking_.strides[d]);
+    const int nblks = blocking_.inner_nblks;
+    p = put_u8(p, (padded ? 1u : 0u) | (shifted ? 2u : 0u) | (offset ? 4u : 0u));
+    p = put_u8(p, static_cast<std::uint8_t>(nblks));
+    for (std::size_t d = 0; d < n; ++d) {
+      // A size-1 dimension's stride addresses nothing (and == ignores it).
+      p = put_uvar(p, padded_dims_[d] == 1 ? 0 : blocking_.strides[d]);
+    }
     if (padded) {
-      for (int d = 0; d < ndims_; ++d) k.uvar(padded_dims_[d]);
+      for (std::size_t d = 0; d < n; ++d) p = put_uvar(p, padded_dims_[d]);
     }
     if (shifted) {
-      for (int d = 0; d < ndims_; ++d) k.uvar(padded_offsets_[d]);
+      for (std::size_t d = 0; d < n; ++d) p = put_uvar(p, padded_offsets_[d]);
     }
-    if (offset) k.uvar(offset0_);
-    for (int b = 0; b < blocking_.inner_nblks; ++b) {
-      k.u8(static_cast<std::uint8_t>(blocking_.inner_idxs[b]));
-      k.uvar(blocking_.inner_blks[b]);
+    if (offset) p = put_uvar(p, offset0_);
+    for (int b = 0; b < nblks; ++b) {
+      p = put_u8(p, static_cast<std::uint8_t>(blocking_.inner_idxs[b]));
+      p = put_uvar(p, blocking_.inner_blks[b]);
     }
   }
-  w.raw(k.bytes());
+  w.raw({buf, static_cast<std::size_t>(p - buf)});
 }
 
 std::string memory_desc::to_string() const {

@@ -182,8 +182,16 @@ class PRIMCACHE_API memory_desc {
  private:
   std::size_t count() const noexcept { return static_cast<std::size_t>(ndims_); }
 
+  // The hot path: builds `out`, which must be freshly default-constructed,
+  // from dims and a tag, or returns false — exactly when init would fail —
+  // leaving `out` unspecified and formatting nothing. Inline, and defined
+  // (and used) only in memory_desc.cpp.
+  static inline bool build(dims_view dims, primcache::data_type dt, format_tag tag,
+                           memory_desc& out) noexcept;
+
   // Build `out` or explain why not in *why (when why is non-null; the
-  // message is only formatted then, so a probe allocates nothing).
+  // message is only formatted then, so a probe allocates nothing). The
+  // validating path, and the source of every failure message.
   static bool init(dims_view dims, primcache::data_type dt, format_tag tag, memory_desc& out,
                    std::string* why);
   static bool init(dims_view dims, primcache::data_type dt, dims_view strides, memory_desc& out,
@@ -197,7 +205,9 @@ class PRIMCACHE_API memory_desc {
   dims_array padded_dims_{};
   dims_array padded_offsets_{};
   std::int64_t offset0_ = 0;
-  blocking_desc blocking_{};
+  // Default-initialized: its members zero themselves one by one, which
+  // compilers emit as plain stores, where `{}` clears it as one block.
+  blocking_desc blocking_;
 };
 
 // Compares the resolved form (ndims, dims, data type, format kind, padded
