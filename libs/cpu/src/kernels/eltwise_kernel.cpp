@@ -256,6 +256,21 @@ std::vector<eltwise_config> eltwise_config_candidates(const eltwise_problem& p, 
   return out;
 }
 
+result<std::unique_ptr<eltwise_kernel>> eltwise_kernel::finish(const eltwise_problem& p,
+                                                               const eltwise_config& c,
+                                                               std::unique_ptr<jit_module> m,
+                                                               std::int64_t work_items) {
+  auto fn = m->lookup_function<fn_type>(kSymbol);
+  if (!fn) return fn.why();
+  std::unique_ptr<eltwise_kernel> k(new eltwise_kernel());
+  k->problem_ = p;
+  k->config_ = c;
+  k->module_ = std::move(m);
+  k->fn_ = fn.value();
+  k->work_items_ = work_items;
+  return k;
+}
+
 result<std::unique_ptr<eltwise_kernel>> eltwise_kernel::create(const eltwise_problem& p,
                                                                const eltwise_config& c,
                                                                cpu_isa isa) {
@@ -264,15 +279,7 @@ result<std::unique_ptr<eltwise_kernel>> eltwise_kernel::create(const eltwise_pro
   prepared& pr = prep.value();
   auto m = jit_module::compile(kernel_name(p), isa, [&](llvm::Module& mod) { build(mod, p, pr); });
   if (!m) return m.why();
-  auto fn = m.value()->lookup_function<fn_type>(kSymbol);
-  if (!fn) return fn.why();
-  std::unique_ptr<eltwise_kernel> k(new eltwise_kernel());
-  k->problem_ = p;
-  k->config_ = c;
-  k->module_ = std::move(m).value();
-  k->fn_ = fn.value();
-  k->work_items_ = pr.work_items;
-  return k;
+  return finish(p, c, std::move(m).value(), pr.work_items);
 }
 
 result<std::unique_ptr<eltwise_kernel>> eltwise_kernel::load(const eltwise_problem& p,
@@ -282,15 +289,7 @@ result<std::unique_ptr<eltwise_kernel>> eltwise_kernel::load(const eltwise_probl
   if (!prep) return prep.why();
   auto m = jit_module::load(kernel_name(p), object);
   if (!m) return m.why();
-  auto fn = m.value()->lookup_function<fn_type>(kSymbol);
-  if (!fn) return fn.why();
-  std::unique_ptr<eltwise_kernel> k(new eltwise_kernel());
-  k->problem_ = p;
-  k->config_ = c;
-  k->module_ = std::move(m).value();
-  k->fn_ = fn.value();
-  k->work_items_ = prep.value().work_items;
-  return k;
+  return finish(p, c, std::move(m).value(), prep.value().work_items);
 }
 
 void eltwise_kernel::execute(const eltwise_args& args, void* /*scratchpad*/,

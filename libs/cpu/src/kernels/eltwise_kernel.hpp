@@ -91,6 +91,11 @@ class PRIMCACHE_API eltwise_kernel {
   using fn_type = void(const void*, void*, const float*, const float* const*, std::int64_t,
                        std::int64_t);
   eltwise_kernel() = default;
+  // The kernel around a linked module: looks its entry point up.
+  static result<std::unique_ptr<eltwise_kernel>> finish(const eltwise_problem& p,
+                                                        const eltwise_config& c,
+                                                        std::unique_ptr<jit_module> m,
+                                                        std::int64_t work_items);
 
   eltwise_problem problem_;
   eltwise_config config_;
