@@ -75,8 +75,13 @@ matmul::desc::desc(const memory::desc& src, const memory::desc& weights, const m
                     std::to_string(d[k]) + " (one value per column)");
     }
   }
-  // In place (C++20 parenthesized aggregate init): no temporary copy.
-  op.emplace<runtime_internal::matmul_op>(src, weights, bias, dst);
+  // Filled in place: no temporary op to copy (clang 15 lacks parenthesized
+  // aggregate initialization, which would say it in one line).
+  auto& mm = op.emplace<runtime_internal::matmul_op>();
+  mm.src = src;
+  mm.weights = weights;
+  mm.bias = bias;
+  mm.dst = dst;
 }
 
 matmul::primitive_desc::primitive_desc(const desc& d, const engine& eng)
@@ -190,7 +195,13 @@ eltwise_forward::desc::desc(prop_kind prop, algorithm alg, const memory::desc& s
   if (!std::ranges::equal(src.dims(), dst.dims())) {
     bad(what, "src " + dims_str(src) + " and dst " + dims_str(dst) + " differ in shape");
   }
-  op.emplace<runtime_internal::eltwise_fwd_op>(prop, alg, src, dst, alpha, beta);
+  auto& e = op.emplace<runtime_internal::eltwise_fwd_op>();
+  e.prop = prop;
+  e.alg = alg;
+  e.src = src;
+  e.dst = dst;
+  e.alpha = alpha;
+  e.beta = beta;
 }
 
 eltwise_forward::primitive_desc::primitive_desc(const desc& d, const engine& eng)
