@@ -341,3 +341,31 @@ TEST_CASE("verbose output reports nested cache hits", "[.][verbose]") {
     CHECK(prim.creation_outcome() == lookup_outcome::miss);
   }
 }
+
+TEST_CASE("blocked destinations keep their channel padding at zero",
+          "[cpu][primitive][convolution][padding]") {
+  // 20 output channels in nChw16c: channels 20..31 are padding. Grouped
+  // (2 groups of 10, so group boundaries split a block) and depthwise.
+  auto groups = GENERATE(2, 20);
+  const int oc = 20, ic = 20;
+  memory src = make({1, ic, 5, 5}, tag::nChw16c, 21);
+  memory wei = make({groups, oc / groups, ic / groups, 3, 3}, tag::goihw, 22);
+  memory dst(memory::desc({1, oc, 5, 5}, data_type::f32, tag::nChw16c), cpu());
+  auto* d = static_cast<float*>(dst.get_data_handle());
+  std::fill_n(d, dst.get_desc().size_bytes() / sizeof(float), std::nanf(""));
+  convolution_forward::primitive_desc pd(
+      convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                src.get_desc(), wei.get_desc(), memory::desc(), dst.get_desc(),
+                                {1, 1}, {1, 1}, {1, 1}),
+      cpu());
+  convolution_forward(pd).execute(
+      stream(cpu()),
+      {{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_WEIGHTS, wei}, {PRIMCACHE_ARG_DST, dst}});
+  int nonzero_padding = 0;
+  for (int c = oc; c < 32; ++c)
+    for (int y = 0; y < 5; ++y)
+      for (int x = 0; x < 5; ++x)
+        if (!(d[dst.get_desc().offset_of({0, c, y, x})] == 0.f)) ++nonzero_padding;
+  INFO("groups " << groups << " impl " << pd.impl_info_str());
+  CHECK(nonzero_padding == 0);
+}
