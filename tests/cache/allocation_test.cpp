@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "allocation_counter.hpp"
 #include "primcache/cache/concurrent_cache.hpp"
 #include "primcache/keyhash/key.hpp"
+#include "support/allocation_counter.hpp"
 
 using primcache::lookup_outcome;
 
@@ -40,7 +40,7 @@ TEST_CASE("a hit allocates nothing", "[cache][allocation]") {
   std::size_t hits = 0;
   std::size_t wrong = 0;
   {
-    cache_test::allocation_scope scope;
+    primcache_test::allocation_scope scope;
     for (std::size_t i = 0; i < kHits; ++i) {
       const std::size_t k = (i * 7) % kResident;
       auto r = cache.get_or_add(keys[k], [] { return std::make_shared<const int>(-1); });
@@ -77,7 +77,7 @@ TEST_CASE("an allocation failing on the miss path leaves the cache as it was",
     bool injected = false;
     lookup_outcome outcome = lookup_outcome::hit;
     {
-      cache_test::allocation_scope scope;
+      primcache_test::allocation_scope scope;
       scope.fail_after(n);
       try {
         outcome = cache.get_or_add(3, [] { return std::string("three"); }).outcome;

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "allocation_counter.hpp"
 #include "primcache/keyhash/key.hpp"
+#include "support/allocation_counter.hpp"
 
 using primcache::key;
 using primcache::key_writer;
@@ -273,7 +273,7 @@ TEST_CASE("finish() leaves the writer empty for the next key", "[keyhash][writer
 }
 
 // Counting and failing allocations needs the test's own operator new, which
-// sanitizer builds cannot have (see allocation_counter.hpp); the plain build
+// sanitizer builds cannot have (see tests/support/allocation_counter.hpp); the plain build
 // runs these.
 #if PRIMCACHE_TEST_REPLACES_NEW
 TEST_CASE("keys up to the inline capacity never allocate", "[keyhash][storage][allocation]") {
@@ -283,7 +283,7 @@ TEST_CASE("keys up to the inline capacity never allocate", "[keyhash][storage][a
   std::size_t allocations = 0;
   bool equal = false;
   {
-    keyhash_test::allocation_scope scope;
+    primcache_test::allocation_scope scope;
     key_writer w;
     w.raw(bytes);
     key k = w.finish();
@@ -304,7 +304,7 @@ TEST_CASE("the allocation counter sees a key that outgrows the inline buffer",
   const auto bytes = bytes_of(key::inline_capacity + 1);
   std::size_t allocations = 0;
   {
-    keyhash_test::allocation_scope scope;
+    primcache_test::allocation_scope scope;
     const key k = key_writer().raw(bytes).finish();
     allocations = scope.count();
   }
@@ -319,7 +319,7 @@ TEST_CASE("a failed allocation leaves keys and writers as they were", "[keyhash]
     w.raw(first);
     bool threw = false;
     {
-      keyhash_test::allocation_scope scope;
+      primcache_test::allocation_scope scope;
       scope.fail_next();
       try {
         w.raw(second);
@@ -337,7 +337,7 @@ TEST_CASE("a failed allocation leaves keys and writers as they were", "[keyhash]
     const key before = target;
     bool threw = false;
     {
-      keyhash_test::allocation_scope scope;
+      primcache_test::allocation_scope scope;
       scope.fail_next();
       try {
         target = large;
@@ -353,7 +353,7 @@ TEST_CASE("a failed allocation leaves keys and writers as they were", "[keyhash]
     const key large = key_of_size(600, 6);
     int thrown = 0;
     {
-      keyhash_test::allocation_scope scope;
+      primcache_test::allocation_scope scope;
       scope.fail_next();
       try {
         key copy(large);

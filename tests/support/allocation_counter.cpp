@@ -1,9 +1,9 @@
-#include "allocation_counter.hpp"
+#include "support/allocation_counter.hpp"
 
 #include <cstdlib>
 #include <new>
 
-namespace cache_test {
+namespace primcache_test {
 namespace {
 
 struct thread_state {
@@ -17,6 +17,7 @@ struct thread_state {
 // data, so reading it from operator new allocates nothing.
 thread_local thread_state state;
 
+#if PRIMCACHE_TEST_REPLACES_NEW
 void note_allocation() {
   if (!state.counting) return;
   if (state.count++ == state.fail_at) {
@@ -37,6 +38,7 @@ void* allocate_aligned(std::size_t n, std::align_val_t alignment) {
   if (void* p = std::aligned_alloc(a, (n + a - 1) / a * a)) return p;
   throw std::bad_alloc();
 }
+#endif
 
 }  // namespace
 
@@ -56,23 +58,24 @@ bool allocation_scope::failed() const {
   return state.failed;
 }
 
-}  // namespace cache_test
+}  // namespace primcache_test
 
+#if PRIMCACHE_TEST_REPLACES_NEW
 void* operator new(std::size_t n) {
-  return cache_test::allocate(n);
+  return primcache_test::allocate(n);
 }
 void* operator new[](std::size_t n) {
-  return cache_test::allocate(n);
+  return primcache_test::allocate(n);
 }
 void* operator new(std::size_t n, std::align_val_t a) {
-  return cache_test::allocate_aligned(n, a);
+  return primcache_test::allocate_aligned(n, a);
 }
 void* operator new[](std::size_t n, std::align_val_t a) {
-  return cache_test::allocate_aligned(n, a);
+  return primcache_test::allocate_aligned(n, a);
 }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   try {
-    return cache_test::allocate(n);
+    return primcache_test::allocate(n);
   } catch (...) {
     return nullptr;
   }
@@ -110,3 +113,4 @@ void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
   std::free(p);
 }
+#endif  // PRIMCACHE_TEST_REPLACES_NEW
