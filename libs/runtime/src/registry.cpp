@@ -80,11 +80,6 @@ void register_implementation(const implementation_entry& entry) {
   registry_generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
-std::vector<implementation_entry> implementations(engine_kind engine, primitive_kind kind) {
-  auto list = the_registry().list(engine, kind);
-  return list ? *list : std::vector<implementation_entry>{};
-}
-
 void register_engine_factory(engine_kind kind, engine_count_fn count, engine_factory_fn create) {
   the_registry().add_engine(kind, {count, create});
 }

@@ -45,9 +45,6 @@ struct implementation_entry {
 };
 
 PRIMCACHE_API void register_implementation(const implementation_entry& entry);
-// The implementations for (engine, kind), highest priority first.
-PRIMCACHE_API std::vector<implementation_entry> implementations(engine_kind engine,
-                                                                primitive_kind kind);
 
 using engine_count_fn = std::size_t (*)();
 using engine_factory_fn = std::shared_ptr<const engine_impl> (*)(std::size_t index);
