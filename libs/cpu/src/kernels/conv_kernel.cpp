@@ -850,6 +850,10 @@ result<std::unique_ptr<conv_kernel>> conv_kernel::finish(const conv_problem& p,
   k->packed_bytes_ =
       k->packs_weights_ ? static_cast<std::size_t>(packed_weight_floats(ge)) * sizeof(float) : 0;
   k->work_items_ = work_items(ge, ec);
+  // Grouped outputs whose groups split a 16-channel block are stored lane by
+  // lane, which never touches a blocked dst's channel padding.
+  k->zeroes_dst_padding_ =
+      ge.dst.blocked && ge.g > 1 && !ge.depthwise && ge.ocg % lanes != 0 && ge.oc % lanes != 0;
   return k;
 }
 
@@ -943,6 +947,20 @@ void conv_kernel::execute(const conv_args& args, void* scratchpad, thread_pool& 
     const range r = balance(items, ithr, nthr);
     if (r.begin < r.end) fn(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
   });
+  if (zeroes_dst_padding_) zero_dst_padding(dst);
+}
+
+void conv_kernel::zero_dst_padding(float* dst) const {
+  // nChw16c: outer strides (N, C blocks, H, W), then the 16 lanes of a block.
+  const memory_desc& d = problem_.dst;
+  const auto dims = d.dims();
+  const auto s = d.strides();
+  const std::int64_t valid = dims[1] % lanes;
+  float* last_block = dst + d.offset0() + (dims[1] / lanes) * s[1] + valid;
+  for (std::int64_t n = 0; n < dims[0]; ++n)
+    for (std::int64_t h = 0; h < dims[2]; ++h)
+      for (std::int64_t w = 0; w < dims[3]; ++w)
+        std::fill_n(last_block + n * s[0] + h * s[2] + w * s[3], lanes - valid, 0.f);
 }
 
 void conv_reference(const conv_problem& p, const conv_args& args) {

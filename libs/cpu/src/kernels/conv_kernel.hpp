@@ -143,12 +143,17 @@ class PRIMCACHE_API conv_kernel {
   static result<std::unique_ptr<conv_kernel>> finish(const conv_problem& p, const conv_config& c,
                                                      std::unique_ptr<jit_module> m);
   void pack_weights(const float* user, float* packed, thread_pool& pool) const;
+  // Writes zeros into the channel padding of an nChw16c dst (the lanes past
+  // OC in its last 16-channel block), for the configurations whose generated
+  // code stores lane by lane and leaves them unwritten.
+  void zero_dst_padding(float* dst) const;
 
   conv_problem problem_;
   conv_config config_;
   std::unique_ptr<jit_module> module_;
   entry_fn* fn_ = nullptr;
   bool packs_weights_ = false;
+  bool zeroes_dst_padding_ = false;
   std::int64_t work_items_ = 0;
   std::size_t packed_bytes_ = 0;
 };

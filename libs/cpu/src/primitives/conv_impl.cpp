@@ -138,14 +138,6 @@ result<std::shared_ptr<const primitive_desc_impl>> make_conv_pd(
   p.nthr = get_num_threads();
   const cpu_isa isa = effective_isa();
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT convolution needs avx2");
-  // The kernel stores grouped outputs lane by lane where group boundaries
-  // split a 16-channel block, and then leaves a blocked dst's channel
-  // padding unwritten; the reference zeroes it, as consumers expect.
-  const std::int64_t oc = p.dst.dims()[1];
-  const bool depthwise = p.groups == oc && p.groups == p.src.dims()[1];
-  if (jit && p.dst.inner_nblks() > 0 && p.groups > 1 && !depthwise && (oc / p.groups) % 16 != 0) {
-    return unimplemented("grouped convolution into a blocked dst whose groups split a block");
-  }
   auto pd = std::make_shared<conv_pd>(attr, jit ? "jit:conv" : "ref:conv", jit, std::move(p), isa);
   pd->finalize(eng, pd->problem().nthr);
   return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
