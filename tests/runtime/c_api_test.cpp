@@ -129,3 +129,34 @@ TEST_CASE("the C API creates, caches and runs primitives", "[runtime][c_api]") {
   pc_engine_destroy(eng);
   pc_set_primitive_cache_capacity(1024);
 }
+
+#if PRIMCACHE_TEST_REPLACES_NEW
+#include "support/allocation_counter.hpp"
+
+TEST_CASE("the C API's error path survives running out of memory at every allocation",
+          "[runtime][c_api][oom]") {
+  fake::install();
+  // A call that fails with a long message: every allocation on its way out
+  // (the error's message, its copies) is made to fail in turn. Each must give
+  // an error status and a message, never terminate the process.
+  const int64_t dims[2] = {5, 3};
+  auto call = [&] {
+    pc_memory_desc_t md = nullptr;
+    return pc_memory_desc_create_with_tag(&md, 2, dims, pc_f32, static_cast<pc_format_tag_t>(999));
+  };
+  std::size_t allocations = 0;
+  {
+    primcache_test::allocation_scope scope;
+    REQUIRE(call() != pc_success);
+    allocations = scope.count();
+  }
+  REQUIRE(allocations > 0);
+  for (std::size_t n = 0; n < allocations; ++n) {
+    primcache_test::allocation_scope scope;
+    scope.fail_after(n);
+    const pc_status_t s = call();
+    CHECK(s != pc_success);
+    CHECK(std::strlen(pc_last_error_message()) > 0);
+  }
+}
+#endif

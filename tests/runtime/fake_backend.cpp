@@ -56,7 +56,17 @@ class copy_impl final : public primitive_impl {
     if (src == nullptr || dst == nullptr) {
       throw error(status::invalid_arguments, "fake copy: src or dst missing");
     }
-    std::memcpy(dst, src, pd().arg_md(PRIMCACHE_ARG_FROM).size_bytes());
+    const std::size_t bytes = pd().arg_md(PRIMCACHE_ARG_FROM).size_bytes();
+    // Output scales are a run-time value: read from the executing
+    // primitive's attributes, not from this (shared) impl's descriptor.
+    const auto& scales = ctx.run_time_attr(pd()).get_output_scales();
+    if (scales.empty()) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    const auto* in = static_cast<const float*>(src);
+    auto* out = static_cast<float*>(dst);
+    for (std::size_t i = 0; i < bytes / sizeof(float); ++i) out[i] = in[i] * scales[0];
   }
   std::vector<const primitive_impl*> nested() const override {
     if (!nested_) return {};
@@ -73,8 +83,9 @@ std::shared_ptr<const primitive_impl> copy_pd_impl::create_impl(const engine& en
   if (d0 == 13) throw error(status::runtime_error, "fake compiler failed for 13");
   if (d0 >= 100) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::shared_ptr<const primitive_impl> nested;
-  if (d0 == 7) {
-    auto npd = copy_pd(8, op_.src.dims()[1]);
+  if (d0 == 7 || d0 == 11) {
+    // 11 nests itself: a creation asking for its own key.
+    auto npd = copy_pd(d0 == 7 ? 8 : 11, op_.src.dims()[1]);
     auto r = create_nested_impl(npd.impl(), eng);
     last_nested_outcome.store(static_cast<int>(r.outcome));
     nested = std::move(r.value);

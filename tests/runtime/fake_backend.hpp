@@ -8,7 +8,9 @@
 //   dims[0] == 13   create_impl throws (runtime_error)
 //   dims[0] == 7    create_impl creates a nested reorder of dims {8, ...}
 //                   through the global cache and records how that went
+//   dims[0] == 11   create_impl creates a nested reorder of its own key
 //   dims[0] >= 100  create_impl sleeps 2 ms (a slow compile)
+// Output scales (mask 0) multiply the copy, read at run time.
 #pragma once
 
 #include <atomic>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -193,4 +194,13 @@ TEST_CASE("accepted primitive descriptors are reused until the registry changes"
     CHECK(std::any_of(caches.begin(), caches.end(),
                       [](const auto& c) { return c.name == "primitive_desc" && c.size >= 1; }));
   }
+}
+
+TEST_CASE("a capacity set above INT_MAX through control reads back as INT_MAX, not truncated",
+          "[runtime][primitive_cache][control]") {
+  fresh_cache guard;
+  control().set_capacity("primitive", std::uint64_t{1} << 33);  // would truncate to 0
+  CHECK(get_primitive_cache_capacity() == std::numeric_limits<int>::max());
+  control().set_capacity("primitive", (std::uint64_t{1} << 32) + 7);  // would truncate to 7
+  CHECK(get_primitive_cache_capacity() == std::numeric_limits<int>::max());
 }

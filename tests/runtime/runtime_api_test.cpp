@@ -1,5 +1,5 @@
 #include <catch2/catch.hpp>
-
+#include <limits>
 #include <string>
 
 #include "fake_backend.hpp"
@@ -97,10 +97,13 @@ TEST_CASE("matmul descriptors reject shapes that do not agree", "[runtime][matmu
   auto a3 = md({3, 4, 8}, format_tag::abc), c3 = md({3, 4, 5}, format_tag::abc);
   CHECK_NOTHROW(matmul::desc(a3, md({1, 8, 5}, format_tag::abc), c3));
   CHECK_THROWS_WITH(matmul::desc(a3, md({2, 8, 5}, format_tag::abc), c3),
-                    Contains("neither 1 nor src batch"));
+                    Contains("weights batch 2 is neither 1 nor dst batch 3"));
   CHECK_THROWS_WITH(
       matmul::desc(a3, md({3, 8, 5}, format_tag::abc), md({2, 4, 5}, format_tag::abc)),
-      Contains("batch"));
+      Contains("src batch 3 is neither 1 nor dst batch 2"));
+  SECTION("a source batch of 1 broadcasts over the weights' and the destination's batch") {
+    CHECK_NOTHROW(matmul::desc(md({1, 4, 8}, format_tag::abc), md({3, 8, 5}, format_tag::abc), c3));
+  }
 }
 
 TEST_CASE("convolution descriptors check channels, sizes and parameters",
@@ -120,7 +123,27 @@ TEST_CASE("convolution descriptors check channels, sizes and parameters",
                     Contains("output height 10 should be 8"));
   CHECK_THROWS_WITH(make(src, wei, dst, {0, 1}, {0, 0}, {1, 1}, {1, 1}), Contains("stride 0"));
   CHECK_THROWS_WITH(make(src, wei, dst, {1, 1}, {-1, 0}, {1, 1}, {1, 1}), Contains("negative"));
-  CHECK_THROWS_WITH(make(src, wei, dst, {1, 1}, {0, 0}, {-1, 1}, {1, 1}), Contains("negative"));
+  CHECK_THROWS_WITH(make(src, wei, dst, {1, 1}, {0, 0}, {-1, 1}, {1, 1}),
+                    Contains("start padding -1 is negative"));
+  SECTION("negative end padding leaves the last input rows unread, as a strided 1x1 layer does") {
+    // 56x56, 1x1, stride 2: (56 - 1 + 0 + pr) / 2 + 1 = 28 with pr = -1.
+    auto s56 = md({1, 8, 56, 56}, format_tag::nchw), d28 = md({1, 16, 28, 28}, format_tag::nchw);
+    auto w1 = md({16, 8, 1, 1}, format_tag::oihw);
+    CHECK_NOTHROW(make(s56, w1, d28, {2, 2}, {0, 0}, {0, 0}, {-1, -1}));
+    CHECK_NOTHROW(make(s56, w1, d28, {2, 2}, {0, 0}, {0, 0}, {0, 0}));
+    CHECK_THROWS_WITH(make(s56, w1, d28, {2, 2}, {0, 0}, {0, 0}, {-3, -3}),
+                      Contains("should be 27"));
+  }
+  SECTION("parameters whose arithmetic overflows are refused, never undefined behaviour") {
+    constexpr std::int64_t big = std::numeric_limits<std::int64_t>::max() / 2;
+    CHECK_THROWS_WITH(make(src, wei, dst, {1, 1}, {big, 0}, {1, 1}, {1, 1}),
+                      Contains("overflows 64 bits"));
+    CHECK_THROWS_WITH(make(src, wei, dst, {1, 1}, {0, 0}, {big, 1}, {big, 1}),
+                      Contains("overflows 64 bits"));
+    CHECK_THROWS_WITH(make(src, wei, dst, {1, 1}, {0, 0}, {1, 1},
+                           {std::numeric_limits<std::int64_t>::min() + 1, 1}),
+                      Contains("overflows 64 bits"));
+  }
   CHECK_THROWS_WITH(
       make(src, md({16, 4, 3, 3}, format_tag::oihw), dst, {1, 1}, {0, 0}, {1, 1}, {1, 1}),
       Contains("input channels"));

@@ -88,8 +88,13 @@ void primitive_attr::write_key(key_writer& w) const {
     w.enumeration(e.kind).enumeration(e.alg).f32(e.scale).f32(e.alpha).f32(e.beta);
     if (e.kind == post_ops::kind::binary) e.src1.write_key(w);
   }
-  // Scales are baked into the code, so their values are part of the key.
+  // Kernels take scale values at run time (from the executing primitive's
+  // attributes): only their shape is part of the key, so a new scale value
+  // reuses the compiled code.
   w.i32(scales_mask_).u32(static_cast<std::uint32_t>(scales_.size()));
+}
+
+void primitive_attr::write_run_time_values(key_writer& w) const {
   for (float s : scales_) w.f32(s);
 }
 

@@ -2,8 +2,11 @@
 // turns any exception into a status plus this thread's last error message.
 #include "primcache/runtime/primcache.h"
 
+#include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/runtime.hpp"
@@ -32,10 +35,15 @@ struct pc_primitive {
 
 namespace {
 
-thread_local std::string tl_last_error;
+// A fixed buffer: recording an error never allocates, so the error path
+// works when memory has run out (a std::string here could throw from inside
+// the noexcept wrapper and terminate the process).
+thread_local char tl_last_error[1024] = "";
 
-pc_status_t fail(pc_status_t s, std::string message) {
-  tl_last_error = std::move(message);
+pc_status_t fail(pc_status_t s, std::string_view message) noexcept {
+  const std::size_t n = std::min(message.size(), sizeof tl_last_error - 1);
+  std::memcpy(tl_last_error, message.data(), n);
+  tl_last_error[n] = '\0';
   return s;
 }
 
@@ -120,7 +128,7 @@ primcache::memory_desc md_of(const_pc_memory_desc_t md) {
 extern "C" {
 
 const char* pc_last_error_message(void) {
-  return tl_last_error.c_str();
+  return tl_last_error;
 }
 
 pc_status_t pc_engine_create(pc_engine_t* engine, pc_engine_kind_t kind, size_t index) {

@@ -24,6 +24,23 @@ std::string dims_str(const memory::desc& md) {
   return s.empty() ? "(none)" : s;
 }
 
+// Shape arithmetic on user values: an overflow is a malformed descriptor,
+// never undefined behaviour.
+std::int64_t checked_mul(const char* what, std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    bad(what, std::to_string(a) + " * " + std::to_string(b) + " overflows 64 bits");
+  }
+  return r;
+}
+std::int64_t checked_add(const char* what, std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) {
+    bad(what, std::to_string(a) + " + " + std::to_string(b) + " overflows 64 bits");
+  }
+  return r;
+}
+
 void require_md(const char* what, const char* arg, const memory::desc& md) {
   if (md.is_zero()) bad(what, std::string(arg) + " descriptor is empty");
 }
@@ -58,12 +75,14 @@ matmul::desc::desc(const memory::desc& src, const memory::desc& weights, const m
                   std::to_string(w[k]));
   }
   if (nd == 3) {
-    if (d[0] != s[0])
-      bad(what,
-          "dst batch " + std::to_string(d[0]) + " differs from src batch " + std::to_string(s[0]));
-    if (w[0] != s[0] && w[0] != 1) {
-      bad(what, "weights batch " + std::to_string(w[0]) + " is neither 1 nor src batch " +
-                    std::to_string(s[0]));
+    // src and weights each have dst's batch or broadcast a batch of 1 over it.
+    if (s[0] != d[0] && s[0] != 1) {
+      bad(what, "src batch " + std::to_string(s[0]) + " is neither 1 nor dst batch " +
+                    std::to_string(d[0]));
+    }
+    if (w[0] != d[0] && w[0] != 1) {
+      bad(what, "weights batch " + std::to_string(w[0]) + " is neither 1 nor dst batch " +
+                    std::to_string(d[0]));
     }
   }
   if (!bias.is_zero()) {
@@ -127,12 +146,13 @@ convolution_forward::desc::desc(prop_kind prop, algorithm alg, const memory::des
   auto s = src.dims(), w = weights.dims(), d = dst.dims();
   const std::int64_t g = grouped ? w[0] : 1;
   const std::int64_t oc_per_g = w[grouped ? 1 : 0], ic_per_g = w[grouped ? 2 : 1];
-  if (ic_per_g * g != s[1]) {
-    bad(what, "weights " + dims_str(weights) + " expect " + std::to_string(ic_per_g * g) +
+  const std::int64_t ic = checked_mul(what, ic_per_g, g), oc = checked_mul(what, oc_per_g, g);
+  if (ic != s[1]) {
+    bad(what, "weights " + dims_str(weights) + " expect " + std::to_string(ic) +
                   " input channels, src " + dims_str(src) + " has " + std::to_string(s[1]));
   }
-  if (oc_per_g * g != d[1]) {
-    bad(what, "weights " + dims_str(weights) + " make " + std::to_string(oc_per_g * g) +
+  if (oc != d[1]) {
+    bad(what, "weights " + dims_str(weights) + " make " + std::to_string(oc) +
                   " output channels, dst " + dims_str(dst) + " has " + std::to_string(d[1]));
   }
   if (d[0] != s[0]) bad(what, "src and dst minibatch differ");
@@ -149,10 +169,17 @@ convolution_forward::desc::desc(prop_kind prop, algorithm alg, const memory::des
   for (int i = 0; i < 2; ++i) {
     if (strides[i] <= 0) bad(what, "stride " + std::to_string(strides[i]) + " must be positive");
     if (dilates[i] < 0) bad(what, "dilation " + std::to_string(dilates[i]) + " is negative");
-    if (padding_l[i] < 0 || padding_r[i] < 0) bad(what, "padding is negative");
+    // Negative end padding is accepted, as oneDNN does: a stride that leaves
+    // the last input rows unread (every stride-2 1x1 layer of ResNet-50)
+    // describes itself that way. The start padding may not be negative.
+    if (padding_l[i] < 0) {
+      bad(what, "start padding " + std::to_string(padding_l[i]) + " is negative");
+    }
     const std::int64_t k = w[(grouped ? 3 : 2) + i];
-    const std::int64_t extent = (k - 1) * (dilates[i] + 1) + 1;
-    const std::int64_t span = s[2 + i] + padding_l[i] + padding_r[i] - extent;
+    const std::int64_t extent =
+        checked_add(what, checked_mul(what, k - 1, checked_add(what, dilates[i], 1)), 1);
+    const std::int64_t span = checked_add(what, checked_add(what, s[2 + i], padding_l[i]),
+                                          checked_add(what, padding_r[i], -extent));
     if (span < 0) {
       bad(what,
           "the kernel (extent " + std::to_string(extent) + ") is larger than the padded input");
@@ -238,7 +265,7 @@ reorder::primitive_desc::primitive_desc(const engine& src_engine, const memory::
     : primcache::primitive_desc(
           runtime_internal::create_primitive_desc(make_reorder_op(src_engine, src, dst_engine, dst),
                                                   attr, reorder_engine(src_engine, dst_engine)),
-          reorder_engine(src_engine, dst_engine)) {}
+          reorder_engine(src_engine, dst_engine), src_engine, dst_engine) {}
 
 reorder::primitive_desc::primitive_desc(const memory& src, const memory& dst,
                                         const primitive_attr& attr)

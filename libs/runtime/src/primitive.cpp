@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
@@ -35,6 +36,10 @@ void primitive_impl::create_resource(const engine& eng, resource_mapper& mapper)
   for (const primitive_impl* n : nested()) n->create_resource(eng, mapper);
 }
 
+const primitive_attr& exec_ctx::run_time_attr(const primitive_desc_impl& own) const {
+  return attr != nullptr ? *attr : own.attr();
+}
+
 const memory* exec_ctx::arg(int index) const {
   if (args == nullptr) return nullptr;
   auto it = args->find(index);
@@ -53,6 +58,35 @@ namespace {
 // initial-exec: the runtime is linked, not dlopened, so its TLS is static
 // and reads need no __tls_get_addr call.
 __attribute__((tls_model("initial-exec"))) thread_local int tl_creation_depth = 0;
+
+// The keys this thread is creating right now, innermost last. A creator
+// that asks the cache for a key it is itself creating would wait on its own
+// future forever; that is refused instead. (Only nested creations look.)
+__attribute__((tls_model("initial-exec"))) thread_local std::vector<const key*>* tl_creating =
+    nullptr;
+
+struct creation_frame {
+  explicit creation_frame(const key& k) {
+    static thread_local std::vector<const key*> stack;
+    tl_creating = &stack;
+    stack.push_back(&k);
+  }
+  ~creation_frame() { tl_creating->pop_back(); }
+  creation_frame(const creation_frame&) = delete;
+  creation_frame& operator=(const creation_frame&) = delete;
+};
+
+void refuse_own_key(const primitive_desc_impl& pd) {
+  if (tl_creating == nullptr) return;
+  for (const key* k : *tl_creating) {
+    if (*k == pd.cache_key()) {
+      throw error(status::runtime_error,
+                  "creating a " + std::string(to_string(pd.kind())) + " (" + pd.name() +
+                      ") asked the primitive cache for the key it is itself creating: a "
+                      "primitive cannot nest itself (this would wait forever)");
+    }
+  }
+}
 
 std::string describe(const primitive_desc_impl& pd) {
   std::string s;
@@ -78,7 +112,11 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(const primiti
   struct depth_guard {
     ~depth_guard() { --tl_creation_depth; }
   } guard;
-  auto r = global_primitive_cache().get_or_add(pd.cache_key(), [&] { return pd.create_impl(eng); });
+  if (nested) refuse_own_key(pd);
+  auto r = global_primitive_cache().get_or_add(pd.cache_key(), [&] {
+    const creation_frame frame(pd.cache_key());
+    return pd.create_impl(eng);
+  });
   if (verbose) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -131,6 +169,13 @@ primitive_desc::primitive_desc(std::shared_ptr<const runtime_internal::primitive
                                engine eng)
     : impl_(std::move(impl)), engine_(std::move(eng)) {}
 
+primitive_desc::primitive_desc(std::shared_ptr<const runtime_internal::primitive_desc_impl> impl,
+                               engine eng, engine src_engine, engine dst_engine)
+    : impl_(std::move(impl)),
+      engine_(std::move(eng)),
+      src_engine_(std::move(src_engine)),
+      dst_engine_(std::move(dst_engine)) {}
+
 const runtime_internal::primitive_desc_impl& primitive_desc::impl() const {
   if (!impl_) throw error(status::invalid_arguments, "the primitive descriptor is empty");
   return *impl_;
@@ -149,14 +194,95 @@ const engine& primitive_desc::get_engine() const {
   if (!engine_) throw error(status::invalid_arguments, "the primitive descriptor is empty");
   return *engine_;
 }
+const engine& primitive_desc::get_src_engine() const {
+  return src_engine_ ? *src_engine_ : get_engine();
+}
+const engine& primitive_desc::get_dst_engine() const {
+  return dst_engine_ ? *dst_engine_ : get_engine();
+}
 
 // ---- primitive ----------------------------------------------------------------
+
+namespace {
+
+// One argument execute() requires, as the primitive descriptor states it.
+struct expected_arg {
+  int index;
+  std::string name;  // for messages: "src (PRIMCACHE_ARG_SRC)"
+  memory_desc md;
+  const runtime_internal::engine_impl* engine;
+};
+
+std::vector<expected_arg> expected_args(const primitive_desc& pd) {
+  const auto& impl = pd.impl();
+  std::vector<expected_arg> out;
+  auto add = [&](int index, std::string name, const memory_desc& md, const engine& eng) {
+    if (!md.is_zero()) out.push_back({index, std::move(name), md, &eng.impl()});
+  };
+  add(PRIMCACHE_ARG_SRC, "src (PRIMCACHE_ARG_SRC)", impl.arg_md(PRIMCACHE_ARG_SRC),
+      pd.get_src_engine());
+  add(PRIMCACHE_ARG_WEIGHTS, "weights (PRIMCACHE_ARG_WEIGHTS)", impl.arg_md(PRIMCACHE_ARG_WEIGHTS),
+      pd.get_engine());
+  add(PRIMCACHE_ARG_BIAS, "bias (PRIMCACHE_ARG_BIAS)", impl.arg_md(PRIMCACHE_ARG_BIAS),
+      pd.get_engine());
+  add(PRIMCACHE_ARG_DST, "dst (PRIMCACHE_ARG_DST)", impl.arg_md(PRIMCACHE_ARG_DST),
+      pd.get_dst_engine());
+  const auto& ops = impl.attr().get_post_ops().entries();
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind != post_ops::kind::binary) continue;
+    const std::string n = std::to_string(i);
+    add(PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | PRIMCACHE_ARG_SRC_1,
+        "the operand of binary post-op " + n + " (PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(" + n +
+            ") | PRIMCACHE_ARG_SRC_1)",
+        ops[i].src1, pd.get_engine());
+  }
+  return out;
+}
+
+[[noreturn]] void bad_argument(const primitive_desc& pd, const expected_arg& e,
+                               const std::string& why) {
+  throw error(status::invalid_arguments, std::string(to_string(pd.impl().kind())) + " (" +
+                                             pd.impl().name() + "): " + e.name + " " + why);
+}
+
+}  // namespace
 
 struct primitive::state {
   primitive_desc pd;
   std::shared_ptr<const runtime_internal::primitive_impl> impl;
   runtime_internal::resource_mapper resources;
+  std::vector<expected_arg> expected;
   lookup_outcome outcome = lookup_outcome::miss;
+
+  // Every check happens before the impl sees a pointer: a mismatch must
+  // never become an out-of-bounds read or write.
+  void check(const stream& strm, const args& arguments) const {
+    if (&strm.get_engine().impl() != &pd.get_engine().impl()) {
+      throw error(status::invalid_arguments,
+                  std::string(to_string(pd.impl().kind())) + " (" + pd.impl().name() +
+                      "): the stream belongs to another engine than the primitive's (" +
+                      std::string(to_string(pd.get_engine().get_kind())) + ":" +
+                      std::to_string(pd.get_engine().get_index()) + ")");
+    }
+    for (const expected_arg& e : expected) {
+      auto it = arguments.find(e.index);
+      if (it == arguments.end() || !it->second) bad_argument(pd, e, "is missing");
+      const memory& m = it->second;
+      const memory_desc& md = m.get_desc();
+      if (!(md == e.md)) {
+        bad_argument(
+            pd, e,
+            "has descriptor " + md.to_string() + ", the primitive expects " + e.md.to_string());
+      }
+      if (&m.get_engine().impl() != e.engine) {
+        bad_argument(pd, e, "is a memory of another engine than the one the primitive expects");
+      }
+      if (m.get_data_handle() == nullptr && md.size_bytes() != 0) {
+        bad_argument(pd, e, "has no buffer (its data handle is null)");
+      }
+    }
+  }
+  void run(const stream& strm, const args& arguments) const;
 };
 
 primitive::primitive(const primitive_desc& pd) {
@@ -166,6 +292,7 @@ primitive::primitive(const primitive_desc& pd) {
   s->pd = pd;
   s->impl = std::move(r.value);
   s->outcome = r.outcome;
+  s->expected = expected_args(pd);
   s->impl->create_resource(pd.get_engine(), s->resources);
   state_ = std::move(s);
 }
@@ -180,30 +307,39 @@ lookup_outcome primitive::creation_outcome() const {
   return state_->outcome;
 }
 
-void primitive::execute(const stream& strm, const args& arguments) const {
-  if (!state_) throw error(status::invalid_arguments, "the primitive is empty");
-  if (!(strm.get_engine() == state_->pd.get_engine()) &&
-      strm.get_engine().get_kind() != state_->pd.get_engine().get_kind()) {
-    throw error(status::invalid_arguments, "the stream's engine is not the primitive's engine");
-  }
+void primitive::state::run(const stream& strm, const args& arguments) const {
   static thread_local runtime_internal::thread_scratch scratch;
-  const std::size_t scratch_bytes = state_->impl->scratchpad_bytes();
-  runtime_internal::exec_ctx ctx{&strm, &arguments, &state_->resources,
-                                 scratch_bytes ? scratch.get(scratch_bytes) : nullptr};
+  const std::size_t scratch_bytes = impl->scratchpad_bytes();
+  runtime_internal::exec_ctx ctx{&strm, &arguments, &resources,
+                                 scratch_bytes ? scratch.get(scratch_bytes) : nullptr,
+                                 &pd.impl().attr()};
   if (runtime_internal::verbose_level() >= 2) {
     const auto start = std::chrono::steady_clock::now();
-    state_->impl->execute(ctx);
+    impl->execute(ctx);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     char time[32];
     std::snprintf(time, sizeof time, "%.3f", ms);
-    runtime_internal::verbose_print("primcache_verbose,exec," +
-                                    std::string(to_string(state_->pd.impl().kind())) + "," +
-                                    state_->pd.impl().name() + "," +
-                                    runtime_internal::describe(state_->pd.impl()) + "," + time);
+    runtime_internal::verbose_print(
+        "primcache_verbose,exec," + std::string(to_string(pd.impl().kind())) + "," +
+        pd.impl().name() + "," + runtime_internal::describe(pd.impl()) + "," + time);
     return;
   }
-  state_->impl->execute(ctx);
+  impl->execute(ctx);
 }
+
+void primitive::execute(const stream& strm, const args& arguments) const {
+  if (!state_) throw error(status::invalid_arguments, "the primitive is empty");
+  state_->check(strm, arguments);
+  state_->run(strm, arguments);
+}
+
+namespace runtime_internal {
+void execute_unchecked(const primitive& prim, const stream& strm,
+                       const std::unordered_map<int, memory>& arguments) {
+  if (!prim.state_) throw error(status::invalid_arguments, "the primitive is empty");
+  prim.state_->run(strm, arguments);
+}
+}  // namespace runtime_internal
 
 }  // namespace primcache

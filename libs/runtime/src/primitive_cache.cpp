@@ -1,5 +1,6 @@
 #include "primcache/runtime/primitive_cache.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -67,15 +68,22 @@ void set_primitive_cache_capacity(int capacity) {
   }
   runtime_internal::global_primitive_cache().set_capacity(static_cast<std::size_t>(capacity));
   runtime_internal::primitive_desc_cache().set_capacity(static_cast<std::size_t>(capacity));
-  runtime_internal::primitive_desc_cache().set_capacity(static_cast<std::size_t>(capacity));
 }
 
+namespace {
+// The capacity may be set above INT_MAX through primcache::control (which
+// takes 64-bit capacities): report INT_MAX then, never a truncated value.
+int saturated(std::size_t v) {
+  return static_cast<int>(std::min<std::size_t>(v, std::numeric_limits<int>::max()));
+}
+}  // namespace
+
 int get_primitive_cache_capacity() {
-  return static_cast<int>(runtime_internal::global_primitive_cache().capacity());
+  return saturated(runtime_internal::global_primitive_cache().capacity());
 }
 
 int get_primitive_cache_size() {
-  return static_cast<int>(runtime_internal::global_primitive_cache().size());
+  return saturated(runtime_internal::global_primitive_cache().size());
 }
 
 bool primitive_cache_contains(const primitive_desc& pd) {

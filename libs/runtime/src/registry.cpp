@@ -49,6 +49,22 @@ class registry {
   void add_engine(engine_kind kind, engine_factory f) PRIMCACHE_EXCLUDES(mu_) {
     lock_guard g(mu_);
     engines_[kind] = f;
+    std::erase_if(devices_, [&](const auto& d) { return d.first.first == kind; });
+  }
+  // The one engine_impl of device (kind, index): every engine handle made
+  // for a device is the same engine, so memory, streams and primitives made
+  // from separately constructed handles work together. The factory runs
+  // without the lock (it may be slow: device discovery).
+  std::shared_ptr<const engine_impl> device(engine_kind kind, std::size_t index,
+                                            const engine_factory& f) PRIMCACHE_EXCLUDES(mu_) {
+    {
+      shared_lock_guard g(mu_);
+      auto it = devices_.find({kind, index});
+      if (it != devices_.end()) return it->second;
+    }
+    auto made = f.create(index);
+    lock_guard g(mu_);
+    return devices_.try_emplace({kind, index}, std::move(made)).first->second;
   }
   engine_factory find_engine(engine_kind kind) PRIMCACHE_EXCLUDES(mu_) {
     shared_lock_guard g(mu_);
@@ -61,6 +77,8 @@ class registry {
   std::map<std::pair<engine_kind, primitive_kind>, std::shared_ptr<const impl_list>> impls_
       PRIMCACHE_GUARDED_BY(mu_);
   std::map<engine_kind, engine_factory> engines_ PRIMCACHE_GUARDED_BY(mu_);
+  std::map<std::pair<engine_kind, std::size_t>, std::shared_ptr<const engine_impl>> devices_
+      PRIMCACHE_GUARDED_BY(mu_);
 };
 
 // Bumped by every registration: cached primitive descriptors made before a
@@ -97,7 +115,7 @@ std::shared_ptr<const engine_impl> make_engine_impl(engine_kind kind, std::size_
                                                std::to_string(index) + " is out of range (" +
                                                std::to_string(n) + " available)");
   }
-  return f.create(index);
+  return the_registry().device(kind, index, f);
 }
 
 std::size_t engine_count(engine_kind kind) {
@@ -181,6 +199,7 @@ std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& 
   key_writer w;
   write_op(w, op);
   attr.write_key(w);
+  attr.write_run_time_values(w);
   w.enumeration(eng.get_kind()).u64(eng.get_index());
   eng.impl().write_identity(w);
   w.i32(get_num_threads());

@@ -51,7 +51,8 @@ class reorder_impl final : public primitive_impl {
     reorder_args args;
     args.src = required_arg(ctx, PRIMCACHE_ARG_FROM, "reorder", "src");
     args.dst = required_arg(ctx, PRIMCACHE_ARG_TO, "reorder", "dst");
-    const auto& scales = pd_->attr().get_output_scales();
+    // The executing primitive's scales: they are not part of the key.
+    const auto& scales = ctx.run_time_attr(*pd_).get_output_scales();
     args.scales = scales.empty() ? nullptr : scales.data();
     if (kernel_) {
       kernel_->execute(args, ctx.scratchpad, default_thread_pool());

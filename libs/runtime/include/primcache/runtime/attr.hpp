@@ -91,8 +91,13 @@ class PRIMCACHE_API primitive_attr {
   const std::vector<float>& get_output_scales() const noexcept { return scales_; }
   bool has_output_scales() const noexcept { return !scales_.empty(); }
 
-  // The attribute's part of a primitive key (floats by bit pattern).
+  // The attribute's part of a primitive key (floats by bit pattern). Values
+  // kernels take at run time (the output scales) enter only as their mask
+  // and count: primitives that differ only in them share compiled code.
   void write_key(key_writer& w) const;
+  // Those run-time values, for keys that must tell them apart (the cache of
+  // primitive descriptors, which hold them).
+  void write_run_time_values(key_writer& w) const;
   friend bool operator==(const primitive_attr&, const primitive_attr&) = default;
 
  private:

@@ -1,7 +1,10 @@
 // primcache/runtime/engine.hpp — engines: where primitives run.
 //
 // An engine names a device of one kind (cpu, gpu) by index. Engines are
-// cheap handles: copies share one device object. The runtime itself knows no
+// cheap handles: every handle made for one (kind, index) shares one device
+// object and compares equal, so memory, streams and primitives made from
+// separately constructed handles of one device work together. Memory and
+// streams of another engine are refused by primitive::execute. The runtime itself knows no
 // device: backends register engine factories (linking primcache::cpu is what
 // makes engine(engine_kind::cpu) work).
 //

@@ -15,7 +15,8 @@
 // Thread-safety: primitive descriptors and primitives are immutable handles;
 // execute() may be called on one primitive from many threads at once (each
 // call uses its own scratchpad). Exceptions: primcache::error —
-// invalid_arguments for malformed descriptors or arguments, unimplemented
+// invalid_arguments for malformed descriptors or execution arguments that do
+// not match the primitive descriptor, unimplemented
 // when no implementation accepts the op, runtime_error when code generation
 // fails.
 #pragma once
@@ -35,15 +36,26 @@
 
 namespace primcache {
 
+class primitive;
+
 namespace runtime_internal {
 class primitive_desc_impl;
 class primitive_impl;
+// primitive::execute without the argument checks, for backends that compose
+// primitives whose arguments they have already checked, and for the
+// benchmark that measures what the checks cost (BM_Execute/unchecked).
+PRIMCACHE_API void execute_unchecked(const primitive& prim, const stream& strm,
+                                     const std::unordered_map<int, memory>& arguments);
 }  // namespace runtime_internal
 
 class PRIMCACHE_API primitive_desc {
  public:
   primitive_desc() = default;
   primitive_desc(std::shared_ptr<const runtime_internal::primitive_desc_impl> impl, engine eng);
+  // A reorder's: it runs on `eng` and reads from `src_engine`'s memory into
+  // `dst_engine`'s.
+  primitive_desc(std::shared_ptr<const runtime_internal::primitive_desc_impl> impl, engine eng,
+                 engine src_engine, engine dst_engine);
 
   // Resolved descriptors of the arguments; empty when there is none.
   memory::desc query_md(int arg) const;
@@ -54,7 +66,12 @@ class PRIMCACHE_API primitive_desc {
   // The chosen implementation's registered name.
   std::string impl_info_str() const;
   std::size_t scratchpad_size() const;
+  // The engine the primitive runs on.
   const engine& get_engine() const;
+  // The engines of the source and destination memory: a reorder's own, the
+  // primitive's engine for every other primitive.
+  const engine& get_src_engine() const;
+  const engine& get_dst_engine() const;
 
   explicit operator bool() const noexcept { return impl_ != nullptr; }
   const runtime_internal::primitive_desc_impl& impl() const;
@@ -65,6 +82,8 @@ class PRIMCACHE_API primitive_desc {
  private:
   std::shared_ptr<const runtime_internal::primitive_desc_impl> impl_;
   std::optional<engine> engine_;
+  std::optional<engine> src_engine_;  // a reorder's; empty: engine_
+  std::optional<engine> dst_engine_;
 };
 
 class PRIMCACHE_API primitive {
@@ -74,6 +93,13 @@ class PRIMCACHE_API primitive {
   primitive() = default;
   explicit primitive(const primitive_desc& pd);
 
+  // Runs the primitive. Every argument the primitive descriptor names (src,
+  // weights, bias, dst, each binary post-op's operand) must be passed, with
+  // exactly the descriptor the primitive descriptor reports for it
+  // (query_md), on the engine it expects, with a buffer; the stream must be
+  // of the primitive's engine. Anything else is an error(invalid_arguments)
+  // naming the argument, thrown before any data is touched. Arguments the
+  // primitive does not take are ignored.
   void execute(const stream& strm, const args& arguments) const;
   const primitive_desc& get_primitive_desc() const;
   // How creation went: hit (taken from the cache), miss (compiled by this
@@ -82,6 +108,7 @@ class PRIMCACHE_API primitive {
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
  private:
+  friend void runtime_internal::execute_unchecked(const primitive&, const stream&, const args&);
   struct state;
   std::shared_ptr<const state> state_;
 };

@@ -110,14 +110,23 @@ struct PRIMCACHE_API exec_ctx {
   const std::unordered_map<int, memory>* args = nullptr;
   const resource_mapper* resources = nullptr;
   void* scratchpad = nullptr;  // scratchpad_bytes() bytes, 64-byte aligned
+  // The attributes of the primitive being executed, or nullptr in a nested
+  // execution. Values a kernel takes at run time (output scales) are read
+  // through run_time_attr(), never from the impl's own descriptor alone: the
+  // impl is shared by every primitive with its key, and such values are not
+  // part of the key. (A composing impl whose nested primitive takes run-time
+  // values passes them in the nested context.)
+  const primitive_attr* attr = nullptr;
+  const primitive_attr& run_time_attr(const primitive_desc_impl& own) const;
 
   // The buffer of argument `arg`, or nullptr if it was not passed.
   void* arg_ptr(int arg) const;
   const memory* arg(int arg) const;
   // The same arguments renamed for a nested primitive, with a part of the
   // scratchpad. Used by implementations that compose nested primitives.
-  exec_ctx nested(const std::unordered_map<int, memory>* nested_args, void* nested_scratch) const {
-    return exec_ctx{strm, nested_args, resources, nested_scratch};
+  exec_ctx nested(const std::unordered_map<int, memory>* nested_args, void* nested_scratch,
+                  const primitive_attr* nested_attr = nullptr) const {
+    return exec_ctx{strm, nested_args, resources, nested_scratch, nested_attr};
   }
 };
 
