@@ -1,9 +1,20 @@
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -44,12 +55,24 @@ TEST_CASE("parallel_for runs every share exactly once", "[runtime][thread_pool]"
   }
 }
 
-TEST_CASE("shares run on distinct threads, ithr 0 on the caller", "[runtime][thread_pool]") {
+TEST_CASE("shares run on the caller and idle workers at the same time", "[runtime][thread_pool]") {
   thread_pool pool(3);
-  std::vector<std::thread::id> ids(3);
-  for (int repeat = 0; repeat < 100; ++repeat) {
-    pool.parallel_for(3, [&](int ithr, int) { ids[ithr] = std::this_thread::get_id(); });
-    REQUIRE(ids[0] == std::this_thread::get_id());
+  for (int repeat = 0; repeat < 20; ++repeat) {
+    // Each share waits (up to 10 s) until all three have started: only
+    // three threads running them at once get past it quickly.
+    std::atomic<int> started{0};
+    std::vector<std::thread::id> ids(3);
+    std::vector<int> met(3, 0);
+    pool.parallel_for(3, [&](int ithr, int) {
+      ids[ithr] = std::this_thread::get_id();
+      started.fetch_add(1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (started.load() < 3 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      met[ithr] = started.load() == 3 ? 1 : 0;
+    });
+    for (int v : met) REQUIRE(v == 1);
     REQUIRE(std::set<std::thread::id>(ids.begin(), ids.end()).size() == 3);
   }
 }
@@ -130,5 +153,174 @@ TEST_CASE("the default pool honours set_num_threads", "[runtime][thread_pool]") 
   CHECK(primcache::get_num_threads() == 3);
   CHECK_THROWS_AS(primcache::set_num_threads(0), primcache::error);
   CHECK(primcache::get_num_threads() == 3);
+  primcache::set_num_threads(before);
+}
+
+namespace {
+
+// Runs `body` in a forked child and returns its exit status (the child's
+// return value, 255 for an exception, -1 when it did not exit normally).
+int in_child(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int code = 255;
+    try {
+      code = body();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  REQUIRE(pid > 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A directory of cgroup files for cgroup_cpu_limit, removed afterwards.
+class fake_cgroup_root {
+ public:
+  fake_cgroup_root() {
+    static std::atomic<int> counter{0};
+    root_ =
+        std::filesystem::temp_directory_path() / ("primcache-cgroup-" + std::to_string(::getpid()) +
+                                                  "-" + std::to_string(counter.fetch_add(1)));
+    std::filesystem::create_directories(root_);
+  }
+  ~fake_cgroup_root() {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  void write(const std::string& relative, const std::string& text) const {
+    const auto path = root_ / relative;
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  }
+  std::string path() const { return root_.string(); }
+
+ private:
+  std::filesystem::path root_;
+};
+
+}  // namespace
+
+TEST_CASE("a cgroup v2 cpu.max quota caps the default thread count, rounded up",
+          "[runtime][thread_pool][threads]") {
+  using primcache::runtime_internal::cgroup_cpu_limit;
+  fake_cgroup_root fs;
+  SECTION("a quota in the process's own cgroup") {
+    fs.write("app.slice/job/cpu.max", "150000 100000\n");
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/app.slice/job\n") == 2);
+  }
+  SECTION("the smallest quota among the cgroup and its ancestors") {
+    fs.write("cpu.max", "max 100000\n");
+    fs.write("app.slice/cpu.max", "300000 100000\n");
+    fs.write("app.slice/job/cpu.max", "max 100000\n");
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/app.slice/job\n") == 3);
+  }
+  SECTION("a quota below one CPU still gives one thread") {
+    fs.write("cpu.max", "20000 100000");
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/\n") == 1);
+  }
+  SECTION("no quota, a malformed file or no file means no cap") {
+    fs.write("a/cpu.max", "max 100000\n");
+    fs.write("b/cpu.max", "lots 100000\n");
+    fs.write("c/cpu.max", "100000\n");
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/a\n") == 0);
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/b\n") == 0);
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/c\n") == 0);
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/d\n") == 0);
+    CHECK(cgroup_cpu_limit(fs.path() + "/missing", "0::/\n") == 0);
+  }
+  SECTION("a path that is not under the mount falls back to the mount's own file") {
+    fs.write("cpu.max", "400000 100000\n");
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/docker/0123abcd\n") == 4);
+    CHECK(cgroup_cpu_limit(fs.path(), "0::/../../etc\n") == 4);
+  }
+}
+
+TEST_CASE("a cgroup v1 CFS quota caps the default thread count",
+          "[runtime][thread_pool][threads]") {
+  using primcache::runtime_internal::cgroup_cpu_limit;
+  fake_cgroup_root fs;
+  const std::string self = "12:memory:/job\n4:cpu,cpuacct:/job\n1:name=systemd:/job\n";
+  SECTION("quota and period") {
+    fs.write("cpu,cpuacct/job/cpu.cfs_quota_us", "250000\n");
+    fs.write("cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+    CHECK(cgroup_cpu_limit(fs.path(), self) == 3);
+  }
+  SECTION("-1 means no quota") {
+    fs.write("cpu,cpuacct/job/cpu.cfs_quota_us", "-1\n");
+    fs.write("cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+    CHECK(cgroup_cpu_limit(fs.path(), self) == 0);
+  }
+  SECTION("a controller line without cpu is ignored") {
+    fs.write("memory/job/cpu.cfs_quota_us", "100000\n");
+    fs.write("memory/job/cpu.cfs_period_us", "100000\n");
+    CHECK(cgroup_cpu_limit(fs.path(), "12:memory:/job\n") == 0);
+  }
+}
+
+TEST_CASE("the default thread count follows the affinity mask, and PRIMCACHE_NUM_THREADS wins",
+          "[runtime][thread_pool][threads]") {
+  using primcache::runtime_internal::affinity_cpu_count;
+  using primcache::runtime_internal::initial_num_threads;
+  CHECK(affinity_cpu_count() >= 1);
+  // In a child, so that neither the affinity nor the environment leaks into
+  // other tests.
+  CHECK(in_child([] {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          cpu_set_t all;
+          if (::sched_getaffinity(0, sizeof all, &all) != 0) return 10;
+          int first = 0;
+          while (!CPU_ISSET(first, &all)) ++first;
+          CPU_SET(first, &one);
+          if (::sched_setaffinity(0, sizeof one, &one) != 0) return 11;
+          if (affinity_cpu_count() != 1) return 12;
+          ::unsetenv("PRIMCACHE_NUM_THREADS");
+          if (initial_num_threads() != 1) return 13;
+          ::setenv("PRIMCACHE_NUM_THREADS", "3", 1);
+          if (initial_num_threads() != 3) return 14;
+          ::setenv("PRIMCACHE_NUM_THREADS", "three", 1);  // malformed: the default stands
+          if (initial_num_threads() != 1) return 15;
+          return 0;
+        }) == 0);
+}
+
+TEST_CASE("a forked child runs parallel regions on a fresh default pool",
+          "[runtime][thread_pool][fork]") {
+  const int before = primcache::get_num_threads();
+  primcache::set_num_threads(3);
+  // The parent's workers are awake and have run regions before the fork.
+  std::atomic<int> warm{0};
+  primcache::default_thread_pool().parallel_for(3, [&](int, int) { warm.fetch_add(1); });
+  REQUIRE(warm.load() == 3);
+  const int status = in_child([] {
+    if (primcache::get_num_threads() != 3) return 20;
+    constexpr std::int64_t n = 100000;
+    std::vector<std::int64_t> y(n, -1);
+    for (int round = 0; round < 50; ++round) {
+      primcache::default_thread_pool().parallel_for(3, [&](int ithr, int nthr) {
+        const auto r = primcache::balance(n, ithr, nthr);
+        for (std::int64_t i = r.begin; i < r.end; ++i) y[i] = 3 * i + round;
+      });
+      for (std::int64_t i = 0; i < n; ++i) {
+        if (y[i] != 3 * i + round) return 21;
+      }
+    }
+    // Regions that wait for each share to start prove that workers exist.
+    std::atomic<int> started{0};
+    std::atomic<bool> met{true};
+    primcache::default_thread_pool().parallel_for(3, [&](int, int) {
+      started.fetch_add(1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (started.load() < 3 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      if (started.load() < 3) met.store(false);
+    });
+    return met.load() ? 0 : 22;
+  });
+  CHECK(status == 0);
   primcache::set_num_threads(before);
 }

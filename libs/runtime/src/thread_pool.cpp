@@ -1,13 +1,23 @@
 #include "primcache/runtime/thread_pool.hpp"
 
 #include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <climits>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "primcache/base/env.hpp"
 #include "primcache/base/error.hpp"
@@ -44,12 +54,28 @@ void futex_wake(std::atomic<std::uint32_t>& word, int count) noexcept {
             nullptr, 0);
 }
 
-// The generation word: (region counter << kNthrBits) | nthr. The counter
-// wraps after 2^22 regions; a worker could only mistake one region for
-// another if it slept through exactly that many wake-ups.
-constexpr std::uint32_t kNthrBits = 10;
-constexpr std::uint32_t kNthrMask = (1u << kNthrBits) - 1;
-constexpr int kMaxThreads = static_cast<int>(kNthrMask);
+// Pool sizes; a claim word keeps nthr and the next ithr in 16 bits each.
+// Its 32-bit sequence would have to wrap (2^32 regions in one slot) while a
+// worker sat between loading the word and its CAS for a stale claim to land.
+constexpr int kMaxThreads = 1023;
+
+constexpr std::uint64_t slot_bit(int i) noexcept {
+  return std::uint64_t{1} << i;
+}
+constexpr int claim_nthr(std::uint64_t word) noexcept {
+  return static_cast<int>((word >> 16) & 0xffff);
+}
+constexpr int claim_next(std::uint64_t word) noexcept {
+  return static_cast<int>(word & 0xffff);
+}
+
+void check_size(int size) {
+  if (size < 1 || size > kMaxThreads) {
+    throw error(status::invalid_arguments, "thread pool size " + std::to_string(size) +
+                                               " is outside [1, " + std::to_string(kMaxThreads) +
+                                               "]");
+  }
+}
 
 struct region_flag {
   region_flag() { tl_in_region = true; }
@@ -66,43 +92,30 @@ range balance(std::int64_t n, int ithr, int nthr) noexcept {
   return {begin, begin + base + (ithr < extra ? 1 : 0)};
 }
 
-thread_pool::thread_pool(int size) : size_(1) {
-  if (size < 1 || size > kMaxThreads) {
-    throw error(status::invalid_arguments, "thread pool size " + std::to_string(size) +
-                                               " is outside [1, " + std::to_string(kMaxThreads) +
-                                               "]");
-  }
-  lock_guard g(region_mu_);
+thread_pool::thread_pool(int size) : size_(1), slots_(new region_slot[kRegionSlots]) {
+  check_size(size);
+  lock_guard g(workers_mu_);
   start_workers(size - 1);
   size_.store(size, std::memory_order_relaxed);
 }
 
 thread_pool::~thread_pool() {
   stopping_.store(true, std::memory_order_seq_cst);
-  generation_.fetch_add(1u << kNthrBits, std::memory_order_seq_cst);
+  generation_.fetch_add(1, std::memory_order_seq_cst);
   futex_wake(generation_, INT_MAX);
-  lock_guard g(region_mu_);
+  lock_guard g(workers_mu_);
   for (auto& t : workers_) t.join();
 }
 
 void thread_pool::start_workers(int count) {
   while (static_cast<int>(workers_.size()) < count) {
-    const int ithr = static_cast<int>(workers_.size()) + 1;
-    // The word as of now (stable: no region runs while region_mu_ is held).
-    // Read here, not in the new thread, which may start after the next
-    // region is published and would then take it for one already seen.
-    const std::uint32_t seen = generation_.load(std::memory_order_relaxed);
-    workers_.emplace_back([this, ithr, seen] { worker_main(ithr, seen); });
+    workers_.emplace_back([this] { worker_main(); });
   }
 }
 
 void thread_pool::resize(int size) {
-  if (size < 1 || size > kMaxThreads) {
-    throw error(status::invalid_arguments, "thread pool size " + std::to_string(size) +
-                                               " is outside [1, " + std::to_string(kMaxThreads) +
-                                               "]");
-  }
-  lock_guard g(region_mu_);
+  check_size(size);
+  lock_guard g(workers_mu_);
   start_workers(size - 1);
   size_.store(size, std::memory_order_relaxed);
 }
@@ -111,42 +124,76 @@ bool thread_pool::in_parallel_region() noexcept {
   return tl_in_region;
 }
 
-void thread_pool::run_one(int ithr, int nthr) noexcept {
+void thread_pool::run_share(region_slot& r, int ithr, int nthr) noexcept {
   try {
-    body_(ithr, nthr);
+    r.body(ithr, nthr);
   } catch (...) {
-    if (!has_error_.exchange(true, std::memory_order_acq_rel)) {
-      first_error_ = std::current_exception();
+    if (!r.has_error.exchange(true, std::memory_order_acq_rel)) {
+      r.first_error = std::current_exception();
     }
   }
 }
 
-void thread_pool::worker_main(int ithr, std::uint32_t seen) noexcept {
-  tl_in_region = true;
+bool thread_pool::run_shares(int i) noexcept {
+  region_slot& r = slots_[static_cast<std::size_t>(i)];
+  bool ran = false;
+  std::uint64_t word = r.claim.load(std::memory_order_acquire);
   for (;;) {
-    std::uint32_t word = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; word == seen && spin < kSpinIterations; ++spin) {
-      cpu_relax();
-      word = generation_.load(std::memory_order_acquire);
+    const int nthr = claim_nthr(word);
+    const int next = claim_next(word);
+    if (next >= nthr) return ran;
+    // acquire: the body and fields the caller wrote before publishing.
+    if (!r.claim.compare_exchange_weak(word, word + 1, std::memory_order_acquire,
+                                       std::memory_order_acquire)) {
+      continue;
     }
-    while (word == seen) {
-      // Dekker with parallel_for: we announce sleeping, then re-check the
-      // word inside wait(); the caller stores the word, then reads
-      // sleeping_workers_. seq_cst on all four makes one of us see the other.
-      sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
-      futex_wait(generation_, seen);
-      sleeping_workers_.fetch_sub(1, std::memory_order_seq_cst);
-      word = generation_.load(std::memory_order_acquire);
+    // The last share claimed: nothing left for others to find here. Before
+    // the share runs, so before the slot can be reused.
+    if (next + 1 == nthr) open_slots_.fetch_and(~slot_bit(i), std::memory_order_relaxed);
+    run_share(r, next, nthr);
+    ran = true;
+    // After this decrement the region may finish and its slot be reused:
+    // only pool memory is touched below (a wake-up on a reused slot is a
+    // harmless spurious one).
+    if (r.pending.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+        r.caller_sleeping.load(std::memory_order_seq_cst)) {
+      futex_wake(r.pending, 1);
     }
-    seen = word;
+    word = r.claim.load(std::memory_order_acquire);
+  }
+}
+
+void thread_pool::worker_main() noexcept {
+  tl_in_region = true;
+  // Where this worker starts looking among open slots; advanced after each
+  // region so that concurrent regions are served in turn.
+  unsigned start = 0;
+  for (;;) {
     if (stopping_.load(std::memory_order_acquire)) return;
-    const int nthr = static_cast<int>(word & kNthrMask);
-    if (ithr >= nthr) continue;
-    run_one(ithr, nthr);
-    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-        caller_sleeping_.load(std::memory_order_seq_cst)) {
-      futex_wake(pending_, 1);
+    std::uint64_t open = open_slots_.load(std::memory_order_acquire);
+    for (int spin = 0; open == 0 && spin < kSpinIterations; ++spin) {
+      cpu_relax();
+      open = open_slots_.load(std::memory_order_acquire);
     }
+    if (open != 0) {
+      const unsigned i = (start + static_cast<unsigned>(
+                                      std::countr_zero(std::rotr(open, static_cast<int>(start))))) %
+                         kRegionSlots;
+      start = (i + 1) % kRegionSlots;
+      run_shares(static_cast<int>(i));
+      continue;
+    }
+    // Dekker with parallel_for: we announce sleeping, then look for open
+    // slots; the caller sets its slot's bit, bumps the generation, then
+    // reads sleeping_workers_. seq_cst on all of them makes one of us see
+    // the other; the futex sleeps only while the generation is unchanged.
+    const std::uint32_t seen = generation_.load(std::memory_order_seq_cst);
+    sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
+    if (open_slots_.load(std::memory_order_seq_cst) == 0 &&
+        !stopping_.load(std::memory_order_seq_cst)) {
+      futex_wait(generation_, seen);
+    }
+    sleeping_workers_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
@@ -157,51 +204,278 @@ void thread_pool::parallel_for(int nthr, parallel_body f) {
     for (int ithr = 0; ithr < nthr; ++ithr) f(ithr, nthr);
     return;
   }
-  lock_guard g(region_mu_);
-  nthr = std::min(nthr, static_cast<int>(workers_.size()) + 1);
-  body_ = f;
-  first_error_ = nullptr;
-  has_error_.store(false, std::memory_order_relaxed);
-  pending_.store(static_cast<std::uint32_t>(nthr - 1), std::memory_order_relaxed);
-  const std::uint32_t next = ((generation_.load(std::memory_order_relaxed) >> kNthrBits) + 1)
-                             << kNthrBits;
-  generation_.store(next | static_cast<std::uint32_t>(nthr), std::memory_order_seq_cst);
-  if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) futex_wake(generation_, INT_MAX);
+  // A slot of our own.
+  std::uint64_t used = used_slots_.load(std::memory_order_relaxed);
+  int i = -1;
+  while (used != ~std::uint64_t{0}) {
+    const int free = std::countr_zero(~used);
+    if (used_slots_.compare_exchange_weak(used, used | slot_bit(free), std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+      i = free;
+      break;
+    }
+  }
+  if (i < 0) {
+    run_inline(nthr, f);  // more concurrent callers than slots
+    return;
+  }
+  region_slot& r = slots_[static_cast<std::size_t>(i)];
+  // No share of the slot's previous region can still be claimed (all were,
+  // and all finished before its caller released the slot), so nobody reads
+  // these fields while they are written.
+  r.body = f;
+  r.first_error = nullptr;
+  r.has_error.store(false, std::memory_order_relaxed);
+  r.caller_sleeping.store(false, std::memory_order_relaxed);
+  r.pending.store(static_cast<std::uint32_t>(nthr), std::memory_order_relaxed);
+  const std::uint64_t seq = (r.claim.load(std::memory_order_relaxed) >> 32) + 1;
+  // The open bit first: whoever claims the last share clears it, and no
+  // share can be claimed before the claim word below is stored.
+  open_slots_.fetch_or(slot_bit(i), std::memory_order_seq_cst);
+  r.claim.store((seq << 32) | (static_cast<std::uint64_t>(nthr) << 16), std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) futex_wake(generation_, nthr - 1);
 
   {
     region_flag in_region;
-    run_one(0, nthr);
+    run_shares(i);
   }
 
-  std::uint32_t left = pending_.load(std::memory_order_acquire);
+  std::uint32_t left = r.pending.load(std::memory_order_acquire);
   for (int spin = 0; left != 0 && spin < kSpinIterations * 8; ++spin) {
     cpu_relax();
-    left = pending_.load(std::memory_order_acquire);
+    left = r.pending.load(std::memory_order_acquire);
   }
   while (left != 0) {
-    caller_sleeping_.store(true, std::memory_order_seq_cst);
-    futex_wait(pending_, left);
-    caller_sleeping_.store(false, std::memory_order_seq_cst);
-    left = pending_.load(std::memory_order_acquire);
+    r.caller_sleeping.store(true, std::memory_order_seq_cst);
+    futex_wait(r.pending, left);
+    r.caller_sleeping.store(false, std::memory_order_seq_cst);
+    left = r.pending.load(std::memory_order_acquire);
   }
-  if (has_error_.load(std::memory_order_acquire)) {
-    std::exception_ptr e = std::exchange(first_error_, nullptr);
-    std::rethrow_exception(e);
-  }
+  std::exception_ptr e;
+  if (r.has_error.load(std::memory_order_acquire)) e = std::exchange(r.first_error, nullptr);
+  used_slots_.fetch_and(~slot_bit(i), std::memory_order_release);
+  if (e) std::rethrow_exception(e);
 }
+
+void thread_pool::run_inline(int nthr, parallel_body f) {
+  region_flag in_region;
+  std::exception_ptr first;
+  for (int ithr = 0; ithr < nthr; ++ithr) {
+    try {
+      f(ithr, nthr);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+namespace runtime_internal {
+namespace {
+
+std::string read_small_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  std::string text;
+  std::getline(in, text, '\0');
+  return text;
+}
+
+std::optional<std::int64_t> parse_int(std::string_view s) {
+  std::int64_t v = 0;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || p != end) return std::nullopt;
+  return v;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// ceil(quota / period), at least 1; 0 for "no quota" or nonsense.
+int quota_cpus(std::int64_t quota, std::int64_t period) {
+  if (quota <= 0 || period <= 0) return 0;
+  const std::int64_t cpus = (quota + period - 1) / period;
+  return static_cast<int>(std::clamp<std::int64_t>(cpus, 1, kMaxThreads));
+}
+
+// v2: "max 100000" or "<quota> <period>".
+int read_cpu_max(const std::filesystem::path& dir) {
+  const std::string text = read_small_file((dir / "cpu.max").string());
+  std::string_view t = trim(text);
+  const auto space = t.find(' ');
+  if (space == std::string_view::npos) return 0;
+  const auto quota = parse_int(t.substr(0, space));
+  const auto period = parse_int(trim(t.substr(space + 1)));
+  if (!quota || !period) return 0;  // "max" (no quota) or malformed
+  return quota_cpus(*quota, *period);
+}
+
+// v1: cpu.cfs_quota_us (-1: no quota) and cpu.cfs_period_us.
+int read_cfs(const std::filesystem::path& dir) {
+  const auto quota = parse_int(trim(read_small_file((dir / "cpu.cfs_quota_us").string())));
+  const auto period = parse_int(trim(read_small_file((dir / "cpu.cfs_period_us").string())));
+  if (!quota || !period) return 0;
+  return quota_cpus(*quota, *period);
+}
+
+// The smallest limit over `mount`/`cgroup_path` and its ancestors up to
+// `mount`; only `mount` itself when the process's path is not there (a
+// container that mounts its own cgroup at the root without a namespace).
+int walk_limits(const std::filesystem::path& mount, std::string_view cgroup_path,
+                int (*read)(const std::filesystem::path&)) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(mount, ec)) return 0;
+  std::filesystem::path dir = mount;
+  std::string_view rel = cgroup_path;
+  while (!rel.empty() && rel.front() == '/') rel.remove_prefix(1);
+  if (!rel.empty()) {
+    std::filesystem::path candidate = (mount / std::filesystem::path(rel)).lexically_normal();
+    // Stay inside the mount ("/.." and the like).
+    const auto m = mount.lexically_normal().string();
+    if (candidate.string().rfind(m, 0) == 0 && std::filesystem::is_directory(candidate, ec)) {
+      dir = candidate;
+    }
+  }
+  const std::filesystem::path top = mount.lexically_normal();
+  dir = dir.lexically_normal();
+  int best = 0;
+  for (;;) {
+    const int limit = read(dir);
+    if (limit > 0 && (best == 0 || limit < best)) best = limit;
+    if (dir == top || !dir.has_relative_path() || dir.parent_path() == dir) break;
+    std::filesystem::path parent = dir.parent_path();
+    if (parent.string().size() < top.string().size()) break;
+    dir = parent;
+  }
+  return best;
+}
+
+int min_limit(int a, int b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return std::min(a, b);
+}
+
+}  // namespace
+
+int affinity_cpu_count() noexcept {
+  for (int n = CPU_SETSIZE; n <= (1 << 16); n *= 2) {
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (set == nullptr) break;
+    const std::size_t bytes = CPU_ALLOC_SIZE(n);
+    CPU_ZERO_S(bytes, set);
+    if (::sched_getaffinity(0, bytes, set) == 0) {
+      const int count = CPU_COUNT_S(bytes, set);
+      CPU_FREE(set);
+      return std::max(count, 1);
+    }
+    const int err = errno;
+    CPU_FREE(set);
+    if (err != EINVAL) break;  // EINVAL: the kernel's mask is larger; try a bigger one
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int cgroup_cpu_limit(const std::string& cgroup_root, const std::string& proc_self_cgroup) {
+  const std::filesystem::path root(cgroup_root);
+  int limit = 0;
+  bool saw_v2 = false;
+  std::string_view rest = proc_self_cgroup;
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    // "hierarchy-id:controllers:path"
+    const auto c1 = line.find(':');
+    if (c1 == std::string_view::npos) continue;
+    const auto c2 = line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) continue;
+    const std::string_view id = line.substr(0, c1);
+    const std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    const std::string_view path = trim(line.substr(c2 + 1));
+    if (id == "0" && controllers.empty()) {
+      saw_v2 = true;
+      limit = min_limit(limit, walk_limits(root, path, read_cpu_max));
+      continue;
+    }
+    bool has_cpu = false;
+    for (std::string_view cs = controllers; !cs.empty();) {
+      const auto comma = cs.find(',');
+      if (cs.substr(0, comma) == "cpu") has_cpu = true;
+      cs = comma == std::string_view::npos ? std::string_view() : cs.substr(comma + 1);
+    }
+    if (!has_cpu) continue;
+    for (const char* mount : {"cpu", "cpu,cpuacct", "cpuacct,cpu"}) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(root / mount, ec)) {
+        limit = min_limit(limit, walk_limits(root / mount, path, read_cfs));
+        break;
+      }
+    }
+  }
+  // No /proc/self/cgroup to go by: the root's own v2 limit, if any.
+  if (!saw_v2 && proc_self_cgroup.empty()) limit = min_limit(limit, read_cpu_max(root));
+  return limit;
+}
+
+int initial_num_threads() {
+  int cpus = affinity_cpu_count();
+  const int quota = cgroup_cpu_limit("/sys/fs/cgroup", read_small_file("/proc/self/cgroup"));
+  if (quota > 0) cpus = std::min(cpus, quota);
+  cpus = std::clamp(cpus, 1, kMaxThreads);
+  return static_cast<int>(env_int("PRIMCACHE_NUM_THREADS", cpus, 1, kMaxThreads));
+}
+
+}  // namespace runtime_internal
 
 namespace {
 
-int initial_num_threads() {
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(env_int("PRIMCACHE_NUM_THREADS", cores, 1, kMaxThreads));
+// The default pool. Replaced in a fork() child (see on_fork_child).
+std::atomic<thread_pool*> g_pool{nullptr};
+// The size a child's replacement pool starts with (the parent's); 0 before
+// any fork.
+std::atomic<int> g_child_size{0};
+std::atomic<bool> g_atfork_registered{false};
+
+// Runs in the child, single-threaded, right after fork(). The parent's pool
+// has no workers here and may be in the middle of a region, so it is
+// abandoned (never destroyed: destroying it would join threads that do not
+// exist) and a new one is made on first use.
+void on_fork_child() {
+  thread_pool* old = g_pool.load(std::memory_order_relaxed);
+  if (old == nullptr) return;
+  g_child_size.store(old->size(), std::memory_order_relaxed);
+  g_pool.store(nullptr, std::memory_order_relaxed);
+}
+
+thread_pool& make_default_pool() {
+  if (!g_atfork_registered.exchange(true, std::memory_order_acq_rel)) {
+    ::pthread_atfork(nullptr, nullptr, on_fork_child);
+  }
+  int size = g_child_size.load(std::memory_order_relaxed);
+  if (size == 0) size = runtime_internal::initial_num_threads();
+  // Never destroyed: kernels may run from static destructors of user code,
+  // and idle workers sleeping on a futex cost nothing at exit.
+  auto* fresh = new thread_pool(size);
+  thread_pool* expected = nullptr;
+  if (!g_pool.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+    delete fresh;  // another thread made it first
+    return *expected;
+  }
+  return *fresh;
 }
 
 thread_pool& pool_instance() {
-  // Never destroyed: kernels may run from static destructors of user code,
-  // and idle workers sleeping on a futex cost nothing at exit.
-  static thread_pool* pool = new thread_pool(initial_num_threads());
-  return *pool;
+  thread_pool* p = g_pool.load(std::memory_order_acquire);
+  if (p != nullptr) [[likely]]
+    return *p;
+  return make_default_pool();
 }
 
 }  // namespace

@@ -12,23 +12,39 @@
 //   });
 //
 // Contract:
-// - A call from inside a parallel region (a worker, or the caller while it
-//   runs ithr 0) runs every ithr inline on that thread: nested parallelism
-//   never deadlocks and never oversubscribes.
-// - Calls from several outside threads at once are serialized: one region
-//   runs at a time, each with the whole pool.
-// - nthr is clamped to [1, size()]. If f throws, the first exception is
-//   rethrown to the caller after every ithr has finished.
+// - A call from inside a parallel region (a worker, or a caller while it
+//   runs one of its shares) runs every ithr inline on that thread: nested
+//   parallelism never deadlocks and never oversubscribes.
+// - Calls from several outside threads at once share the pool: each region
+//   is published in a slot of its own, its shares (ithr values) are claimed
+//   one at a time by any idle worker and by the region's own caller, which
+//   claims shares of its region until none is left and then waits for those
+//   that others run. So which thread runs a share is not fixed (the caller
+//   usually runs ithr 0; it may run them all when the workers are busy with
+//   other callers' regions); kernels must make results depend only on ithr,
+//   never on the thread. More than 64 concurrent callers: the extra ones
+//   run their regions inline.
+// - nthr is clamped to [1, size()]. If f throws, the first exception of a
+//   region is rethrown to that region's caller after every ithr of it has
+//   finished; other regions are not affected.
 // - Workers spin briefly after a region (so back-to-back regions of one
-//   kernel start fast), then sleep on a futex (Linux).
+//   kernel start fast), then sleep on a futex (Linux). A region allocates
+//   nothing.
 //
 // The default pool's size comes from set_num_threads(), else
-// PRIMCACHE_NUM_THREADS, else the number of cores; it is created on first use.
+// PRIMCACHE_NUM_THREADS, else the CPUs this process may use: the CPUs in its
+// affinity mask (sched_getaffinity), capped by its cgroup's CPU quota (v2
+// cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us, rounded up). It is
+// created on first use. fork(): the child has none of the parent's threads,
+// so the default pool is replaced in the child (same size) on its first use
+// there; a pool a user constructed must not be used in a child.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <memory>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -74,43 +90,78 @@ class PRIMCACHE_API thread_pool {
   thread_pool& operator=(const thread_pool&) = delete;
 
   int size() const noexcept { return size_.load(std::memory_order_relaxed); }
-  // Changes the size for regions started afterwards (>= 1). Waits for a
-  // running region to finish; starts workers as needed (never stops any).
-  void resize(int size) PRIMCACHE_EXCLUDES(region_mu_);
-  void parallel_for(int nthr, parallel_body f) PRIMCACHE_EXCLUDES(region_mu_);
+  // Changes the size for regions started afterwards (>= 1); running regions
+  // are not affected. Starts workers as needed (never stops any).
+  void resize(int size) PRIMCACHE_EXCLUDES(workers_mu_);
+  void parallel_for(int nthr, parallel_body f);
 
   // True on a pool worker and on a caller while it runs a region.
   static bool in_parallel_region() noexcept;
 
  private:
-  void start_workers(int count) PRIMCACHE_REQUIRES(region_mu_);
-  void worker_main(int ithr, std::uint32_t seen) noexcept;
-  void run_one(int ithr, int nthr) noexcept;
+  // One published region. The slot belongs to the pool, so a worker that
+  // looks at it late touches pool memory, never a finished caller's stack.
+  struct alignas(64) region_slot {
+    // (sequence << 32) | (nthr << 16) | next unclaimed ithr. A share is
+    // claimed by a CAS on this word; a worker holding a stale word (an
+    // earlier region of the slot) fails the CAS, since the sequence moved.
+    std::atomic<std::uint64_t> claim{0};
+    // Shares not yet finished; the caller sleeps on it (futex) when waiting.
+    std::atomic<std::uint32_t> pending{0};
+    std::atomic<bool> caller_sleeping{false};
+    std::atomic<bool> has_error{false};
+    parallel_body body{[](int, int) {}};
+    std::exception_ptr first_error;  // written by the first failing share only
+  };
+  static constexpr int kRegionSlots = 64;
+
+  void start_workers(int count) PRIMCACHE_REQUIRES(workers_mu_);
+  void worker_main() noexcept;
+  // Claims and runs shares of slot `i` until none is left; false when it
+  // found none to claim.
+  bool run_shares(int i) noexcept;
+  static void run_share(region_slot& r, int ithr, int nthr) noexcept;
+  static void run_inline(int nthr, parallel_body f);
 
   std::atomic<int> size_;
-  mutex region_mu_;  // one region at a time; the caller holds it throughout
-  std::vector<std::thread> workers_ PRIMCACHE_GUARDED_BY(region_mu_);
-  // The running region's body. Written by the caller before it publishes
-  // the region (seq_cst store of generation_), read by workers with
-  // ithr < nthr after they load that generation; the caller does not return
-  // (or write it again) before those workers have decremented pending_.
-  parallel_body body_{[](int, int) {}};
-  std::exception_ptr first_error_;  // written by the first failing thread only
-  std::atomic<bool> has_error_{false};
-  // (region counter << 16) | nthr: a worker reads nthr from the same word
-  // that told it a region started, so it never mixes two regions' fields.
+  mutex workers_mu_;
+  std::vector<std::thread> workers_ PRIMCACHE_GUARDED_BY(workers_mu_);
+  // Bit i: slot i is owned by a caller (its region runs or is being set up).
+  alignas(64) std::atomic<std::uint64_t> used_slots_{0};
+  // Bit i: slot i's region may still have unclaimed shares. Set by the
+  // caller when it publishes; cleared by whoever claims the last share.
+  alignas(64) std::atomic<std::uint64_t> open_slots_{0};
+  // Bumped on every publication; workers sleep on it (futex).
   alignas(64) std::atomic<std::uint32_t> generation_{0};
-  alignas(64) std::atomic<int> sleeping_workers_{0};
-  alignas(64) std::atomic<std::uint32_t> pending_{0};
-  std::atomic<bool> caller_sleeping_{false};
+  std::atomic<int> sleeping_workers_{0};
   std::atomic<bool> stopping_{false};
+  std::unique_ptr<region_slot[]> slots_;
 };
+
+namespace runtime_internal {
+
+// The pieces of the default thread count, exposed for tests.
+// CPUs in this process's affinity mask (sched_getaffinity); >= 1.
+PRIMCACHE_API int affinity_cpu_count() noexcept;
+// The CPU quota of the cgroup whose hierarchy is mounted at `cgroup_root`
+// (normally /sys/fs/cgroup), for the process whose /proc/self/cgroup reads
+// `proc_self_cgroup`: the smallest of ceil(quota / period) over the
+// process's cgroup and its ancestors (v2 cpu.max; v1 cpu.cfs_quota_us and
+// cpu.cfs_period_us under cpu/ or cpu,cpuacct/), or 0 when none is set.
+// Unreadable or malformed files count as "no quota".
+PRIMCACHE_API int cgroup_cpu_limit(const std::string& cgroup_root,
+                                   const std::string& proc_self_cgroup);
+// The default pool's initial size: PRIMCACHE_NUM_THREADS if set and valid,
+// else affinity_cpu_count() capped by the cgroup quota of this process.
+PRIMCACHE_API int initial_num_threads();
+
+}  // namespace runtime_internal
 
 // The process-wide pool the CPU backend runs on.
 PRIMCACHE_API thread_pool& default_thread_pool();
 // Sets the size of the default pool (>= 1; throws primcache::error
-// otherwise). Takes effect for regions started afterwards; the previous pool
-// is retired once idle. The API wins over PRIMCACHE_NUM_THREADS.
+// otherwise). Takes effect for regions started afterwards (the pool grows;
+// workers beyond the size stay idle). The API wins over PRIMCACHE_NUM_THREADS.
 PRIMCACHE_API void set_num_threads(int n);
 PRIMCACHE_API int get_num_threads();
 
