@@ -1,9 +1,11 @@
 #include "primcache/control/cache_handle.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "primcache/base/error.hpp"
 #include "primcache/control/cache_registration.hpp"
+#include "primcache/control/names.hpp"
 #include "registry_state.hpp"
 
 namespace primcache {
@@ -24,6 +26,24 @@ void call_or_throw(cache_entry& e, F&& f) {
 }
 
 }  // namespace
+
+namespace control_internal {
+
+extra_stat_list checked_extras(extra_stat_list extras) {
+  std::erase_if(extras, [](const auto& e) { return !is_valid_control_name(e.first); });
+  std::sort(extras.begin(), extras.end());
+  return extras;
+}
+
+void read_info(const cache_ops& ops, cache_info& out) {
+  out.capacity = ops.capacity(ops.object);
+  out.size = ops.size(ops.object);
+  out.stats = ops.stats(ops.object);
+  if (ops.weight != nullptr) out.weight_bytes = ops.weight(ops.object);
+  if (ops.extra_stats != nullptr) out.extra = checked_extras(ops.extra_stats(ops.object));
+}
+
+}  // namespace control_internal
 
 cache_handle::cache_handle(std::shared_ptr<cache_entry> entry) noexcept
     : entry_(std::move(entry)) {}
@@ -56,10 +76,23 @@ cache_counters cache_handle::stats() const {
 
 cache_info cache_handle::info() const {
   cache_info out{entry_->name(), entry_->unit()};
+  call_or_throw(*entry_, [&](const cache_ops& ops) { control_internal::read_info(ops, out); });
+  return out;
+}
+
+std::optional<std::uint64_t> cache_handle::weight() const {
+  std::optional<std::uint64_t> out;
   call_or_throw(*entry_, [&](const cache_ops& ops) {
-    out.capacity = ops.capacity(ops.object);
-    out.size = ops.size(ops.object);
-    out.stats = ops.stats(ops.object);
+    if (ops.weight != nullptr) out = ops.weight(ops.object);
+  });
+  return out;
+}
+
+extra_stat_list cache_handle::extra_stats() const {
+  extra_stat_list out;
+  call_or_throw(*entry_, [&](const cache_ops& ops) {
+    if (ops.extra_stats != nullptr)
+      out = control_internal::checked_extras(ops.extra_stats(ops.object));
   });
   return out;
 }

@@ -33,7 +33,11 @@ void registry_state::unregister(const std::shared_ptr<switch_entry>& entry) noex
 }  // namespace control_internal
 
 control_registry::control_registry()
-    : state_(std::make_shared<control_internal::registry_state>()) {}
+    : state_(std::make_shared<control_internal::registry_state>()) {
+  set_info("build", "version", PRIMCACHE_VERSION);
+  set_info("build", "llvm", "unknown");
+  set_info("build", "isa", "unknown");
+}
 
 control_registry::~control_registry() = default;
 
@@ -71,11 +75,8 @@ std::vector<cache_info> control_registry::list_caches() const {
   out.reserve(entries.size());
   for (const auto& entry : entries) {
     cache_info info{entry->name(), entry->unit()};
-    const bool live = entry->call([&](const control_internal::cache_ops& ops) {
-      info.capacity = ops.capacity(ops.object);
-      info.size = ops.size(ops.object);
-      info.stats = ops.stats(ops.object);
-    });
+    const bool live = entry->call(
+        [&](const control_internal::cache_ops& ops) { control_internal::read_info(ops, info); });
     if (live) out.push_back(std::move(info));
   }
   return out;

@@ -15,11 +15,25 @@
 #include <string>
 #include <string_view>
 
+#include "event_ring.hpp"
+#include "metric_state.hpp"
 #include "primcache/base/thread_annotations.hpp"
+#include "primcache/control/cache_handle.hpp"
 #include "primcache/control/capacity_unit.hpp"
 #include "primcache/control/controllable_cache.hpp"
+#include "primcache/control/registry.hpp"
+#include "setting_entry.hpp"
 
 namespace primcache::control_internal {
+
+// The cache's capacity, size, stats, weight and extras into `out` (name and
+// unit are the caller's); extras with invalid names are dropped, the rest
+// sorted by name.
+void read_info(const cache_ops& ops, cache_info& out);
+extra_stat_list checked_extras(extra_stat_list extras);
+
+// Throws error(invalid_arguments) unless `name` is [a-z_][a-z0-9_]*.
+void check_metric_name(std::string_view what, std::string_view name);
 
 // 'name', with bytes outside printable ASCII written as \xNN, for messages.
 std::string quoted(std::string_view name);
@@ -97,6 +111,7 @@ class registry_state {
   // registration), then retires it outside the map lock.
   void unregister(const std::shared_ptr<cache_entry>& entry) noexcept PRIMCACHE_EXCLUDES(mu);
   void unregister(const std::shared_ptr<switch_entry>& entry) noexcept PRIMCACHE_EXCLUDES(mu);
+  void unregister(const std::shared_ptr<setting_entry>& entry) noexcept PRIMCACHE_EXCLUDES(mu);
 
   // Held exclusively to add or remove, shared to look up or list; never while
   // calling into a cache.
@@ -104,6 +119,14 @@ class registry_state {
   std::map<std::string, std::shared_ptr<cache_entry>, std::less<>> caches PRIMCACHE_GUARDED_BY(mu);
   std::map<std::string, std::shared_ptr<switch_entry>, std::less<>> switches
       PRIMCACHE_GUARDED_BY(mu);
+  std::map<std::string, std::shared_ptr<setting_entry>, std::less<>> settings
+      PRIMCACHE_GUARDED_BY(mu);
+  std::map<std::string, metric_family, std::less<>> metrics PRIMCACHE_GUARDED_BY(mu);
+  std::map<std::string, std::map<std::string, std::string>, std::less<>> info
+      PRIMCACHE_GUARDED_BY(mu);
+
+  // Has its own lock; never taken with mu.
+  event_ring events;
 };
 
 }  // namespace primcache::control_internal

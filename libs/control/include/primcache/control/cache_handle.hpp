@@ -18,11 +18,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "primcache/base/export.hpp"
 #include "primcache/control/cache_counters.hpp"
 #include "primcache/control/capacity_unit.hpp"
+#include "primcache/control/controllable_cache.hpp"
 
 namespace primcache {
 
@@ -40,6 +42,11 @@ struct cache_info {
   std::uint64_t capacity = 0;
   std::uint64_t size = 0;
   cache_counters stats;
+  // Bytes held, for caches with weight(); empty for caches not weighed.
+  std::optional<std::uint64_t> weight_bytes;
+  // The cache's extra_stats(), names checked (names.hpp), ordered by name;
+  // empty for caches without it.
+  extra_stat_list extra;
 };
 
 class PRIMCACHE_API cache_handle {
@@ -51,7 +58,10 @@ class PRIMCACHE_API cache_handle {
   std::uint64_t capacity() const;
   std::uint64_t size() const;
   cache_counters stats() const;
-  // capacity, size and stats read in one visit; not an atomic snapshot of the
+  // The optional members: empty / {} when the cache lacks them.
+  std::optional<std::uint64_t> weight() const;
+  extra_stat_list extra_stats() const;
+  // capacity, size, stats, weight and extras read in one visit; not an atomic snapshot of the
   // cache, which keeps counting meanwhile.
   cache_info info() const;
 

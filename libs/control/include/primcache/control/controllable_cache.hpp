@@ -12,6 +12,17 @@
 //   stats()            a cache_stats_like value (see cache_counters.hpp)
 //   clear()            drops every entry (the admin "flush")
 //
+// and, optionally (existing registrations without them keep compiling):
+//
+//   weight()           bytes the cache holds, convertible to std::uint64_t
+//                      (reported as weight_bytes; caches without it are not
+//                      weighed and report none)
+//   extra_stats()      a range of pairs (name, value): .first convertible to
+//                      std::string_view, .second to std::uint64_t, e.g. a
+//                      std::vector<std::pair<std::string, std::uint64_t>> or
+//                      a std::map; names follow names.hpp (others are left
+//                      out of the listing)
+//
 //   struct toy_cache {
 //     std::uint64_t capacity() const;
 //     void set_capacity(std::uint64_t n);
@@ -30,6 +41,11 @@
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <ranges>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "primcache/control/cache_counters.hpp"
 
@@ -44,6 +60,27 @@ concept controllable_cache = requires(C& c, std::uint64_t n) {
                                c.clear();
                              };
 
+// A range of (name, value) pairs, as extra_stats() returns.
+template <typename R>
+concept extra_stats_range =
+    std::ranges::input_range<R> && requires(std::ranges::range_reference_t<R> e) {
+                                     { e.first } -> std::convertible_to<std::string_view>;
+                                     { e.second } -> std::convertible_to<std::uint64_t>;
+                                   };
+
+// The optional members.
+template <typename C>
+concept weighed_cache = requires(C& c) {
+                          { c.weight() } -> std::convertible_to<std::uint64_t>;
+                        };
+template <typename C>
+concept cache_with_extra_stats = requires(C& c) {
+                                   { c.extra_stats() } -> extra_stats_range;
+                                 };
+
+// Per-cache extra statistics, as control reports them.
+using extra_stat_list = std::vector<std::pair<std::string, std::uint64_t>>;
+
 namespace control_internal {
 
 // The type-erased view the registry keeps of a registered object: a borrowed
@@ -56,6 +93,9 @@ struct cache_ops {
   std::uint64_t (*size)(void*) = nullptr;
   cache_counters (*stats)(void*) = nullptr;
   void (*clear)(void*) = nullptr;
+  // Optional members: nullptr when the cache lacks them.
+  std::uint64_t (*weight)(void*) = nullptr;
+  extra_stat_list (*extra_stats)(void*) = nullptr;
 };
 
 template <controllable_cache C>
@@ -73,6 +113,21 @@ cache_ops make_cache_ops(C& c) {
     return to_cache_counters(static_cast<C*>(p)->stats());
   };
   ops.clear = [](void* p) { (void)static_cast<C*>(p)->clear(); };
+  if constexpr (weighed_cache<C>) {
+    ops.weight = [](void* p) -> std::uint64_t {
+      return static_cast<std::uint64_t>(static_cast<C*>(p)->weight());
+    };
+  }
+  if constexpr (cache_with_extra_stats<C>) {
+    ops.extra_stats = [](void* p) -> extra_stat_list {
+      extra_stat_list out;
+      for (auto&& e : static_cast<C*>(p)->extra_stats()) {
+        out.emplace_back(std::string(std::string_view(e.first)),
+                         static_cast<std::uint64_t>(e.second));
+      }
+      return out;
+    };
+  }
   return ops;
 }
 
