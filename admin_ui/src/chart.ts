@@ -57,6 +57,8 @@ export class LiveChart {
           stroke: axisStroke,
           font: axisFont,
           space: 70,
+          // Whole seconds at least: sub-second ticks would repeat labels.
+          incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400],
           grid: { stroke: gridStroke, width: 1 },
           ticks: { stroke: gridStroke, width: 1 },
           values: (_u, splits) => splits.map(clock),
@@ -68,10 +70,8 @@ export class LiveChart {
           grid: { stroke: gridStroke, width: 1 },
           ticks: { stroke: gridStroke, width: 1 },
           values: (_u, splits) => splits.map((v) => (v === null ? "" : yFormat(v))),
-          // On a log scale, only the powers of ten get a line and a label.
-          filter: spec.log
-            ? (_u, splits) => splits.map((v) => (Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9 ? v : null))
-            : undefined,
+          // On a log scale, a line and a label at each power of ten only.
+          splits: spec.log ? (_u, _axis, min, max) => powersOfTen(min, max) : undefined,
         },
       ],
       series: [
@@ -139,4 +139,13 @@ function clock(unixSeconds: number): string {
   const d = new Date(unixSeconds * 1000);
   const two = (n: number) => String(n).padStart(2, "0");
   return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+function powersOfTen(min: number, max: number): number[] {
+  const out: number[] = [];
+  for (let e = Math.floor(Math.log10(min)); e <= Math.ceil(Math.log10(max)); e++) {
+    const v = 10 ** e;
+    if (v >= min * 0.999 && v <= max * 1.001) out.push(v);
+  }
+  return out;
 }

@@ -1,0 +1,128 @@
+// console_host — a tiny process that embeds the real admin server for the
+// console's browser test (console.test.mjs): two caches, two switches, two
+// settings and a few creation events in primcache::control(), the admin
+// server on an ephemeral loopback port with a known token.
+//
+// While the switch "traffic" is on, a thread looks keys up in "primitive"
+// (hits, and misses until every key is in) and records one creation event
+// a second, so the charts have something to draw; the test turns it off
+// through the console before it compares numbers.
+//
+// It prints "url <URL>" and "token <TOKEN>" on stdout, then serves until
+// stdin closes or SIGTERM/SIGINT arrives, and exits 0.
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "primcache/admin/admin_server.hpp"
+#include "primcache/cache/concurrent_cache.hpp"
+#include "primcache/control/registry.hpp"
+
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void on_signal(int) {
+  stop_requested.store(true);
+}
+
+// Fills `cache` with keys [0, n): n misses.
+void fill(primcache::concurrent_cache<int, int>& cache, int n) {
+  for (int k = 0; k < n; ++k) cache.get_or_add(k, [k] { return k * 2; });
+}
+
+// Until stdin reaches end of file or a signal asks to stop.
+void wait_for_end() {
+  char buffer[256];
+  while (!stop_requested.load()) {
+    pollfd fd{STDIN_FILENO, POLLIN, 0};
+    const int ready = ::poll(&fd, 1, 200);
+    if (ready > 0) {
+      const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof buffer);
+      if (got <= 0) return;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  const std::string token = argc > 1 ? argv[1] : "console-test-token";
+  try {
+    auto& control = primcache::control();
+    primcache::concurrent_cache<int, int> primitive(64);
+    primcache::concurrent_cache<int, int> descriptor(16);
+    fill(primitive, 40);
+    fill(descriptor, 10);
+    for (int k = 0; k < 30; ++k) primitive.get_or_add(k, [] { return 0; });  // 30 hits
+    for (int k = 0; k < 5; ++k) descriptor.get_or_add(k, [] { return 0; });  // 5 hits
+
+    primcache::cache_registration primitive_reg =
+        control.register_cache("primitive", primitive, primcache::capacity_unit::entries);
+    primcache::cache_registration descriptor_reg =
+        control.register_cache("descriptor", descriptor, primcache::capacity_unit::entries);
+    primcache::switch_registration traffic = control.register_switch(
+        "traffic", "Simulated lookups and creations in this test host", true);
+    primcache::switch_registration tune =
+        control.register_switch("tune", "Tune kernels on first use", false);
+    primcache::setting_registration jit_mode =
+        control.register_setting(primcache::setting_spec::choice(
+            "jit_mode", "How kernels are compiled", "tiered", {"tiered", "sync"}));
+    primcache::setting_registration threads = control.register_setting(
+        primcache::setting_spec::integer("threads", "Worker threads", 4, 1, 64));
+
+    const char* kinds[] = {"matmul", "convolution", "reorder", "eltwise"};
+    for (int i = 0; i < 5; ++i) {
+      control.record_event({.kind = "create",
+                            .name = kinds[i % 4],
+                            .source = i % 2 ? "memory" : "compile",
+                            .duration_ms = i % 2 ? 0.2 + 0.05 * i : 12.5 + i,
+                            .detail = "f32 64x64 (start-up)"});
+    }
+
+    std::atomic<bool> done{false};
+    std::thread worker([&] {
+      std::mt19937 random(7);
+      int tick = 0;
+      while (!done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (!control.get_switch("traffic")) continue;
+        const int key = static_cast<int>(random() % 48);
+        primitive.get_or_add(key, [key] { return key * 2; });
+        if (++tick % 50 == 0) {
+          const bool compiled = tick % 100 == 0;
+          control.record_event({.kind = "create",
+                                .name = kinds[(tick / 50) % 4],
+                                .source = compiled ? "compile" : "memory",
+                                .duration_ms = compiled ? 8.0 + random() % 20 : 0.1,
+                                .detail = "f32 128x128 (traffic)"});
+        }
+      }
+    });
+
+    primcache::admin_options options;
+    options.token = token;
+    primcache::admin_server server = primcache::admin_server::start(options);
+    std::printf("url %s\ntoken %s\n", server.url().c_str(), server.token().c_str());
+    std::fflush(stdout);
+
+    wait_for_end();
+    server.stop();
+    done.store(true);
+    worker.join();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "console_host: %s\n", e.what());
+    return 1;
+  }
+}

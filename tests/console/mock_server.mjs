@@ -1,0 +1,125 @@
+// A stand-in admin server for developing the console without a C++ build:
+// the API of ADMIN_API.md over made-up caches with simulated traffic.
+//   node tests/console/mock_server.mjs [DIST_DIR] [PORT]   (token: "mock")
+// The CTest test never uses it: it runs against the real admin server.
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+
+const dist = process.argv[2];
+const port = Number(process.argv[3] ?? 8089);
+const token = "mock";
+const started = Date.now();
+
+// The same registrations as console_host.cpp, so console.test.mjs runs
+// against either: --url http://127.0.0.1:PORT/ --token mock.
+const caches = [
+  { name: "descriptor", unit: "entries", capacity: 16, size: 10, weight_bytes: null, extra: {} },
+  { name: "primitive", unit: "entries", capacity: 64, size: 40, weight_bytes: null, extra: {} },
+].map((c) => ({ ...c, stats: { hits: 0, misses: c.size, waits: 0, evictions: 0, failures: 0 } }));
+caches[0].stats.hits = 5;
+caches[1].stats.hits = 30;
+const switches = [
+  { name: "traffic", description: "Simulated lookups and creations", on: true, initial: true },
+  { name: "tune", description: "Tune kernels on first use", on: false, initial: false },
+];
+const settings = [
+  { name: "jit_mode", description: "How kernels are compiled", type: "enum", value: "tiered", choices: ["tiered", "sync"] },
+  { name: "threads", description: "Worker threads", type: "int", value: 4, min: 1, max: 64 },
+];
+const events = [];
+let seq = 0;
+const kinds = ["matmul", "convolution", "reorder", "eltwise"];
+const event = (source, duration_ms, detail) =>
+  events.push({ seq: ++seq, time_unix_ms: Date.now(), kind: "create", name: kinds[seq % 4], source, duration_ms, detail });
+for (let i = 0; i < 5; i++) event(i % 2 ? "memory" : "compile", i % 2 ? 0.2 + 0.05 * i : 12.5 + i, "f32 64x64 (start-up)");
+
+let tick = 0;
+setInterval(() => {
+  if (!switches[0].on) return;
+  const c = caches[1];
+  // 48 keys looked up at random: a miss while fewer than 48 are in.
+  if (Math.random() * 48 >= c.size && c.size < 48) {
+    c.stats.misses++;
+    if (c.size < c.capacity) c.size++;
+    else c.stats.evictions++;
+  } else c.stats.hits++;
+  if (++tick % 50 === 0) {
+    const compiled = tick % 100 === 0;
+    event(compiled ? "compile" : "memory", compiled ? 8 + Math.random() * 20 : 0.1, "f32 128x128 (traffic)");
+  }
+  if (events.length > 256) events.splice(0, events.length - 256);
+}, 20);
+
+const send = (res, status, body, type = "application/json") => {
+  res.writeHead(status, { "Content-Type": type, "Cache-Control": "no-store" });
+  res.end(typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body));
+};
+
+http.createServer((req, res) => {
+  const url = new URL(req.url, "http://x");
+  let body = "";
+  req.on("data", (d) => (body += d));
+  req.on("end", () => {
+    const p = url.pathname;
+    const find = (list, name) => list.find((x) => x.name === decodeURIComponent(name));
+    if (req.method === "POST") {
+      if (req.headers.authorization !== `Bearer ${token}`) return send(res, 401, { error: "missing or wrong bearer token" });
+      let json;
+      try { json = JSON.parse(body || "{}"); } catch { return send(res, 400, { error: "malformed JSON" }); }
+      let m;
+      if ((m = p.match(/^\/api\/v1\/caches\/([^/]+)\/capacity$/))) {
+        const c = find(caches, m[1]);
+        if (!c) return send(res, 404, { error: "no such cache" });
+        if (!Number.isSafeInteger(json.capacity) || json.capacity < 0) return send(res, 400, { error: "capacity must be an integer >= 0" });
+        c.capacity = json.capacity;
+        if (c.size > c.capacity) { c.stats.evictions += c.size - c.capacity; c.size = c.capacity; }
+        return send(res, 200, c);
+      }
+      if ((m = p.match(/^\/api\/v1\/caches\/([^/]+)\/flush$/))) {
+        const c = find(caches, m[1]);
+        if (!c) return send(res, 404, { error: "no such cache" });
+        const n = c.size; c.size = 0;
+        return send(res, 200, { flushed_entries: n, cache: c });
+      }
+      if ((m = p.match(/^\/api\/v1\/switches\/([^/]+)$/))) {
+        const s = find(switches, m[1]);
+        if (!s) return send(res, 404, { error: "no such switch" });
+        s.on = Boolean(json.on);
+        return send(res, 200, s);
+      }
+      if ((m = p.match(/^\/api\/v1\/settings\/([^/]+)$/))) {
+        const s = find(settings, m[1]);
+        if (!s) return send(res, 404, { error: "no such setting" });
+        if (s.type === "int" && (json.value < s.min || json.value > s.max)) return send(res, 400, { error: `${s.name} must be in [${s.min}, ${s.max}]` });
+        s.value = json.value;
+        return send(res, 200, s);
+      }
+      return send(res, 404, { error: "no such route" });
+    }
+    if (p === "/healthz") return send(res, 200, { status: "ok", version: "0.1.0", uptime_seconds: (Date.now() - started) / 1000 });
+    if (p === "/api/v1/caches") return send(res, 200, { caches: [...caches].sort((a, b) => a.name.localeCompare(b.name)) });
+    const one = p.match(/^\/api\/v1\/caches\/([^/]+)$/);
+    if (one) {
+      const c = find(caches, one[1]);
+      return c ? send(res, 200, c) : send(res, 404, { error: "no such cache" });
+    }
+    if (p === "/api/v1/switches") return send(res, 200, { switches });
+    if (p === "/api/v1/settings") return send(res, 200, { settings });
+    if (p === "/api/v1/events") {
+      const since = Number(url.searchParams.get("since") ?? 0);
+      return send(res, 200, { events: events.filter((e) => e.seq > since), next: seq });
+    }
+    if (dist) {
+      const file = p === "/" ? "index.html" : p.startsWith("/assets/") ? p.slice(1) : null;
+      if (file && !file.includes("..")) {
+        const full = path.join(dist, file);
+        if (fs.existsSync(full)) {
+          const type = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css" }[path.extname(full)] ?? "application/octet-stream";
+          return send(res, 200, fs.readFileSync(full), type);
+        }
+      }
+    }
+    send(res, 404, { error: "no such route" });
+  });
+}).listen(port, "127.0.0.1", () => console.log(`mock admin server: http://127.0.0.1:${port}/ (token: ${token})`));
