@@ -117,7 +117,7 @@ export class CacheCard {
         { label: "capacity", color: "#d97706", dash: [6, 4] },
       ],
       yRange: (_min, max) => [0, Math.max(1, max * 1.08)],
-      yFormat: (v) => (this.cache.unit === "bytes" ? formatQuantity(v, "bytes").replace(" ", "") : compactCount(v)),
+      yFormat: (v) => (this.cache.unit === "bytes" ? compactBytes(v) : compactCount(v)),
     });
     this.hitChart = new LiveChart(hitHost, {
       series: [{ label: "hit rate", color: "#059669", fill: "rgba(5, 150, 105, 0.10)" }],
@@ -250,6 +250,16 @@ export class CacheCard {
 export function report(e: unknown, what: string): void {
   if (e instanceof ApiError && e.status === 0) return; // the operator cancelled
   toast(`${what}: ${e instanceof Error ? e.message : String(e)}`, "error");
+}
+
+function compactBytes(v: number): string {
+  const units = ["B", "K", "M", "G", "T"];
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${+v.toFixed(v < 10 && i > 0 ? 1 : 0)}${units[i]}`;
 }
 
 function compactCount(v: number): string {

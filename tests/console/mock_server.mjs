@@ -18,6 +18,11 @@ const caches = [
   { name: "primitive", unit: "entries", capacity: 64, size: 40, weight_bytes: null, extra: {} },
 ].map((c) => ({ ...c, stats: { hits: 0, misses: c.size, waits: 0, evictions: 0, failures: 0 } }));
 caches[0].stats.hits = 5;
+// MOCK_BYTES=1 adds a cache counted in bytes, to look at its card.
+if (process.env.MOCK_BYTES) {
+  caches.push({ name: "constant.cpu", unit: "bytes", capacity: 64 << 20, size: 41 << 20, weight_bytes: null, extra: { tensors: 12 },
+                stats: { hits: 900, misses: 12, waits: 1, evictions: 0, failures: 0 } });
+}
 caches[1].stats.hits = 30;
 const switches = [
   { name: "traffic", description: "Simulated lookups and creations", on: true, initial: true },
