@@ -1,0 +1,37 @@
+// services/cli/http_client.hpp — one synchronous HTTP/1.1 request to a
+// primcached admin server (Boost.Beast), as the primcache command line needs.
+//
+//   primcache::cli::http_response r =
+//       primcache::cli::http_request("127.0.0.1", 8477, "GET", "/api/v1/caches", "", "");
+//   if (r.status == 200) ...
+//
+// Thread-safety: independent calls may run concurrently. Exceptions:
+// primcache::cli::connect_error when nothing answers at the address (or the
+// connection fails), with a message naming the address.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace primcache::cli {
+
+struct http_response {
+  int status = 0;
+  std::string body;
+};
+
+class connect_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// `token` non-empty: sent as Authorization: Bearer; `body` non-empty: sent as
+// application/json.
+http_response http_request(const std::string& host, std::uint16_t port, const std::string& method,
+                           const std::string& target, const std::string& body,
+                           const std::string& token,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace primcache::cli

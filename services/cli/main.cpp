@@ -1,0 +1,249 @@
+// primcache — the command line for a running primcached, in the manner of
+// `ccache -s` (docs/primcached.md):
+//
+//   primcache stats                      every cache: size, capacity, hits, misses, ...
+//   primcache set-capacity NAME N        change a cache's capacity (needs the token)
+//   primcache flush NAME                 drop every entry of a cache (needs the token)
+//
+// Options: --admin HOST:PORT (default 127.0.0.1:8477), --token-file PATH
+// (default: where primcached writes it). Errors are one line on stderr and
+// exit status 1 (2 for a usage error).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "default_paths.hpp"
+#include "http_client.hpp"
+
+namespace {
+
+namespace json = boost::json;
+using primcache::cli::http_request;
+using primcache::cli::http_response;
+
+constexpr const char* usage =
+    "usage: primcache [--admin HOST:PORT] [--token-file PATH] COMMAND\n"
+    "commands:\n"
+    "  stats                  a table of every cache of the running primcached\n"
+    "  set-capacity NAME N    set cache NAME's capacity to N (in its unit)\n"
+    "  flush NAME             drop every entry of cache NAME\n";
+
+struct failure {
+  std::string message;
+  int exit_code = 1;
+};
+
+struct target {
+  std::string host = std::string(primcache::services::default_admin_address);
+  std::uint16_t port = primcache::services::default_admin_port;
+  std::string token_file = primcache::services::default_token_file();
+};
+
+std::string read_token(const target& t) {
+  std::ifstream in(t.token_file);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    throw failure{"cannot read the token file " + t.token_file +
+                  " (is primcached running? give the path with --token-file)"};
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) throw failure{"the token file " + t.token_file + " is empty"};
+  return token;
+}
+
+// The response body as JSON for a 2xx status; otherwise a failure naming the
+// server's error.
+json::value checked(const http_response& r, const std::string& what, const target& t) {
+  std::string server_error;
+  json::value doc;
+  boost::system::error_code ec;
+  doc = json::parse(r.body, ec);
+  if (r.status >= 200 && r.status < 300) {
+    if (ec) throw failure{what + ": the server's answer is not JSON (" + ec.message() + ")"};
+    return doc;
+  }
+  if (!ec && doc.is_object() && doc.as_object().contains("error") &&
+      doc.as_object().at("error").is_string()) {
+    server_error = std::string(doc.as_object().at("error").get_string());
+  } else {
+    server_error = r.body.substr(0, 200);
+  }
+  std::string message = what + ": HTTP " + std::to_string(r.status) + ": " + server_error;
+  if (r.status == 401) message += " (the token in " + t.token_file + " was refused)";
+  throw failure{message};
+}
+
+std::uint64_t as_u64(const json::value& v) {
+  if (v.is_uint64()) return v.get_uint64();
+  if (v.is_int64()) return static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.get_int64()));
+  if (v.is_double()) return static_cast<std::uint64_t>(std::max(0.0, v.get_double()));
+  return 0;
+}
+
+std::string human_bytes(std::uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string capacity_text(const json::object& c) {
+  const json::value& cap = c.at("capacity");
+  if (as_u64(cap) >= (std::uint64_t{1} << 53) || cap.is_null()) return "unlimited";
+  return std::to_string(as_u64(cap));
+}
+
+void print_cache_line(const json::object& c) {
+  const json::object& s = c.at("stats").as_object();
+  const std::uint64_t hits = as_u64(s.at("hits")), misses = as_u64(s.at("misses"));
+  const std::uint64_t waits = s.contains("waits") ? as_u64(s.at("waits")) : 0;
+  const std::uint64_t lookups = hits + misses + waits;
+  char rate[16] = "-";
+  if (lookups > 0) {
+    std::snprintf(rate, sizeof rate, "%.1f%%",
+                  100.0 * static_cast<double>(hits) / static_cast<double>(lookups));
+  }
+  std::string weight = "-";
+  if (c.contains("weight_bytes") && !c.at("weight_bytes").is_null()) {
+    weight = human_bytes(as_u64(c.at("weight_bytes")));
+  }
+  const std::string size_cap = std::to_string(as_u64(c.at("size"))) + " / " + capacity_text(c);
+  std::printf(
+      "%-18s %-8s %17s %10s %12llu %10llu %8llu %10llu %9llu %9s\n",
+      std::string(c.at("name").get_string()).c_str(),
+      std::string(c.at("unit").get_string()).c_str(), size_cap.c_str(), weight.c_str(),
+      static_cast<unsigned long long>(hits), static_cast<unsigned long long>(misses),
+      static_cast<unsigned long long>(waits),
+      static_cast<unsigned long long>(as_u64(s.at("evictions"))),
+      static_cast<unsigned long long>(s.contains("failures") ? as_u64(s.at("failures")) : 0), rate);
+  if (c.contains("extra") && c.at("extra").is_object()) {
+    for (const auto& kv : c.at("extra").as_object()) {
+      std::printf("  %s.%s: %llu\n", std::string(c.at("name").get_string()).c_str(),
+                  std::string(kv.key()).c_str(),
+                  static_cast<unsigned long long>(as_u64(kv.value())));
+    }
+  }
+}
+
+int stats(const target& t) {
+  const json::value doc =
+      checked(http_request(t.host, t.port, "GET", "/api/v1/caches", "", ""), "stats", t);
+  if (!doc.is_object() || !doc.as_object().contains("caches") ||
+      !doc.as_object().at("caches").is_array()) {
+    throw failure{"stats: the server's answer has no caches array"};
+  }
+  std::printf("primcached at %s:%u\n", t.host.c_str(), static_cast<unsigned>(t.port));
+  std::printf("%-18s %-8s %17s %10s %12s %10s %8s %10s %9s %9s\n", "cache", "unit",
+              "size / capacity", "weight", "hits", "misses", "waits", "evictions", "failures",
+              "hit rate");
+  try {
+    for (const json::value& c : doc.as_object().at("caches").as_array()) {
+      print_cache_line(c.as_object());
+    }
+  } catch (const std::exception& e) {
+    throw failure{std::string("stats: a cache entry is malformed (") + e.what() + ")"};
+  }
+  return 0;
+}
+
+int set_capacity(const target& t, const std::string& name, const std::string& value) {
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(value.c_str(), &end, 10);
+  if (value.empty() || value[0] == '-' || *end != '\0' || n > (1ull << 53)) {
+    throw failure{"set-capacity " + name + " " + value +
+                      ": expected a capacity that is an integer in [0, 2^53]",
+                  2};
+  }
+  const std::string token = read_token(t);
+  const json::value doc =
+      checked(http_request(t.host, t.port, "POST", "/api/v1/caches/" + name + "/capacity",
+                           json::serialize(json::object{{"capacity", n}}), token),
+              "set-capacity " + name, t);
+  const json::object& c = doc.as_object();
+  std::printf("%s: capacity %s (size %llu)\n", name.c_str(), capacity_text(c).c_str(),
+              static_cast<unsigned long long>(as_u64(c.at("size"))));
+  return 0;
+}
+
+int flush(const target& t, const std::string& name) {
+  const std::string token = read_token(t);
+  const json::value doc =
+      checked(http_request(t.host, t.port, "POST", "/api/v1/caches/" + name + "/flush", "", token),
+              "flush " + name, t);
+  std::printf("%s: flushed %llu entries\n", name.c_str(),
+              static_cast<unsigned long long>(as_u64(doc.as_object().at("flushed_entries"))));
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  target t;
+  std::vector<std::string> words;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (arg.starts_with("--")) {
+      std::string value;
+      const std::size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        throw failure{arg + ": missing value", 2};
+      }
+      if (arg == "--admin") {
+        if (!primcache::services::parse_host_port(value, t.host, t.port)) {
+          throw failure{"--admin " + value + ": expected HOST:PORT", 2};
+        }
+      } else if (arg == "--token-file") {
+        t.token_file = value;
+      } else {
+        throw failure{"unknown option " + arg, 2};
+      }
+      continue;
+    }
+    words.push_back(arg);
+  }
+  if (words.empty()) throw failure{"missing command (stats, set-capacity or flush)", 2};
+  const std::string& cmd = words[0];
+  if (cmd == "stats" && words.size() == 1) return stats(t);
+  if (cmd == "set-capacity" && words.size() == 3) return set_capacity(t, words[1], words[2]);
+  if (cmd == "flush" && words.size() == 2) return flush(t, words[1]);
+  if (cmd == "stats" || cmd == "set-capacity" || cmd == "flush") {
+    throw failure{cmd + ": wrong number of arguments", 2};
+  }
+  throw failure{"unknown command " + cmd, 2};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const failure& f) {
+    std::fprintf(stderr, "primcache: %s\n", f.message.c_str());
+    if (f.exit_code == 2) std::fputs(usage, stderr);
+    return f.exit_code;
+  } catch (const primcache::cli::connect_error& e) {
+    std::fprintf(stderr, "primcache: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "primcache: %s\n", e.what());
+    return 1;
+  }
+}

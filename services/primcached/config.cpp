@@ -1,0 +1,73 @@
+#include "config.hpp"
+
+#include <optional>
+
+#include "json_field.hpp"
+#include "primcache/base/error.hpp"
+#include "primcache/control/registry.hpp"
+
+namespace primcache::primcached {
+
+daemon_config load_config(std::string_view text, const std::string& file,
+                          const std::string& base_dir) {
+  const boost::json::value doc = parse_json_text(text, file);
+  const json_field root(doc, file);
+  root.object();
+  root.allow_only({"admin", "threads", "summary_interval_seconds", "caches", "workload"});
+  daemon_config c;
+  c.file = file;
+  if (std::optional<json_field> admin = root.member("admin")) {
+    admin->object();
+    admin->allow_only({"address", "port", "token_file", "threads"});
+    if (auto f = admin->member("address")) {
+      c.admin_address = f->string();
+      if (c.admin_address.empty()) f->fail("expected a non-empty address");
+    }
+    if (auto f = admin->member("port"))
+      c.admin_port = static_cast<std::uint16_t>(f->integer(0, 65535));
+    if (auto f = admin->member("token_file")) c.token_file = f->string();
+    if (auto f = admin->member("threads")) c.admin_threads = static_cast<int>(f->integer(1, 64));
+  }
+  if (auto f = root.member("threads")) c.threads = static_cast<int>(f->integer(1, 1024));
+  if (auto f = root.member("summary_interval_seconds")) {
+    c.summary_interval_seconds = f->number();
+    if (!(c.summary_interval_seconds >= 0.1 && c.summary_interval_seconds <= 3600)) {
+      f->fail("expected a number of seconds in [0.1, 3600]");
+    }
+  }
+  if (std::optional<json_field> caches = root.member("caches")) {
+    for (const auto& kv : caches->object()) {
+      const json_field entry = *caches->member(kv.key());
+      c.caches.emplace_back(std::string(kv.key()),
+                            static_cast<std::uint64_t>(entry.integer(0, std::int64_t{1} << 53)));
+    }
+  }
+  if (auto f = root.member("workload")) {
+    c.workload = f->string();
+    if (c.workload.empty()) f->fail("expected a path (leave the field out for the default)");
+    if (c.workload.front() != '/' && !base_dir.empty()) c.workload = base_dir + "/" + c.workload;
+  }
+  return c;
+}
+
+void apply_capacities(const daemon_config& config) {
+  for (const auto& [name, capacity] : config.caches) {
+    try {
+      control().set_capacity(name, capacity);
+    } catch (const error& e) {
+      if (e.code() != status::not_found) {
+        throw error(status::invalid_arguments, config.file + ": caches." + name + ": " + e.what());
+      }
+      std::string known;
+      for (const cache_info& info : control().list_caches()) {
+        known += known.empty() ? "" : ", ";
+        known += info.name;
+      }
+      throw error(
+          status::invalid_arguments,
+          config.file + ": caches." + name + ": no cache of that name (registered: " + known + ")");
+    }
+  }
+}
+
+}  // namespace primcache::primcached

@@ -1,0 +1,46 @@
+// services/primcached/config.hpp — primcached's configuration file: the
+// admin server's address and token file, the workload threads, the summary
+// interval, cache capacities by control name, and the workload to run
+// (docs/primcached.md describes every field).
+//
+//   primcache::primcached::daemon_config c =
+//       primcache::primcached::load_config(text, "configs/primcached.json");
+//   primcache::primcached::apply_capacities(c);   // through primcache::control()
+//
+// Thread-safety: values. Exceptions: primcache::error(invalid_arguments)
+// whose message names the file and the field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace primcache::primcached {
+
+struct daemon_config {
+  std::string file;  // what messages call it
+  std::string admin_address = "127.0.0.1";
+  std::uint16_t admin_port = 8477;
+  std::string token_file;  // empty: services::default_token_file()
+  int admin_threads = 1;
+  int threads = 2;                      // workload threads
+  double summary_interval_seconds = 5;  // > 0
+  // (control name, capacity), in file order; capacities in the cache's unit.
+  std::vector<std::pair<std::string, std::uint64_t>> caches;
+  // The workload file, relative paths resolved against the config file's
+  // folder; empty: the embedded default workload.
+  std::string workload;
+};
+
+// Parses and validates; `file` names it in messages and anchors a relative
+// workload path (an embedded config passes base_dir "").
+daemon_config load_config(std::string_view text, const std::string& file,
+                          const std::string& base_dir);
+
+// Sets each configured capacity through primcache::control(); a name that is
+// not registered is refused with the list of those that are.
+void apply_capacities(const daemon_config& config);
+
+}  // namespace primcache::primcached

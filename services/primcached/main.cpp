@@ -1,0 +1,323 @@
+// primcached — the primcache daemon: applies cache capacities from its
+// configuration, runs a workload of primitives on N threads through the
+// primitive cache, serves the admin API and console, prints a summary line
+// every few seconds, and stops cleanly on SIGINT or SIGTERM (docs/primcached.md).
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config.hpp"
+#include "default_paths.hpp"
+#include "embedded_defaults.hpp"
+#include "primcache/base/error.hpp"
+#include "primcache/control/registry.hpp"
+#include "primcache/runtime/runtime.hpp"
+#include "runner.hpp"
+#include "token_file.hpp"
+#include "workload.hpp"
+#ifdef PRIMCACHED_WITH_ADMIN
+#include "primcache/admin/admin_server.hpp"
+#endif
+
+namespace {
+
+using namespace primcache;
+using namespace primcache::primcached;
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::string_view usage =
+    "usage: primcached [--config FILE] [--workload FILE] [--admin HOST:PORT]\n"
+    "                  [--token-file PATH] [--threads N] [--duration SECONDS]\n"
+    "With no arguments: the embedded configs/primcached.json and configs/workloads/default.json.\n";
+
+struct command_line {
+  std::optional<std::string> config, workload, admin, token_file;
+  std::optional<int> threads;
+  std::optional<double> duration;
+};
+
+struct usage_error {
+  std::string message;
+};
+
+command_line parse_command_line(int argc, char** argv) {
+  command_line cl;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage.data(), stdout);
+      std::exit(0);
+    }
+    std::string value;
+    const std::size_t eq = arg.find('=');
+    if (arg.starts_with("--") && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (arg.starts_with("--") && i + 1 < argc) {
+      value = argv[++i];
+    } else if (arg.starts_with("--")) {
+      throw usage_error{arg + ": missing value"};
+    } else {
+      throw usage_error{"unexpected argument " + arg};
+    }
+    if (arg == "--config") {
+      cl.config = value;
+    } else if (arg == "--workload") {
+      cl.workload = value;
+    } else if (arg == "--admin") {
+      std::string host;
+      std::uint16_t port = 0;
+      if (!services::parse_host_port(value, host, port)) {
+        throw usage_error{"--admin " + value + ": expected HOST:PORT (port 0: any free port)"};
+      }
+      cl.admin = value;
+    } else if (arg == "--token-file") {
+      if (value.empty()) throw usage_error{"--token-file: expected a path"};
+      cl.token_file = value;
+    } else if (arg == "--threads") {
+      char* end = nullptr;
+      const long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || n < 1 || n > 1024) {
+        throw usage_error{"--threads " + value + ": expected an integer in [1, 1024]"};
+      }
+      cl.threads = static_cast<int>(n);
+    } else if (arg == "--duration") {
+      char* end = nullptr;
+      const double s = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(s > 0) || s > 1e9) {
+        throw usage_error{"--duration " + value + ": expected a number of seconds > 0"};
+      }
+      cl.duration = s;
+    } else {
+      throw usage_error{"unknown option " + arg};
+    }
+  }
+  return cl;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error(status::not_found, "cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string dir_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The primitive cache's counters, read through control as an operator would.
+cache_info primitive_cache_info() {
+  return control().find_cache("primitive").info();
+}
+
+// What a summary line reports: one interval's, or the whole run's.
+struct summary_window {
+  clock_type::time_point since;
+  cache_counters counters_since;
+  std::uint64_t executions = 0, creations = 0, failures = 0;
+  std::vector<double> creation_ms;
+};
+
+// Adds an interval's creation samples to the run's, keeping at most `cap`
+// (a uniform reservoir) so a long run does not grow without bound.
+void add_samples(summary_window& total, const std::vector<double>& samples, std::uint64_t& seen,
+                 std::mt19937_64& rng) {
+  constexpr std::size_t cap = 100000;
+  for (double v : samples) {
+    ++seen;
+    if (total.creation_ms.size() < cap) {
+      total.creation_ms.push_back(v);
+    } else if (const std::uint64_t j = rng() % seen; j < cap) {
+      total.creation_ms[j] = v;
+    }
+  }
+}
+
+void print_summary(summary_window& w, const char* label) {
+  const clock_type::time_point now = clock_type::now();
+  const double seconds = std::chrono::duration<double>(now - w.since).count();
+  const cache_info info = primitive_cache_info();
+  const std::uint64_t hits = info.stats.hits - w.counters_since.hits;
+  const std::uint64_t misses = info.stats.misses - w.counters_since.misses;
+  const std::uint64_t waits = info.stats.waits - w.counters_since.waits;
+  const std::uint64_t evictions = info.stats.evictions - w.counters_since.evictions;
+  const std::uint64_t lookups = hits + misses + waits;
+  char hit_rate[32];
+  if (lookups == 0) {
+    std::snprintf(hit_rate, sizeof hit_rate, "-");
+  } else {
+    std::snprintf(hit_rate, sizeof hit_rate, "%.1f%%",
+                  100.0 * static_cast<double>(hits) / static_cast<double>(lookups));
+  }
+  const double p50 = quantile(w.creation_ms, 0.50);
+  const double p99 = quantile(w.creation_ms, 0.99);
+  const std::string failures =
+      w.failures ? ", " + std::to_string(w.failures) + " failures" : std::string();
+  std::printf(
+      "primcached: %s %.1fs: %.1f executions/s, %.1f creations/s, hit rate %s "
+      "(%llu hits, %llu misses, %llu evictions; primitive cache %llu/%llu), "
+      "creation p50 %.3f ms p99 %.3f ms%s\n",
+      label, seconds, static_cast<double>(w.executions) / seconds,
+      static_cast<double>(w.creations) / seconds, hit_rate, static_cast<unsigned long long>(hits),
+      static_cast<unsigned long long>(misses), static_cast<unsigned long long>(evictions),
+      static_cast<unsigned long long>(info.size), static_cast<unsigned long long>(info.capacity),
+      p50, p99, failures.c_str());
+  std::fflush(stdout);
+}
+
+int run(int argc, char** argv, int signal_fd) {
+  const command_line cl = parse_command_line(argc, argv);
+
+  daemon_config config = cl.config
+                             ? load_config(read_file(*cl.config), *cl.config, dir_of(*cl.config))
+                             : load_config(embedded_config(), "primcached.json (embedded)", "");
+  if (cl.threads) config.threads = *cl.threads;
+  if (cl.admin) services::parse_host_port(*cl.admin, config.admin_address, config.admin_port);
+  if (cl.token_file) config.token_file = *cl.token_file;
+  if (config.token_file.empty()) config.token_file = services::default_token_file();
+
+  const std::string workload_path = cl.workload ? *cl.workload : config.workload;
+  const workload w = workload_path.empty()
+                         ? load_workload(embedded_workload(), "default.json (embedded)")
+                         : load_workload(read_file(workload_path), workload_path);
+
+  get_primitive_cache_capacity();  // the runtime's caches register on first use
+  apply_capacities(config);
+
+  const std::string token = generate_token();
+#ifdef PRIMCACHED_WITH_ADMIN
+  admin_options options;
+  options.address = config.admin_address;
+  options.port = config.admin_port;
+  options.token = token;
+  options.threads = config.admin_threads;
+  write_token_file(config.token_file, token);
+  std::optional<admin_server> admin;
+  try {
+    admin.emplace(admin_server::start(options));
+  } catch (...) {
+    remove_token_file(config.token_file, token);
+    throw;
+  }
+  std::printf("primcached: console %s\n", admin->url().c_str());
+#else
+  write_token_file(config.token_file, token);
+  std::printf("primcached: console unavailable (built without the admin server)\n");
+#endif
+  std::printf("primcached: token file %s\n", config.token_file.c_str());
+  std::printf(
+      "primcached: workload %s: %zu primitives on %d threads; capacities from %s\n",
+      w.name.empty() ? (workload_path.empty() ? "default" : workload_path.c_str()) : w.name.c_str(),
+      w.primitives.size(), config.threads, config.file.c_str());
+  std::fflush(stdout);
+
+  workload_runner runner(w, config.threads);
+  const clock_type::time_point started = clock_type::now();
+  summary_window total{started, primitive_cache_info().stats};
+  summary_window interval_window = total;
+  std::uint64_t samples_seen = 0;
+  std::mt19937_64 sample_rng(1);
+  // Moves what the threads counted since the last call into both windows.
+  auto collect = [&] {
+    interval_stats st = runner.take_interval();
+    for (summary_window* w : {&total, &interval_window}) {
+      w->executions += st.executions;
+      w->creations += st.creations;
+      w->failures += st.failures;
+    }
+    add_samples(total, st.creation_ms, samples_seen, sample_rng);
+    interval_window.creation_ms.insert(interval_window.creation_ms.end(), st.creation_ms.begin(),
+                                       st.creation_ms.end());
+  };
+  runner.start();
+
+  const auto interval = std::chrono::duration_cast<clock_type::duration>(
+      std::chrono::duration<double>(config.summary_interval_seconds));
+  std::optional<clock_type::time_point> deadline;
+  if (cl.duration) {
+    deadline = started + std::chrono::duration_cast<clock_type::duration>(
+                             std::chrono::duration<double>(*cl.duration));
+  }
+  clock_type::time_point next_summary = started + interval;
+  std::string stopped_by = "duration";
+  for (;;) {
+    const clock_type::time_point now = clock_type::now();
+    if (deadline && now >= *deadline) break;
+    if (now >= next_summary) {
+      collect();
+      print_summary(interval_window, "last");
+      interval_window = summary_window{clock_type::now(), primitive_cache_info().stats};
+      next_summary += interval;
+      if (next_summary < now) next_summary = now + interval;
+      continue;
+    }
+    clock_type::time_point wake = next_summary;
+    if (deadline && *deadline < wake) wake = *deadline;
+    const auto wait_ms = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+    pollfd p{signal_fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(wait_ms));
+    if (r > 0) {
+      signalfd_siginfo info{};
+      if (::read(signal_fd, &info, sizeof info) == sizeof info) {
+        stopped_by = info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM";
+        break;
+      }
+    }
+  }
+
+  // In-flight creations and executions finish; then the server drains.
+  runner.stop();
+  collect();
+  std::printf("primcached: stopping (%s)\n", stopped_by.c_str());
+  print_summary(total, "total");
+#ifdef PRIMCACHED_WITH_ADMIN
+  admin->stop();
+#endif
+  remove_token_file(config.token_file, token);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the stop signals before any thread starts, so that every thread
+  // inherits the mask and they arrive only through the signalfd.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  const int signal_fd = ::signalfd(-1, &mask, SFD_CLOEXEC);
+  if (signal_fd < 0) {
+    std::perror("primcached: signalfd");
+    return 1;
+  }
+  try {
+    return run(argc, argv, signal_fd);
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "primcached: %s\n%s", e.message.c_str(), usage.data());
+    return 2;
+  } catch (const primcache::error& e) {
+    std::fprintf(stderr, "primcached: %s\n", e.message().c_str());
+    return e.code() == primcache::status::invalid_arguments ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "primcached: %s\n", e.what());
+    return 1;
+  }
+}

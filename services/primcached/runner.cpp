@@ -1,0 +1,167 @@
+#include "runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <random>
+
+namespace primcache::primcached {
+
+namespace {
+
+struct entry_slot {
+  primitive prim;
+  primitive::args args;
+};
+
+memory zeroed(const memory::desc& md, const engine& eng) {
+  memory m(md, eng);
+  if (void* p = m.get_data_handle(); p != nullptr) std::memset(p, 0, md.size_bytes());
+  return m;
+}
+
+// Buffers for every argument the descriptor resolved, zero-filled once.
+primitive::args make_args(const primitive_spec& spec, const primitive_desc& pd) {
+  const engine& eng = pd.get_engine();
+  primitive::args args;
+  for (int arg :
+       {PRIMCACHE_ARG_SRC, PRIMCACHE_ARG_WEIGHTS, PRIMCACHE_ARG_BIAS, PRIMCACHE_ARG_DST}) {
+    const memory::desc md = pd.query_md(arg);
+    if (md.size_bytes() != 0) args.emplace(arg, zeroed(md, eng));
+  }
+  for (std::size_t i = 0; i < spec.post_ops.size(); ++i) {
+    if (!spec.post_ops[i].binary) continue;
+    args.emplace(PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | PRIMCACHE_ARG_SRC_1,
+                 zeroed(spec.post_ops[i].src1.desc(), eng));
+  }
+  return args;
+}
+
+}  // namespace
+
+workload_runner::workload_runner(const workload& w, int threads, std::uint64_t seed)
+    : workload_(w), thread_count_(threads), seed_(seed), reported_(w.primitives.size(), false) {
+  for (int i = 0; i < thread_count_; ++i) states_.push_back(std::make_unique<thread_state>());
+}
+
+workload_runner::~workload_runner() {
+  stop();
+}
+
+void workload_runner::start() {
+  stop_.store(false);
+  for (int i = 0; i < thread_count_; ++i) threads_.emplace_back([this, i] { run(i); });
+}
+
+void workload_runner::stop() {
+  stop_.store(true);
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+interval_stats workload_runner::take_interval() {
+  interval_stats out;
+  for (const std::unique_ptr<thread_state>& s : states_) {
+    const std::uint64_t e = s->executions.load(std::memory_order_relaxed);
+    const std::uint64_t c = s->creations.load(std::memory_order_relaxed);
+    const std::uint64_t f = s->failures.load(std::memory_order_relaxed);
+    out.executions += e - s->seen_executions;
+    out.creations += c - s->seen_creations;
+    out.failures += f - s->seen_failures;
+    s->seen_executions = e;
+    s->seen_creations = c;
+    s->seen_failures = f;
+    std::vector<double> samples;
+    {
+      std::lock_guard lock(s->mu);
+      samples.swap(s->creation_ms);
+    }
+    out.creation_ms.insert(out.creation_ms.end(), samples.begin(), samples.end());
+  }
+  return out;
+}
+
+void workload_runner::report_failure(std::size_t entry, const std::exception& e) noexcept {
+  std::lock_guard lock(report_mu_);
+  if (reported_[entry]) return;
+  reported_[entry] = true;
+  std::fprintf(stderr, "primcached: primitives[%zu] (%s) failed: %s (counted; not repeated)\n",
+               entry, workload_.primitives[entry].name.c_str(), e.what());
+}
+
+void workload_runner::run(int index) noexcept {
+  thread_state& state = *states_[static_cast<std::size_t>(index)];
+  const std::vector<primitive_spec>& specs = workload_.primitives;
+  std::vector<double> weights;
+  for (const primitive_spec& s : specs) weights.push_back(s.weight);
+  std::mt19937_64 rng(seed_ + static_cast<std::uint64_t>(index) * 0x9e3779b97f4a7c15ull);
+  std::discrete_distribution<std::size_t> pick(weights.begin(), weights.end());
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+
+  std::vector<entry_slot> slots(specs.size());
+  std::optional<engine> cpu;
+  std::optional<stream> cpu_stream;
+  std::optional<engine> gpu;
+  std::optional<stream> gpu_stream;
+  try {
+    // Engines were built when the workload was validated; these cannot fail
+    // for a kind that is in use.
+    for (const primitive_spec& s : specs) {
+      if (s.engine == engine_kind::cpu && !cpu) {
+        cpu.emplace(engine_kind::cpu, 0);
+        cpu_stream.emplace(*cpu);
+      } else if (s.engine == engine_kind::gpu && !gpu) {
+        gpu.emplace(engine_kind::gpu, 0);
+        gpu_stream.emplace(*gpu);
+      }
+    }
+  } catch (const std::exception& e) {
+    report_failure(0, e);
+    return;
+  }
+
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const std::size_t i = pick(rng);
+    const primitive_spec& spec = specs[i];
+    entry_slot& slot = slots[i];
+    const engine& eng = spec.engine == engine_kind::cpu ? *cpu : *gpu;
+    const stream& strm = spec.engine == engine_kind::cpu ? *cpu_stream : *gpu_stream;
+    try {
+      if (!slot.prim || (spec.recreate > 0 && coin(rng) < spec.recreate)) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const primitive_desc pd = make_primitive_desc(spec, eng);
+        primitive p = make_primitive(pd);
+        const auto t1 = std::chrono::steady_clock::now();
+        {
+          std::lock_guard lock(state.mu);
+          state.creation_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+        state.creations.fetch_add(1, std::memory_order_relaxed);
+        if (slot.args.empty()) slot.args = make_args(spec, pd);
+        slot.prim = std::move(p);
+      }
+      slot.prim.execute(strm, slot.args);
+      state.executions.fetch_add(1, std::memory_order_relaxed);
+    } catch (const std::exception& e) {
+      state.failures.fetch_add(1, std::memory_order_relaxed);
+      report_failure(i, e);
+      // Do not spin on an entry that fails at once every time.
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
+double quantile(std::vector<double>& samples, double q) {
+  if (samples.empty()) return 0;
+  const std::size_t n = samples.size();
+  std::size_t rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(n)));
+  rank = std::clamp<std::size_t>(rank, 1, n) - 1;
+  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(rank),
+                   samples.end());
+  return samples[rank];
+}
+
+}  // namespace primcache::primcached

@@ -1,0 +1,77 @@
+// services/primcached/runner.hpp — runs a workload on N threads: each thread
+// picks entries by weight, creates them through the primitive cache (again,
+// with the entry's recreate probability) and executes them, until stopped.
+//
+//   primcache::primcached::workload_runner r(w, 4);
+//   r.start();
+//   ...
+//   primcache::primcached::interval_stats s = r.take_interval();  // since the last call
+//   r.stop();   // in-flight creations and executions finish first
+//
+// Creation time is measured around the primitive descriptor and the
+// primitive's construction (what a user of the API waits for), per creation.
+//
+// Thread-safety: start, stop and take_interval are called from one
+// controlling thread. Exceptions: start throws std::system_error when a
+// thread cannot be started; failures inside the loop are counted and the
+// first of each entry is printed on stderr, and the loop goes on.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "workload.hpp"
+
+namespace primcache::primcached {
+
+struct interval_stats {
+  std::uint64_t executions = 0;
+  std::uint64_t creations = 0;
+  std::uint64_t failures = 0;
+  std::vector<double> creation_ms;  // one sample per creation, unordered
+};
+
+class workload_runner {
+ public:
+  workload_runner(const workload& w, int threads, std::uint64_t seed = 0x5eed);
+  ~workload_runner();
+  workload_runner(const workload_runner&) = delete;
+  workload_runner& operator=(const workload_runner&) = delete;
+
+  void start();
+  // Asks the threads to stop after their current step, and joins them.
+  void stop();
+  interval_stats take_interval();
+
+ private:
+  struct alignas(64) thread_state {
+    std::atomic<std::uint64_t> executions{0};
+    std::atomic<std::uint64_t> creations{0};
+    std::atomic<std::uint64_t> failures{0};
+    std::mutex mu;
+    std::vector<double> creation_ms;                                           // guarded by mu
+    std::uint64_t seen_executions = 0, seen_creations = 0, seen_failures = 0;  // controller's
+  };
+
+  void run(int index) noexcept;
+  void report_failure(std::size_t entry, const std::exception& e) noexcept;
+
+  const workload workload_;
+  const int thread_count_;
+  const std::uint64_t seed_;
+  std::vector<std::unique_ptr<thread_state>> states_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+  std::mutex report_mu_;
+  std::vector<bool> reported_;  // guarded by report_mu_: a failure already printed
+};
+
+// The value at quantile q in [0, 1] of the samples (nearest rank); 0 when
+// there is none. Reorders the samples.
+double quantile(std::vector<double>& samples, double q);
+
+}  // namespace primcache::primcached

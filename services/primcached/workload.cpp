@@ -1,0 +1,380 @@
+#include "workload.hpp"
+
+#include <array>
+#include <utility>
+
+#include "json_field.hpp"
+#include "primcache/base/error.hpp"
+
+namespace primcache::primcached {
+
+namespace {
+
+format_tag plain_tag(std::size_t ndims) {
+  static constexpr std::array<format_tag, 7> tags = {
+      format_tag::undef, format_tag::a,     format_tag::ab,    format_tag::abc,
+      format_tag::abcd,  format_tag::abcde, format_tag::abcdef};
+  return ndims < tags.size() ? tags[ndims] : format_tag::undef;
+}
+
+std::optional<algorithm> parse_eltwise(std::string_view name) {
+  static constexpr std::pair<std::string_view, algorithm> table[] = {
+      {"relu", algorithm::eltwise_relu},           {"gelu_erf", algorithm::eltwise_gelu_erf},
+      {"gelu_tanh", algorithm::eltwise_gelu_tanh}, {"gelu", algorithm::eltwise_gelu_tanh},
+      {"tanh", algorithm::eltwise_tanh},           {"logistic", algorithm::eltwise_logistic},
+      {"sigmoid", algorithm::eltwise_logistic},    {"exp", algorithm::eltwise_exp},
+      {"linear", algorithm::eltwise_linear},       {"clip", algorithm::eltwise_clip},
+  };
+  if (name.starts_with("eltwise_")) name.remove_prefix(8);
+  for (const auto& [n, alg] : table) {
+    if (n == name) return alg;
+  }
+  return std::nullopt;
+}
+
+constexpr std::string_view eltwise_names =
+    "relu, gelu_erf, gelu_tanh, gelu, tanh, logistic, sigmoid, exp, linear, clip";
+
+algorithm read_eltwise(const json_field& f) {
+  const std::string name = f.string();
+  std::optional<algorithm> alg = parse_eltwise(name);
+  if (!alg)
+    f.fail("unknown eltwise algorithm \"" + name + "\" (expected one of " +
+           std::string(eltwise_names) + ")");
+  return *alg;
+}
+
+data_type read_data_type(const json_field& f) {
+  const std::string name = f.string();
+  std::optional<data_type> dt = parse_data_type(name);
+  if (!dt) f.fail("unknown data type \"" + name + "\" (expected f32, f16, bf16, s8, u8 or s32)");
+  return *dt;
+}
+
+// A layout for a tensor of `ndims` dimensions.
+format_tag read_layout(const json_field& f, std::size_t ndims, bool any_allowed) {
+  const std::string name = f.string();
+  std::optional<format_tag> tag = parse_format_tag(name);
+  if (!tag) f.fail("unknown layout \"" + name + "\" (a format tag such as ab, nchw, nChw16c)");
+  if (*tag == format_tag::any) {
+    if (!any_allowed) f.fail("layout any is allowed for weights only");
+    return *tag;
+  }
+  if (static_cast<std::size_t>(ndims_of(*tag)) != ndims) {
+    f.fail("layout " + name + " lays out " + std::to_string(ndims_of(*tag)) +
+           " dimensions, the tensor has " + std::to_string(ndims));
+  }
+  return *tag;
+}
+
+struct tensor_fields {
+  std::optional<json_field> shapes, data_types, layouts;
+};
+
+// Reads one named tensor from shapes/data_types/layouts; `dims` is used when
+// shapes has no entry for it (nullopt: the shape is required).
+tensor_spec read_tensor(const json_field& entry, const tensor_fields& t, std::string_view name,
+                        std::optional<memory::dims> dims, bool any_allowed) {
+  tensor_spec out;
+  if (std::optional<json_field> s = t.shapes->member(name)) {
+    out.dims = s->positive_dims();
+  } else if (dims) {
+    out.dims = std::move(*dims);
+  } else {
+    t.shapes->fail("missing field " + std::string(name));
+  }
+  if (out.dims.size() > 6) {
+    t.shapes->required(name).fail("expected at most 6 dimensions");
+  }
+  if (t.data_types) {
+    if (t.data_types->value().is_string()) {
+      out.type = read_data_type(*t.data_types);
+    } else if (std::optional<json_field> d = t.data_types->member(name)) {
+      out.type = read_data_type(*d);
+    }
+  }
+  out.layout = plain_tag(out.dims.size());
+  if (t.layouts) {
+    if (std::optional<json_field> l = t.layouts->member(name)) {
+      out.layout = read_layout(*l, out.dims.size(), any_allowed);
+    }
+  }
+  (void)entry;
+  return out;
+}
+
+void read_attributes(const json_field& attrs, primitive_spec& spec) {
+  attrs.allow_only({"post_ops", "output_scales", "output_scales_mask"});
+  if (std::optional<json_field> ops = attrs.member("post_ops")) {
+    const std::size_t n = ops->array().size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const json_field op = ops->element(i);
+      op.allow_only(
+          {"kind", "algorithm", "scale", "alpha", "beta", "shape", "data_type", "layout"});
+      const json_field kind = op.required("kind");
+      const std::string k = kind.string();
+      post_op_spec p;
+      if (k == "eltwise") {
+        for (std::string_view f : {"shape", "data_type", "layout"}) {
+          if (op.has(f)) op.required(f).fail("only binary_add post-ops have an operand");
+        }
+        p.alg = read_eltwise(op.required("algorithm"));
+        if (auto f = op.member("scale")) p.scale = static_cast<float>(f->number());
+        if (auto f = op.member("alpha")) p.alpha = static_cast<float>(f->number());
+        if (auto f = op.member("beta")) p.beta = static_cast<float>(f->number());
+      } else if (k == "binary_add") {
+        for (std::string_view f : {"algorithm", "scale", "alpha", "beta"}) {
+          if (op.has(f)) op.required(f).fail("only eltwise post-ops have this field");
+        }
+        p.binary = true;
+        p.alg = algorithm::binary_add;
+        p.src1.dims = op.has("shape") ? op.required("shape").positive_dims() : spec.dst.dims;
+        if (auto f = op.member("data_type")) p.src1.type = read_data_type(*f);
+        p.src1.layout = plain_tag(p.src1.dims.size());
+        if (auto f = op.member("layout"))
+          p.src1.layout = read_layout(*f, p.src1.dims.size(), false);
+      } else {
+        kind.fail("unknown post-op kind \"" + k + "\" (expected eltwise or binary_add)");
+      }
+      spec.post_ops.push_back(std::move(p));
+    }
+  }
+  if (std::optional<json_field> s = attrs.member("output_scales")) {
+    spec.output_scales = s->numbers();
+  }
+  if (std::optional<json_field> m = attrs.member("output_scales_mask")) {
+    if (spec.output_scales.empty()) m->fail("given without output_scales");
+    spec.output_scales_mask = static_cast<int>(m->integer(0, (1 << 6) - 1));
+  }
+}
+
+primitive_kind read_kind(const json_field& f) {
+  const std::string k = f.string();
+  if (k == "matmul") return primitive_kind::matmul;
+  if (k == "convolution") return primitive_kind::convolution;
+  if (k == "eltwise") return primitive_kind::eltwise;
+  if (k == "reorder") return primitive_kind::reorder;
+  f.fail("unknown primitive kind \"" + k + "\" (expected matmul, convolution, eltwise or reorder)");
+}
+
+primitive_spec read_primitive(const json_field& entry, std::size_t index) {
+  entry.object();
+  primitive_spec spec;
+  spec.kind = read_kind(entry.required("kind"));
+  switch (spec.kind) {
+    case primitive_kind::matmul:
+      entry.allow_only({"name", "kind", "engine", "shapes", "data_types", "layouts", "attributes",
+                        "weight", "recreate"});
+      break;
+    case primitive_kind::convolution:
+      entry.allow_only({"name", "kind", "engine", "shapes", "data_types", "layouts", "attributes",
+                        "weight", "recreate", "algorithm", "strides", "padding", "padding_l",
+                        "padding_r", "dilation"});
+      break;
+    case primitive_kind::eltwise:
+      entry.allow_only({"name", "kind", "engine", "shapes", "data_types", "layouts", "attributes",
+                        "weight", "recreate", "algorithm", "alpha", "beta"});
+      break;
+    case primitive_kind::reorder:
+      entry.allow_only({"name", "kind", "engine", "shapes", "data_types", "layouts", "attributes",
+                        "weight", "recreate"});
+      break;
+  }
+  spec.name = entry.has("name") ? entry.required("name").string()
+                                : std::string(to_string(spec.kind)) + "#" + std::to_string(index);
+  if (std::optional<json_field> e = entry.member("engine")) {
+    const std::string k = e->string();
+    if (k == "cpu") {
+      spec.engine = engine_kind::cpu;
+    } else if (k == "gpu") {
+      spec.engine = engine_kind::gpu;
+    } else {
+      e->fail("unknown engine \"" + k + "\" (expected cpu or gpu)");
+    }
+  }
+  tensor_fields t;
+  t.shapes = entry.required("shapes");
+  t.shapes->object();
+  t.data_types = entry.member("data_types");
+  if (t.data_types && !t.data_types->value().is_string()) t.data_types->object();
+  t.layouts = entry.member("layouts");
+  if (t.layouts) t.layouts->object();
+
+  auto allow_tensors = [&](std::initializer_list<std::string_view> names) {
+    t.shapes->allow_only(names);
+    if (t.data_types && t.data_types->value().is_object()) t.data_types->allow_only(names);
+    if (t.layouts) t.layouts->allow_only(names);
+  };
+
+  switch (spec.kind) {
+    case primitive_kind::matmul: {
+      allow_tensors({"src", "weights", "bias", "dst"});
+      spec.src = read_tensor(entry, t, "src", std::nullopt, false);
+      spec.weights = read_tensor(entry, t, "weights", std::nullopt, true);
+      memory::dims dst = spec.src.dims;
+      dst.back() = spec.weights->dims.back();
+      spec.dst = read_tensor(entry, t, "dst", dst, false);
+      if (t.shapes->has("bias")) spec.bias = read_tensor(entry, t, "bias", std::nullopt, false);
+      break;
+    }
+    case primitive_kind::convolution: {
+      allow_tensors({"src", "weights", "bias", "dst"});
+      spec.src = read_tensor(entry, t, "src", std::nullopt, false);
+      spec.weights = read_tensor(entry, t, "weights", std::nullopt, true);
+      if (spec.src.dims.size() != 4)
+        t.shapes->required("src").fail("expected 4 dimensions (N, C, H, W)");
+      const std::size_t wn = spec.weights->dims.size();
+      if (wn != 4 && wn != 5) {
+        t.shapes->required("weights").fail(
+            "expected 4 dimensions (O, I, KH, KW), or 5 when grouped");
+      }
+      spec.strides =
+          entry.has("strides") ? entry.required("strides").positive_dims() : memory::dims{1, 1};
+      if (spec.strides.size() != 2) entry.required("strides").fail("expected 2 strides");
+      spec.dilation = entry.has("dilation") ? entry.required("dilation").non_negative_dims(2)
+                                            : memory::dims{0, 0};
+      if (entry.has("padding") && (entry.has("padding_l") || entry.has("padding_r"))) {
+        entry.required("padding").fail("give padding, or padding_l and padding_r, not both");
+      }
+      spec.padding_l = spec.padding_r = entry.has("padding")
+                                            ? entry.required("padding").non_negative_dims(2)
+                                            : memory::dims{0, 0};
+      if (entry.has("padding_l")) spec.padding_l = entry.required("padding_l").non_negative_dims(2);
+      if (entry.has("padding_r")) spec.padding_r = entry.required("padding_r").non_negative_dims(2);
+      if (std::optional<json_field> a = entry.member("algorithm")) {
+        const std::string name = a->string();
+        if (name == "direct") {
+          spec.conv_alg = algorithm::convolution_direct;
+        } else if (name == "auto") {
+          spec.conv_alg = algorithm::convolution_auto;
+        } else {
+          a->fail("unknown convolution algorithm \"" + name + "\" (expected direct or auto)");
+        }
+      }
+      const memory::dims& w = spec.weights->dims;
+      const std::int64_t oc = wn == 5 ? w[0] * w[1] : w[0];
+      memory::dims dst = {spec.src.dims[0], oc, 1, 1};
+      for (int d = 0; d < 2; ++d) {
+        const std::int64_t k = (w[wn - 2 + d] - 1) * (spec.dilation[d] + 1) + 1;
+        const std::int64_t span = spec.src.dims[2 + d] + spec.padding_l[d] + spec.padding_r[d] - k;
+        dst[2 + d] = span < 0 ? 1 : span / spec.strides[d] + 1;
+      }
+      spec.dst = read_tensor(entry, t, "dst", dst, false);
+      if (t.shapes->has("bias")) spec.bias = read_tensor(entry, t, "bias", std::nullopt, false);
+      break;
+    }
+    case primitive_kind::eltwise:
+      allow_tensors({"src", "dst"});
+      spec.src = read_tensor(entry, t, "src", std::nullopt, false);
+      spec.dst = read_tensor(entry, t, "dst", spec.src.dims, false);
+      spec.eltwise_alg = read_eltwise(entry.required("algorithm"));
+      if (auto f = entry.member("alpha")) spec.alpha = static_cast<float>(f->number());
+      if (auto f = entry.member("beta")) spec.beta = static_cast<float>(f->number());
+      break;
+    case primitive_kind::reorder:
+      allow_tensors({"src", "dst"});
+      spec.src = read_tensor(entry, t, "src", std::nullopt, false);
+      spec.dst = read_tensor(entry, t, "dst", spec.src.dims, false);
+      break;
+  }
+  if (std::optional<json_field> a = entry.member("attributes")) read_attributes(*a, spec);
+  if (std::optional<json_field> w = entry.member("weight")) {
+    spec.weight = w->number();
+    if (!(spec.weight > 0) || spec.weight > 1e9) w->fail("expected a number > 0");
+  }
+  if (std::optional<json_field> r = entry.member("recreate")) {
+    spec.recreate = r->number();
+    if (!(spec.recreate >= 0 && spec.recreate <= 1)) r->fail("expected a number in [0, 1]");
+  }
+  return spec;
+}
+
+primitive_attr make_attr(const primitive_spec& spec) {
+  primitive_attr attr;
+  if (!spec.post_ops.empty()) {
+    post_ops ops;
+    for (const post_op_spec& p : spec.post_ops) {
+      if (p.binary) {
+        ops.append_binary(p.alg, p.src1.desc());
+      } else {
+        ops.append_eltwise(p.scale, p.alg, p.alpha, p.beta);
+      }
+    }
+    attr.set_post_ops(std::move(ops));
+  }
+  if (!spec.output_scales.empty()) {
+    attr.set_output_scales(spec.output_scales_mask, spec.output_scales);
+  }
+  return attr;
+}
+
+}  // namespace
+
+std::string_view to_string(primitive_kind kind) noexcept {
+  switch (kind) {
+    case primitive_kind::matmul: return "matmul";
+    case primitive_kind::convolution: return "convolution";
+    case primitive_kind::eltwise: return "eltwise";
+    case primitive_kind::reorder: return "reorder";
+  }
+  return "unknown";
+}
+
+primitive_desc make_primitive_desc(const primitive_spec& spec, const engine& eng) {
+  const primitive_attr attr = make_attr(spec);
+  switch (spec.kind) {
+    case primitive_kind::matmul: {
+      const matmul::desc d =
+          spec.bias ? matmul::desc(spec.src.desc(), spec.weights->desc(), spec.bias->desc(),
+                                   spec.dst.desc())
+                    : matmul::desc(spec.src.desc(), spec.weights->desc(), spec.dst.desc());
+      return matmul::primitive_desc(d, attr, eng);
+    }
+    case primitive_kind::convolution: {
+      const convolution_forward::desc d(
+          prop_kind::forward_inference, spec.conv_alg, spec.src.desc(), spec.weights->desc(),
+          spec.bias ? spec.bias->desc() : memory::desc(), spec.dst.desc(), spec.strides,
+          spec.dilation, spec.padding_l, spec.padding_r);
+      return convolution_forward::primitive_desc(d, attr, eng);
+    }
+    case primitive_kind::eltwise: {
+      const eltwise_forward::desc d(prop_kind::forward_inference, spec.eltwise_alg, spec.src.desc(),
+                                    spec.dst.desc(), spec.alpha, spec.beta);
+      return eltwise_forward::primitive_desc(d, attr, eng);
+    }
+    case primitive_kind::reorder:
+      return reorder::primitive_desc(eng, spec.src.desc(), eng, spec.dst.desc(), attr);
+  }
+  throw error(status::invalid_arguments, "unknown primitive kind");
+}
+
+primitive make_primitive(const primitive_desc& pd) {
+  // Every kind's primitive is the base primitive made from its descriptor.
+  return primitive(pd);
+}
+
+workload load_workload(std::string_view text, const std::string& file) {
+  const boost::json::value doc = parse_json_text(text, file);
+  const json_field root(doc, file);
+  root.object();
+  root.allow_only({"name", "description", "primitives"});
+  workload w;
+  if (std::optional<json_field> n = root.member("name")) w.name = n->string();
+  if (std::optional<json_field> d = root.member("description")) d->string();
+  const json_field list = root.required("primitives");
+  const std::size_t count = list.array().size();
+  if (count == 0) list.fail("expected at least one primitive");
+  for (std::size_t i = 0; i < count; ++i) {
+    const json_field entry = list.element(i);
+    w.primitives.push_back(read_primitive(entry, i));
+    const primitive_spec& spec = w.primitives.back();
+    try {
+      make_primitive_desc(spec, engine(spec.engine, 0));
+    } catch (const error& e) {
+      entry.fail(e.what());
+    }
+  }
+  return w;
+}
+
+}  // namespace primcache::primcached

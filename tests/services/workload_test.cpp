@@ -1,0 +1,130 @@
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "embedded_defaults.hpp"
+#include "primcache/base/error.hpp"
+#include "workload.hpp"
+
+namespace {
+
+using namespace primcache;
+using namespace primcache::primcached;
+
+// The message load_workload refuses `text` with.
+std::string refusal(const std::string& text) {
+  try {
+    load_workload(text, "workload.json");
+  } catch (const error& e) {
+    CHECK(e.code() == status::invalid_arguments);
+    return e.message();
+  }
+  FAIL("the workload was accepted: " << text);
+  return "";
+}
+
+const std::string mm = R"({"kind": "matmul", "shapes": {"src": [4, 8], "weights": [8, 2]}})";
+
+}  // namespace
+
+TEST_CASE("The embedded default workload loads and mixes every primitive kind",
+          "[services][workload]") {
+  const workload w = load_workload(embedded_workload(), "default.json");
+  REQUIRE(w.primitives.size() >= 10);
+  bool seen[4] = {};
+  for (const primitive_spec& p : w.primitives) seen[static_cast<int>(p.kind)] = true;
+  CHECK((seen[0] && seen[1] && seen[2] && seen[3]));
+  CHECK(w.name == "default");
+}
+
+TEST_CASE("A workload entry reads its shapes, types, layouts and attributes",
+          "[services][workload]") {
+  const workload w = load_workload(R"({"primitives": [
+      {"name": "m", "kind": "matmul", "weight": 3, "recreate": 0.25,
+       "shapes": {"src": [4, 8], "weights": [8, 2]}, "layouts": {"weights": "any"},
+       "attributes": {"post_ops": [{"kind": "eltwise", "algorithm": "relu"},
+                                   {"kind": "binary_add", "shape": [1, 2]}]}},
+      {"kind": "convolution", "shapes": {"src": [1, 16, 8, 8], "weights": [16, 16, 3, 3]},
+       "padding": [1, 1], "strides": [2, 2], "layouts": {"src": "nChw16c", "dst": "nChw16c"}},
+      {"kind": "reorder", "shapes": {"src": [4, 32]}, "data_types": {"dst": "s8"},
+       "attributes": {"output_scales": [0.5]}}]})",
+                                   "w.json");
+  REQUIRE(w.primitives.size() == 3);
+  const primitive_spec& m = w.primitives[0];
+  CHECK(m.name == "m");
+  CHECK(m.weight == 3);
+  CHECK(m.recreate == 0.25);
+  CHECK(m.dst.dims == memory::dims{4, 2});
+  CHECK(m.weights->layout == format_tag::any);
+  REQUIRE(m.post_ops.size() == 2);
+  CHECK(m.post_ops[1].binary);
+  const primitive_spec& c = w.primitives[1];
+  CHECK(c.name == "convolution#1");
+  CHECK(c.dst.dims == memory::dims{1, 16, 4, 4});
+  CHECK(w.primitives[2].dst.type == data_type::s8);
+  CHECK(w.primitives[2].output_scales == std::vector<float>{0.5f});
+}
+
+TEST_CASE("A malformed workload is refused with a message naming the field",
+          "[services][workload]") {
+  SECTION("a shape that is not an array of positive integers") {
+    CHECK(refusal(R"({"primitives": [)" + mm + "," + mm + "," + mm +
+                  R"(, {"kind": "matmul", "shapes": {"src": [4, -8], "weights": [8, 2]}}]})") ==
+          "workload.json: primitives[3].shapes.src: expected an array of positive integers");
+  }
+  SECTION("a missing shape") {
+    CHECK(refusal(R"({"primitives": [{"kind": "matmul", "shapes": {"src": [4, 8]}}]})") ==
+          "workload.json: primitives[0].shapes: missing field weights");
+  }
+  SECTION("an unknown primitive kind") {
+    CHECK(refusal(R"({"primitives": [{"kind": "softmax", "shapes": {}}]})") ==
+          "workload.json: primitives[0].kind: unknown primitive kind \"softmax\" (expected "
+          "matmul, convolution, eltwise or reorder)");
+  }
+  SECTION("an unknown field, a typo") {
+    CHECK_THAT(refusal(R"({"primitives": [{"kind": "matmul", "shape": {}}]})"),
+               Catch::StartsWith("workload.json: primitives[0].shape: unknown field"));
+  }
+  SECTION("an unknown data type") {
+    CHECK_THAT(refusal(R"({"primitives": [{"kind": "reorder", "shapes": {"src": [4]},
+                                            "data_types": {"dst": "f64"}}]})"),
+               Catch::StartsWith("workload.json: primitives[0].data_types.dst: unknown data type "
+                                 "\"f64\""));
+  }
+  SECTION("a layout for the wrong number of dimensions") {
+    CHECK(refusal(R"({"primitives": [{"kind": "eltwise", "algorithm": "relu",
+                                      "shapes": {"src": [4, 4]}, "layouts": {"src": "nchw"}}]})") ==
+          "workload.json: primitives[0].layouts.src: layout nchw lays out 4 dimensions, the "
+          "tensor has 2");
+  }
+  SECTION("a weight that is not positive") {
+    CHECK(refusal(R"({"primitives": [{"kind": "matmul", "weight": 0,
+                                      "shapes": {"src": [4, 8], "weights": [8, 2]}}]})") ==
+          "workload.json: primitives[0].weight: expected a number > 0");
+  }
+  SECTION("a recreate probability out of range") {
+    CHECK(refusal(R"({"primitives": [{"kind": "matmul", "recreate": 2,
+                                      "shapes": {"src": [4, 8], "weights": [8, 2]}}]})") ==
+          "workload.json: primitives[0].recreate: expected a number in [0, 1]");
+  }
+  SECTION("an unknown eltwise algorithm in a post-op") {
+    CHECK_THAT(refusal(R"({"primitives": [{"kind": "matmul",
+                 "shapes": {"src": [4, 8], "weights": [8, 2]},
+                 "attributes": {"post_ops": [{"kind": "eltwise", "algorithm": "swish"}]}}]})"),
+               Catch::StartsWith("workload.json: primitives[0].attributes.post_ops[0].algorithm: "
+                                 "unknown eltwise algorithm \"swish\""));
+  }
+  SECTION("shapes that do not agree, found by the runtime") {
+    CHECK_THAT(refusal(R"({"primitives": [{"kind": "matmul",
+                 "shapes": {"src": [4, 8], "weights": [7, 2]}}]})"),
+               Catch::StartsWith("workload.json: primitives[0]: invalid_arguments: "));
+  }
+  SECTION("no primitives") {
+    CHECK(refusal(R"({"primitives": []})") ==
+          "workload.json: primitives: expected at least one primitive");
+  }
+  SECTION("not JSON") {
+    CHECK_THAT(refusal("{\n  \"primitives\": [,]\n}"),
+               Catch::StartsWith("workload.json: line 2, column 18: not valid JSON"));
+  }
+}
