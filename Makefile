@@ -20,10 +20,11 @@ configure: deps
 build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
-# Until primcached exists, the main job is the cache benchmark.
+# The main job: primcached with its embedded defaults (configs/primcached.json,
+# configs/workloads/default.json); it prints the console URL and the token
+# file, and stops cleanly on Ctrl-C.
 run: build
-	@echo "primcached does not exist yet: running the cache benchmark (benchmarks/bench_cache)."
-	@$(BUILD)/benchmarks/bench_cache --benchmark_counters_tabular=true
+	@exec $(BUILD)/services/primcached/primcached
 
 test: build
 	@ctest --preset $(PRESET) -j $(JOBS)
