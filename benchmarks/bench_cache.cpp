@@ -9,6 +9,14 @@
 //                                    reference count
 //   BM_CacheMiss/<cache>             a full cache: each lookup misses, inserts
 //                                    and evicts
+//   BM_CacheHitUnderInserts/<cache>  BM_CacheHit's hits on one thread while a
+//                                    second thread inserts new keys without
+//                                    pause (each insert evicts an earlier
+//                                    inserted key; capacity 8k); the counter
+//                                    inserts_per_second is the other thread's
+//                                    rate, hit_misses the hits that missed.
+//                                    Goal (issue 7): within 2x of
+//                                    BM_CacheHit/primcache/threads:1
 //
 // <cache> is `primcache` (primcache::concurrent_cache) or `mutex_lru`
 // (std::mutex + std::unordered_map + std::list spliced to the front on every
@@ -16,6 +24,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -114,7 +123,8 @@ class mutex_lru {
 
 template <typename Value>
 struct primcache_adapter {
-  primcache::concurrent_cache<primcache::key, Value> cache{kResident};
+  explicit primcache_adapter(std::size_t capacity = kResident) : cache(capacity) {}
+  primcache::concurrent_cache<primcache::key, Value> cache;
   template <typename Creator>
   Value get_or_add(const primcache::key& k, Creator&& c) {
     return cache.get_or_add(k, std::forward<Creator>(c)).value;
@@ -123,7 +133,8 @@ struct primcache_adapter {
 
 template <typename Value>
 struct mutex_lru_adapter {
-  mutex_lru<primcache::key, Value> cache{kResident};
+  explicit mutex_lru_adapter(std::size_t capacity = kResident) : cache(capacity) {}
+  mutex_lru<primcache::key, Value> cache;
   template <typename Creator>
   Value get_or_add(const primcache::key& k, Creator&& c) {
     return cache.get_or_add(k, std::forward<Creator>(c));
@@ -172,6 +183,48 @@ void cache_miss(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+template <typename Adapter>
+void cache_hit_under_inserts(benchmark::State& state) {
+  Adapter cache(8 * kResident);
+  const auto& k = keys();
+  const auto& order = hit_order();
+  for (std::size_t i = 0; i < kResident; ++i) {
+    cache.get_or_add(k[i], [i] { return make_value<handle>(i); });
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> inserted{0};
+  std::thread inserter([&] {
+    std::size_t i = kResident;
+    std::uint64_t n = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      handle v = cache.get_or_add(k[i], [i] { return make_value<handle>(i); });
+      benchmark::DoNotOptimize(v);
+      if (++i == kMissKeys) i = kResident;
+      inserted.store(++n, std::memory_order_relaxed);
+    }
+  });
+  // The inserts have filled the cache and are evicting before timing starts.
+  while (inserted.load(std::memory_order_relaxed) < 2 * kResident) std::this_thread::yield();
+  const std::uint64_t inserted_before = inserted.load(std::memory_order_relaxed);
+  std::uint64_t misses = 0;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    handle v = cache.get_or_add(k[order[i]], [&misses] {
+      ++misses;
+      return make_value<handle>(0);
+    });
+    benchmark::DoNotOptimize(v);
+    if (++i == kResident) i = 0;
+  }
+  const std::uint64_t inserted_during = inserted.load(std::memory_order_relaxed) - inserted_before;
+  stop.store(true);
+  inserter.join();
+  state.SetItemsProcessed(state.iterations());
+  state.counters["inserts_per_second"] =
+      benchmark::Counter(static_cast<double>(inserted_during), benchmark::Counter::kIsRate);
+  state.counters["hit_misses"] = static_cast<double>(misses);
+}
+
 std::vector<int> thread_counts() {
   std::set<int> counts{1, 2, static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   return {counts.begin(), counts.end()};
@@ -190,6 +243,12 @@ const bool registered = [] {
   register_hit("BM_CacheHit/mutex_lru", cache_hit<mutex_lru_adapter<handle>, handle>);
   register_hit("BM_CacheHitShared/primcache", cache_hit<primcache_adapter<shared>, shared>);
   register_hit("BM_CacheHitShared/mutex_lru", cache_hit<mutex_lru_adapter<shared>, shared>);
+  benchmark::RegisterBenchmark("BM_CacheHitUnderInserts/primcache",
+                               cache_hit_under_inserts<primcache_adapter<handle>>)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_CacheHitUnderInserts/mutex_lru",
+                               cache_hit_under_inserts<mutex_lru_adapter<handle>>)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("BM_CacheMiss/primcache", cache_miss<primcache_adapter<handle>>);
   benchmark::RegisterBenchmark("BM_CacheMiss/mutex_lru", cache_miss<mutex_lru_adapter<handle>>);
   return true;

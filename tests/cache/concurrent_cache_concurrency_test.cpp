@@ -469,3 +469,151 @@ TEST_CASE("stress: the same load on a cache whose capacity is a weight",
                       eviction_reason reason) { ledger.heard(key, reason); }});
   stress(cache, ledger, /*weighted=*/true);
 }
+
+// ---- hits beside writers ---------------------------------------------------
+
+namespace {
+
+// Keys >= 100 share one hash, so a lookup of one compares it with the
+// others. Comparing key 500 blocks on its second call — the second look a
+// miss takes under the exclusive lock (the first is the lock-free lookup) —
+// until `release` is set (or 20 s pass), so a test can hold a writer inside
+// the exclusive lock.
+struct blocking_hash {
+  std::size_t operator()(int k) const noexcept {
+    return k < 100 ? static_cast<std::size_t>(k) : 12345;
+  }
+};
+struct blocking_state {
+  std::atomic<int> calls_on_500{0};
+  std::atomic<bool> blocked{false};
+  std::atomic<bool> release{false};
+  std::atomic<bool> timed_out{false};
+};
+blocking_state* g_blocking = nullptr;
+struct blocking_eq {
+  bool operator()(int a, int b) const {
+    if ((a == 500 || b == 500) && g_blocking != nullptr &&
+        g_blocking->calls_on_500.fetch_add(1) == 1) {
+      g_blocking->blocked.store(true);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!g_blocking->release.load()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          g_blocking->timed_out.store(true);
+          break;
+        }
+        std::this_thread::yield();
+      }
+    }
+    return a == b;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("hits complete while a writer holds the exclusive lock", "[cache][concurrency]") {
+  blocking_state state;
+  primcache::concurrent_cache<int, int, blocking_hash, blocking_eq> cache(100);
+  for (int k = 0; k < 10; ++k) cache.get_or_add(k, [k] { return k * 7; });
+  cache.get_or_add(501, [] { return 501 * 7; });
+  g_blocking = &state;
+  std::thread writer([&] { cache.get_or_add(500, [] { return 500 * 7; }); });
+  spin_until([&] { return state.blocked.load(); });
+  // The writer is now inside the exclusive lock, comparing keys.
+  int wrong = 0;
+  for (int round = 0; round < 1000; ++round) {
+    for (int k = 0; k < 10; ++k) {
+      auto r = cache.get_or_add(k, [] { return -1; });
+      if (r.value != k * 7 || r.outcome != lookup_outcome::hit) ++wrong;
+    }
+  }
+  const bool finished_while_blocked = !state.release.load() && !state.timed_out.load();
+  state.release.store(true);
+  writer.join();
+  g_blocking = nullptr;
+  CHECK(wrong == 0);
+  CHECK(finished_while_blocked);
+  CHECK_FALSE(state.timed_out.load());
+  CHECK(cache.get_or_add(500, [] { return -1; }).value == 500 * 7);
+}
+
+namespace {
+
+// Values that a use after free would corrupt (and sanitizers would report).
+struct tagged {
+  explicit tagged(int k) : key(k), check(~k) {}
+  ~tagged() { check = 0; }
+  int key;
+  int check;
+};
+using tagged_cache = primcache::concurrent_cache<int, std::shared_ptr<const tagged>>;
+
+}  // namespace
+
+TEST_CASE("stress: hits on resident keys during inserts, evictions, erasures and capacity changes",
+          "[cache][concurrency][stress]") {
+  tagged_cache cache(300);
+  constexpr int kResidentKeys = 64;
+#ifdef PRIMCACHE_TEST_TSAN
+  constexpr int kHitsPerReader = 40'000;
+#else
+  constexpr int kHitsPerReader = 400'000;
+#endif
+  constexpr int kReaders = 3;
+  std::atomic<bool> stop{false};
+  std::vector<long> wrong(kReaders, 0);
+  std::vector<long> hits(kReaders, 0);
+  std::atomic<long> inserter_wrong{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&, r] {
+      for (int i = 0; i < kHitsPerReader; ++i) {
+        const int k = (i * 7 + r) % kResidentKeys;
+        auto got = cache.get_or_add(k, [k] { return std::make_shared<const tagged>(k); });
+        if (got.value == nullptr || got.value->key != k || got.value->check != ~k) ++wrong[r];
+        if (got.outcome == lookup_outcome::hit) ++hits[r];
+      }
+    });
+  }
+  // Two inserters of fresh keys (each insert evicts once the cache is full).
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      int k = 1000 + w;
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto got = cache.get_or_add(k, [k] { return std::make_shared<const tagged>(k); });
+        if (got.value->key != k || got.value->check != ~k) inserter_wrong.fetch_add(1);
+        k += 2;
+        if (k > 200'000) k = 1000 + w;
+      }
+    });
+  }
+  // Capacity moves (below the resident set at times), erasures and clears.
+  threads.emplace_back([&] {
+    std::mt19937 rng(7);
+    int step = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      switch (step++ % 8) {
+        case 0: cache.set_capacity(16 + rng() % 400); break;
+        case 1: cache.erase(static_cast<int>(rng() % kResidentKeys)); break;
+        case 2: cache.erase(1000 + static_cast<int>(rng() % 5000)); break;
+        case 7:
+          if (step % 64 == 7) cache.clear();
+          break;
+        default: std::this_thread::yield(); break;
+      }
+    }
+    cache.set_capacity(300);
+  });
+  for (int r = 0; r < kReaders; ++r) threads[static_cast<std::size_t>(r)].join();
+  stop.store(true);
+  for (std::size_t t = kReaders; t < threads.size(); ++t) threads[t].join();
+  long total_hits = 0;
+  for (int r = 0; r < kReaders; ++r) {
+    CHECK(wrong[r] == 0);
+    total_hits += hits[r];
+  }
+  CHECK(inserter_wrong.load() == 0);
+  CHECK(total_hits > 0);
+  const auto o = cache.occupancy();
+  CHECK(o.size <= o.capacity);
+}

@@ -63,43 +63,46 @@ std::size_t reader_slot_count() noexcept {
 read_mostly_lock::read_mostly_lock()
     : mask_(reader_slot_count() - 1), slots_(new reader_slot[mask_ + 1]) {}
 
-void read_mostly_lock::lock() {
-  writers_.lock();
-  writer_.store(true, std::memory_order_seq_cst);
-  for (std::size_t i = 0; i <= mask_; ++i) {
-    // Readers stay inside for a lookup and a value copy; spin briefly, then
-    // yield, in case the reader was preempted.
-    for (unsigned spins = 0; (slots_[i].word.load(std::memory_order_seq_cst) & reader_mask) != 0;
-         ++spins) {
-      if (spins < 64) {
+void read_mostly_lock::synchronize() noexcept {
+  // Orders the caller's unlinking stores before the loads below (see the
+  // header's argument).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // No reader inside at all: nothing to wait for, and no phase flip to
+  // disturb readers' copy of phase_. (A reader whose increment these loads
+  // miss sees the unlinks, by the same argument as below.)
+  bool anyone = false;
+  for (std::size_t i = 0; i <= mask_ && !anyone; ++i) {
+    anyone = ((slots_[i].word[0].load(std::memory_order_seq_cst) |
+               slots_[i].word[1].load(std::memory_order_seq_cst)) &
+              reader_mask) != 0;
+  }
+  if (!anyone) return;
+  lock_guard g(grace_);
+  for (int round = 0; round < 2; ++round) {
+    const unsigned old = phase_.load(std::memory_order_relaxed) & 1u;
+    phase_.store(old ^ 1u, std::memory_order_seq_cst);
+    for (std::size_t i = 0; i <= mask_; ++i) {
+      // Readers stay inside for a lookup and a value copy; spin briefly,
+      // then yield, in case the reader was preempted.
+      for (unsigned spins = 0;
+           (slots_[i].word[old].load(std::memory_order_seq_cst) & reader_mask) != 0; ++spins) {
+        if (spins < 64) {
 #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
+          __builtin_ia32_pause();
 #endif
-      } else {
-        std::this_thread::yield();
+        } else {
+          std::this_thread::yield();
+        }
       }
     }
   }
 }
 
-void read_mostly_lock::unlock() {
-  writer_.store(false, std::memory_order_release);
-  writers_.unlock();
-}
-
-void read_mostly_lock::lock_shared_slow(reader_slot& slot) {
-  // Retreat so that the writer can finish, wait for it on its mutex, and
-  // re-enter while holding that mutex: no writer is inside then, and the next
-  // one acquires the mutex after this thread releases it, so it sees the count.
-  slot.word.fetch_sub(1, std::memory_order_release);
-  lock_guard g(writers_);
-  slot.word.fetch_add(1, std::memory_order_relaxed);
-}
-
 std::uint64_t read_mostly_lock::hits() const noexcept {
   std::uint64_t sum = 0;
   for (std::size_t i = 0; i <= mask_; ++i) {
-    sum += slots_[i].word.load(std::memory_order_relaxed) >> hit_shift;
+    sum += slots_[i].word[0].load(std::memory_order_relaxed) >> hit_shift;
+    sum += slots_[i].word[1].load(std::memory_order_relaxed) >> hit_shift;
   }
   return sum;
 }

@@ -31,26 +31,37 @@
 // thread, except the destructor, which must not race with anything (in-flight
 // creators included). No lock is held while the creator, the weigher,
 // is_failure or the eviction listener runs, and keys and values that leave
-// the cache are destroyed outside the locks. Eq and Value's copy constructor
-// run under the shared lock (a hit copies the value out), Eq also under the
-// exclusive one; none of Hash, Eq or Value's copy constructor may call back
-// into the same cache.
+// the cache are destroyed outside the locks. Hash, Eq and Value's copy
+// constructor run inside a shared section (a hit copies the value out), Eq
+// also under the exclusive lock; none of them may call back into the same
+// cache.
 //
-// The hit path takes no exclusive lock and allocates nothing. It enters a
-// shared section through the calling thread's own slot of a
-// read_mostly_lock (internal/read_mostly_lock.hpp), finds the entry with
-// loads only, sets the entry's reference bit if it is clear (a relaxed store
+// The hit path takes no lock at all, never waits for a writer and allocates
+// nothing: misses, inserts, evictions and capacity changes running at the
+// same time on other threads do not delay it (beyond sharing cache lines).
+// It enters a shared section through the calling thread's own slot of a
+// read_mostly_lock (internal/read_mostly_lock.hpp: one RMW on a line the
+// thread owns), finds the entry with loads only while writers may be
+// changing the table (internal/entry_table.hpp), checks the entry's `ready`
+// flag (acquire), sets its reference bit if it is clear (a relaxed store
 // the first time, a relaxed load after), copies the value, and leaves the
-// section with one RMW that also counts the hit. Memory ordering: the table
-// links and an entry's `ready` flag are written only under the exclusive
-// side, and `value` by the creating caller just before it takes the
-// exclusive side to set `ready`. The lock's seq_cst entry handshake keeps
-// readers and writers apart, and its release exits and acquire entries make
-// everything a writer wrote (and everything its thread wrote before) visible
-// to readers that enter after it; a reader reads `value` only after seeing
-// `ready` — so the hit path's plain loads are race-free. The reference bit
-// and the counters are relaxed atomics: hints and sums with no ordering
-// duties (the bit is cleared only under the exclusive side).
+// section with one RMW that also counts the hit. Everything else — waiting
+// for an in-flight creation, inserting, evicting, erasing, resizing, and a
+// hit that a concurrent table growth hid from the lock-free lookup — goes
+// through the exclusive lock, which only writers take.
+//
+// Memory ordering: the table's links and an entry's `ready` flag are written
+// only under the exclusive lock, with release stores; `value` is written by
+// the creating caller just before it takes the lock to set `ready`, and
+// never again while the entry exists; a reader reads `value` only after
+// seeing `ready`. An entry (or anything else) unlinked by a writer is freed
+// only after a grace period — the writer, after letting go of the lock,
+// waits until every reader that was inside a shared section has left — so
+// a reader never touches freed memory, and a reader that found an entry an
+// instant before it was evicted returns its value (a hit ordered before the
+// eviction). The reference bit and the counters are relaxed atomics: hints
+// and sums with no ordering duties (the bit is cleared only under the
+// exclusive lock).
 //
 // Exceptions: get_or_add rethrows what the creator (or weigher, or Value's
 // copy constructor) throws, to the creator's caller and to every waiter; it
@@ -121,21 +132,17 @@ class concurrent_cache {
   lookup_result<Value> get_or_add(const Key& key, Creator&& creator) {
     const std::uint64_t hash = static_cast<std::uint64_t>(hash_(key));
     cache_internal::reader_slot& slot = lock_.slot_for_this_thread();
-    std::shared_future<Value> pending;
     {
       cache_internal::shared_section section(lock_, slot);
-      if (entry_type* e = table_.find(hash, key, eq_)) {
-        if (e->ready) {
+      if (entry_type* e = table_.find_concurrent(hash, key, eq_)) {
+        if (e->ready.load(std::memory_order_acquire)) {
           e->touch();
           section.count_hit();
           return {*e->value, lookup_outcome::hit};
         }
-        // Empty until a first waiter makes the promise (under the exclusive
-        // lock, in add()).
-        pending = e->future;
+        // In flight: waiting is the locked path's business (add()).
       }
     }
-    if (pending.valid()) return wait_for(pending, slot);
     return add(key, hash, slot, creator);
   }
 
@@ -143,7 +150,8 @@ class concurrent_cache {
   // The listener hears eviction_reason::erased.
   bool erase(const Key& key) PRIMCACHE_EXCLUDES(lock_) {
     const std::uint64_t hash = static_cast<std::uint64_t>(hash_(key));
-    graveyard_type dead(options_.on_evict);
+    const flush_deferred_on_exit flush{*this};
+    graveyard_type dead(options_.on_evict, lock_);
     lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     entry_type* e = table_.find(hash, key, eq_);
     if (e == nullptr) return false;
@@ -154,7 +162,8 @@ class concurrent_cache {
 
   // Removes every entry. The listener hears eviction_reason::cleared.
   void clear() PRIMCACHE_EXCLUDES(lock_) {
-    graveyard_type dead(options_.on_evict);
+    const flush_deferred_on_exit flush{*this};
+    graveyard_type dead(options_.on_evict, lock_);
     lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     table_.drain([&](entry_type* e) PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
       retire(e, eviction_reason::cleared, /*notify=*/true, dead);
@@ -162,15 +171,17 @@ class concurrent_cache {
   }
 
   // Whether `key` has an entry, ready or in flight. Does not count as a use.
+  // Takes the exclusive lock (an exact answer, not a hot path).
   bool contains(const Key& key) const PRIMCACHE_EXCLUDES(lock_) {
     const std::uint64_t hash = static_cast<std::uint64_t>(hash_(key));
-    cache_internal::shared_section section(lock_, lock_.slot_for_this_thread());
+    lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     return table_.find(hash, key, eq_) != nullptr;
   }
 
   // Sets the capacity (in unit()) and evicts any excess before returning.
   void set_capacity(std::size_t capacity) PRIMCACHE_EXCLUDES(lock_) {
-    graveyard_type dead(options_.on_evict);
+    const flush_deferred_on_exit flush{*this};
+    graveyard_type dead(options_.on_evict, lock_);
     lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     counters_.capacity.store(capacity, std::memory_order_relaxed);
     make_room(0, dead);
@@ -185,7 +196,7 @@ class concurrent_cache {
   }
 
   cache_occupancy occupancy() const PRIMCACHE_EXCLUDES(lock_) {
-    cache_internal::shared_section section(lock_, lock_.slot_for_this_thread());
+    lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     return {size(), weight(), capacity()};
   }
 
@@ -217,6 +228,20 @@ class concurrent_cache {
     ~creator_reference() { cache_internal::release(e); }
   };
 
+  // Evictions made room for new entries release their entries in batches
+  // (one grace period per batch, see internal/entry.hpp) when capacity
+  // counts entries; a cache whose capacity is a weight releases each at once,
+  // so that evicted weight never lingers.
+  cache_internal::deferred_releases<Key, Value>* deferral() noexcept {
+    return unit_ == cache_unit::entries ? &deferred_ : nullptr;
+  }
+
+  // erase, clear and set_capacity also release the batch waiting so far.
+  struct flush_deferred_on_exit {
+    concurrent_cache& c;
+    ~flush_deferred_on_exit() { c.deferred_.flush(c.lock_); }
+  };
+
   static void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) noexcept {
     counter.fetch_add(by, std::memory_order_relaxed);
   }
@@ -239,13 +264,12 @@ class concurrent_cache {
     std::shared_future<Value> pending;
     bool refused = false;
     {
-      graveyard_type dead(options_.on_evict);
+      graveyard_type dead(options_.on_evict, lock_, deferral());
       lock_guard<cache_internal::read_mostly_lock> guard(lock_);
       if (entry_type* e = table_.find(hash, key, eq_)) {
-        if (e->ready) {
+        if (e->ready.load(std::memory_order_relaxed)) {
           e->touch();
-          slot.word.fetch_add(std::uint64_t{1} << cache_internal::hit_shift,
-                              std::memory_order_relaxed);
+          cache_internal::read_mostly_lock::count_hit(slot);
           return {*e->value, lookup_outcome::hit};
         }
         // The first waiter makes the promise, so that a creation nobody
@@ -294,7 +318,7 @@ class concurrent_cache {
       if (!failed) {
         if (options_.weigher) weight = options_.weigher(e->key, *made);
         // Not yet visible: readers look at `value` only once `ready` is set
-        // under the exclusive lock, after this write.
+        // (release, under the exclusive lock), after this write.
         e->value.emplace(*made);
       }
     } catch (...) {
@@ -342,7 +366,7 @@ class concurrent_cache {
   // Removes a failed creation's entry if it is still linked. Returns the
   // waiters' promise, if any waited, for the caller to fulfil after the lock.
   std::optional<std::promise<Value>> finish_failed(entry_type* e) PRIMCACHE_EXCLUDES(lock_) {
-    graveyard_type dead(options_.on_evict);
+    graveyard_type dead(options_.on_evict, lock_, deferral());
     lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     auto waiters = std::exchange(e->promise, std::nullopt);
     if (e->linked) {
@@ -357,12 +381,12 @@ class concurrent_cache {
   std::optional<std::promise<Value>> finish_ready(entry_type* e, std::size_t weight,
                                                   std::uint64_t cost_ns) PRIMCACHE_EXCLUDES(lock_) {
     std::shared_future<Value> drop;  // released after the lock
-    graveyard_type dead(options_.on_evict);
+    graveyard_type dead(options_.on_evict, lock_, deferral());
     lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     auto waiters = std::exchange(e->promise, std::nullopt);
     if (!e->linked) return waiters;  // evicted, erased or cleared while in flight
     drop = std::move(e->future);
-    e->ready = true;
+    e->ready.store(true, std::memory_order_release);
     e->cost_ns = cost_ns;
     if (unit_ == cache_unit::bytes) {
       const std::size_t cap = capacity();
@@ -417,7 +441,7 @@ class concurrent_cache {
     counters_.size.store(size() - 1, std::memory_order_relaxed);
     counters_.weight.store(weight() - e->weight, std::memory_order_relaxed);
     e->linked = false;
-    e->ready_at_removal = e->ready;
+    e->ready_at_removal = e->ready.load(std::memory_order_relaxed);
     e->notify = notify;
     e->removal_reason = reason;
     dead.bury(e);
@@ -428,6 +452,8 @@ class concurrent_cache {
   [[no_unique_address]] const Eq eq_;
   const cache_unit unit_;
   mutable cache_internal::read_mostly_lock lock_;
+  // Declared after lock_ and before table_: destroyed after the table drains.
+  cache_internal::deferred_releases<Key, Value> deferred_;
   cache_internal::entry_table<entry_type> table_ PRIMCACHE_GUARDED_BY(lock_);
   const std::unique_ptr<cache_internal::eviction_order> order_ PRIMCACHE_PT_GUARDED_BY(lock_);
 
