@@ -1,0 +1,174 @@
+// fork() safety: a child of a process that has run primitives (so its
+// default thread pool has workers and its JIT holds code) creates and
+// executes primitives through the public API, and its parallel regions run
+// on a fresh pool. Each child reports through its exit status; an alarm
+// turns a hang into a failure.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "primcache/runtime/runtime.hpp"
+
+namespace pc = primcache;
+
+namespace {
+
+// Runs `body` in a forked child (killed by SIGALRM after 60 s) and returns
+// its exit status: the body's return value, 255 for an exception, 128 +
+// signal when a signal ended it.
+int in_child(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(60);
+    int code = 255;
+    try {
+      code = body();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  REQUIRE(pid > 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+pc::engine& cpu() {
+  static pc::engine e(pc::engine_kind::cpu, 0);
+  return e;
+}
+
+float* data(const pc::memory& m) {
+  return static_cast<float*>(m.get_data_handle());
+}
+
+// relu over n x 1024 f32 elements; 0 when the result is right.
+int run_eltwise(std::int64_t rows) {
+  pc::memory::desc md({rows, 1024}, pc::data_type::f32, pc::format_tag::ab);
+  pc::eltwise_forward prim(pc::eltwise_forward::primitive_desc(
+      pc::eltwise_forward::desc(pc::prop_kind::forward_inference, pc::algorithm::eltwise_relu, md),
+      cpu()));
+  pc::memory src(md, cpu());
+  pc::memory dst(md, cpu());
+  const std::int64_t n = rows * 1024;
+  for (std::int64_t i = 0; i < n; ++i) data(src)[i] = static_cast<float>(i % 13) - 6.f;
+  prim.execute(pc::stream(cpu()), {{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_DST, dst}});
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float x = static_cast<float>(i % 13) - 6.f;
+    if (data(dst)[i] != (x > 0 ? x : 0.f)) return 1;
+  }
+  return 0;
+}
+
+// An n x n x n matmul against a plain loop; 0 when the result is right.
+int run_matmul(std::int64_t n) {
+  pc::memory::desc md({n, n}, pc::data_type::f32, pc::format_tag::ab);
+  pc::matmul prim(pc::matmul::primitive_desc(pc::matmul::desc(md, md, md), cpu()));
+  pc::memory a(md, cpu());
+  pc::memory b(md, cpu());
+  pc::memory c(md, cpu());
+  for (std::int64_t i = 0; i < n * n; ++i) {
+    data(a)[i] = static_cast<float>(i % 7) - 3.f;
+    data(b)[i] = static_cast<float>(i % 5) - 2.f;
+  }
+  prim.execute(pc::stream(cpu()),
+               {{PRIMCACHE_ARG_SRC, a}, {PRIMCACHE_ARG_WEIGHTS, b}, {PRIMCACHE_ARG_DST, c}});
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (std::int64_t k = 0; k < n; ++k) want += double(data(a)[i * n + k]) * data(b)[k * n + j];
+      if (std::abs(want - data(c)[i * n + j]) > 1e-3 * (1 + std::abs(want))) return 2;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a forked child creates and executes matmul and eltwise primitives",
+          "[fork][runtime][cpu]") {
+  pc::set_num_threads(2);
+  // The parent has compiled and run these, so the child inherits a warm
+  // primitive cache, a JIT with code in it and a pool with a worker.
+  REQUIRE(run_eltwise(16) == 0);
+  REQUIRE(run_matmul(64) == 0);
+  REQUIRE(run_matmul(256) == 0);
+
+  SECTION("the primitives the parent made (cache hits in the child)") {
+    CHECK(in_child([] {
+            if (pc::get_num_threads() != 2) return 10;
+            if (int r = run_eltwise(16)) return 10 + r;
+            if (int r = run_matmul(64)) return 20 + r;
+            if (int r = run_matmul(256)) return 30 + r;
+            return 0;
+          }) == 0);
+  }
+  SECTION("primitives the child compiles itself") {
+    CHECK(in_child([] {
+            if (int r = run_eltwise(40)) return 40 + r;
+            if (int r = run_matmul(72)) return 50 + r;
+            if (int r = run_matmul(200)) return 60 + r;
+            return 0;
+          }) == 0);
+  }
+  SECTION("a grandchild, after the child ran regions of its own") {
+    CHECK(in_child([] {
+            if (int r = run_matmul(256)) return 70 + r;
+            const pid_t pid = ::fork();
+            if (pid == 0) {
+              ::alarm(60);
+              int code = 255;
+              try {
+                code = run_eltwise(48) == 0 && run_matmul(96) == 0 ? 0 : 81;
+              } catch (...) {
+              }
+              ::_exit(code);
+            }
+            int status = 0;
+            if (::waitpid(pid, &status, 0) != pid) return 82;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 83;
+          }) == 0);
+  }
+}
+
+TEST_CASE("a forked child runs parallel_for on the default pool with several threads",
+          "[fork][runtime]") {
+  pc::set_num_threads(3);
+  std::atomic<int> warm{0};
+  pc::default_thread_pool().parallel_for(3, [&](int, int) { warm.fetch_add(1); });
+  REQUIRE(warm.load() == 3);
+  CHECK(in_child([] {
+          if (pc::get_num_threads() != 3) return 1;
+          constexpr std::int64_t n = 1 << 16;
+          std::vector<std::int64_t> y(n, 0);
+          std::atomic<int> started{0};
+          std::atomic<bool> concurrent{true};
+          pc::default_thread_pool().parallel_for(3, [&](int ithr, int nthr) {
+            started.fetch_add(1);
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (started.load() < 3 && std::chrono::steady_clock::now() < deadline) {
+              std::this_thread::yield();
+            }
+            if (started.load() < 3) concurrent.store(false);
+            const auto r = pc::balance(n, ithr, nthr);
+            for (std::int64_t i = r.begin; i < r.end; ++i) y[i] = i * i;
+          });
+          if (!concurrent.load()) return 2;
+          for (std::int64_t i = 0; i < n; ++i) {
+            if (y[i] != i * i) return 3;
+          }
+          return 0;
+        }) == 0);
+  pc::set_num_threads(2);
+}
