@@ -181,11 +181,11 @@ export class CacheCard {
     }
     if (c.weight_bytes !== null && c.weight_bytes !== undefined && c.unit !== "bytes") {
       if (!this.fields["weight"]) {
-        const el = h("span", { class: "usage-weight", "data-field": "weight" });
+        const el = h("span", { class: "usage-weight", "data-field": "weight", title: "bytes held (weight_bytes)" });
         this.fields["weight"] = el;
         this.element.querySelector(".card-usage")!.append(el);
       }
-      setText(this.fields["weight"], formatQuantity(c.weight_bytes, "bytes"));
+      setText(this.fields["weight"], `weight ${formatQuantity(c.weight_bytes, "bytes")}`);
     }
   }
 

@@ -10,7 +10,11 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   const el = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (value === undefined || value === false) continue;
-    if (key.startsWith("on") && typeof value === "function") {
+    if (key === "style") {
+      // Through the CSSOM: the admin server's Content-Security-Policy allows
+      // no inline style attributes from markup.
+      el.style.cssText = String(value);
+    } else if (key.startsWith("on") && typeof value === "function") {
       el.addEventListener(key.slice(2), value as EventListener);
     } else if (value === true) {
       el.setAttribute(key, "");
