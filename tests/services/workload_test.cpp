@@ -1,7 +1,10 @@
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
 
+#include "config.hpp"
 #include "embedded_defaults.hpp"
 #include "primcache/base/error.hpp"
 #include "workload.hpp"
@@ -126,5 +129,26 @@ TEST_CASE("A malformed workload is refused with a message naming the field",
   SECTION("not JSON") {
     CHECK_THAT(refusal("{\n  \"primitives\": [,]\n}"),
                Catch::StartsWith("workload.json: line 2, column 18: not valid JSON"));
+  }
+}
+
+TEST_CASE("The shipped workload and config files load", "[services][workload]") {
+  const std::string configs = std::string(PRIMCACHE_SOURCE_DIR) + "/configs";
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    REQUIRE(in);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  const std::string file = GENERATE(as<std::string>{}, "default", "resnet50_transformer");
+  const std::string path = configs + "/workloads/" + file + ".json";
+  CHECK(load_workload(read(path), path).name == file);
+  if (file == "default") {
+    CHECK(read(path) == embedded_workload());
+    CHECK(read(configs + "/primcached.json") == embedded_config());
+  } else {
+    const std::string cpath = configs + "/" + file + ".json";
+    CHECK(load_config(read(cpath), cpath, configs).workload == path);
   }
 }
