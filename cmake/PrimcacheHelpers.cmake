@@ -56,8 +56,11 @@ function(primcache_library)
   set_property(GLOBAL PROPERTY PRIMCACHE_PACKAGE_DEPS_${PL_NAME} "${PL_PACKAGE_DEPS}")
 endfunction()
 
+# Every test case gets a CTest timeout (TIMEOUT seconds, default 120): a
+# regression that hangs (a lost wake-up, a deadlock) fails instead of eating
+# CI's budget. Sanitizer builds get three times as long.
 function(primcache_test)
-  cmake_parse_arguments(PT "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(PT "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${PT_NAME} ${PT_SRCS})
   target_link_libraries(${PT_NAME} PRIVATE ${PT_DEPS} Catch2::Catch2WithMain)
   set(labels ${PT_LABELS})
@@ -65,11 +68,25 @@ function(primcache_test)
     list(APPEND labels concurrency)
     set_property(GLOBAL APPEND PROPERTY PRIMCACHE_CONCURRENCY_TESTS ${PT_NAME})
   endif()
+  primcache_test_timeout(timeout ${PT_TIMEOUT})
+  set(properties TIMEOUT ${timeout})
   if(labels)
-    catch_discover_tests(${PT_NAME} TEST_PREFIX "${PT_NAME}:" PROPERTIES LABELS "${labels}")
-  else()
-    catch_discover_tests(${PT_NAME} TEST_PREFIX "${PT_NAME}:")
+    list(APPEND properties LABELS "${labels}")
   endif()
+  catch_discover_tests(${PT_NAME} TEST_PREFIX "${PT_NAME}:" PROPERTIES ${properties})
+endfunction()
+
+# The timeout for a test: `seconds` (default 120), tripled under sanitizers.
+# For tests registered with add_test: set_tests_properties(... TIMEOUT ...).
+function(primcache_test_timeout out)
+  set(seconds 120)
+  if(ARGC GREATER 1 AND ARGV1)
+    set(seconds ${ARGV1})
+  endif()
+  if(PRIMCACHE_SANITIZE)
+    math(EXPR seconds "${seconds} * 3")
+  endif()
+  set(${out} ${seconds} PARENT_SCOPE)
 endfunction()
 
 # `concurrency_tests` builds every *_concurrency binary: the tsan job builds
