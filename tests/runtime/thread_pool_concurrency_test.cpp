@@ -173,3 +173,29 @@ TEST_CASE("nested regions inside concurrent regions run inline", "[runtime][thre
   for (auto& t : callers) t.join();
   for (int c = 0; c < kCallers; ++c) CHECK(bad[c] == 0);
 }
+
+// More callers at once than the pool has region slots (64): the extra ones
+// run their regions inline, and every region still gets each share once.
+TEST_CASE("more concurrent callers than region slots all complete", "[runtime][thread_pool]") {
+  thread_pool pool(2);
+  constexpr int kCallers = 80;
+  std::atomic<int> ready{0};
+  std::vector<int> bad(kCallers, 0);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      ready.fetch_add(1);
+      while (ready.load() < kCallers) std::this_thread::yield();
+      for (int r = 0; r < 20; ++r) {
+        std::vector<int> runs(2, 0);
+        pool.parallel_for(2, [&](int ithr, int) {
+          runs[ithr] += 1;
+          std::this_thread::yield();  // keep slots busy so that callers overlap
+        });
+        if (runs[0] != 1 || runs[1] != 1) ++bad[c];
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  for (int c = 0; c < kCallers; ++c) CHECK(bad[c] == 0);
+}
