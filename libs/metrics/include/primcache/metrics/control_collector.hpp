@@ -11,8 +11,9 @@
 //   // or, with prometheus-cpp's Exposer: exposer.RegisterCollectable(ptr);
 //
 // Thread-safety: Collect() may be called from any thread at once. The
-// registry must outlive the collector. Exceptions: std::bad_alloc; a cache
-// whose members throw during a scrape is left out of that scrape.
+// registry must outlive the collector. Exceptions: std::bad_alloc; when a
+// cache's member throws during a scrape, that scrape has no cache series (the
+// families are still declared) and the rest is exported.
 #pragma once
 
 #include <vector>
