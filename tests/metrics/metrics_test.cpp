@@ -131,6 +131,8 @@ TEST_CASE("an empty registry still exports every built-in family and passes prom
   REQUIRE(promtool_check(text, output) == 0);
   CHECK(has_line(text, "# TYPE primcache_cache_requests_total counter"));
   CHECK(has_line(text, "# TYPE primcache_switch gauge"));
+  CHECK(has_line(text, "# TYPE primcache_primitive_create_seconds histogram"));
+  CHECK(has_line(text, "# TYPE primcache_primitive_executions_total counter"));
   CHECK(has_line(text, R"(primcache_build_info{isa="unknown",llvm="unknown",version="0.1.0"} 1)"));
 }
 

@@ -212,6 +212,20 @@ std::vector<MetricFamily> control_collector::Collect() const {
   auto process = collect_process_metrics();
   for (const auto& f : process) taken.insert(f.name);
   registered_families(*registry_, taken, out);
+  // The runtime's families are declared even before it registers a series,
+  // so dashboards and alerts find them in any process.
+  if (taken.insert("primcache_primitive_create_seconds").second) {
+    out.push_back({"primcache_primitive_create_seconds",
+                   "Time to create a primitive, by engine kind and source (memory, compile).",
+                   MetricType::Histogram,
+                   {}});
+  }
+  if (taken.insert("primcache_primitive_executions_total").second) {
+    out.push_back({"primcache_primitive_executions_total",
+                   "Primitive executions, by kind.",
+                   MetricType::Counter,
+                   {}});
+  }
   for (auto& f : process) out.push_back(std::move(f));
   return out;
 }
