@@ -204,6 +204,18 @@ void thread_pool::parallel_for(int nthr, parallel_body f) {
     for (int ithr = 0; ithr < nthr; ++ithr) f(ithr, nthr);
     return;
   }
+  // The pool offers size() threads of parallelism in all. When outside
+  // callers alone already number that many, workers could only
+  // oversubscribe the cores they share with them: such a region runs on its
+  // caller.
+  struct caller_count {
+    std::atomic<int>& n;
+    ~caller_count() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } counted{active_callers_};
+  if (active_callers_.fetch_add(1, std::memory_order_relaxed) + 1 >= size()) {
+    run_inline(nthr, f);
+    return;
+  }
   // A slot of our own.
   std::uint64_t used = used_slots_.load(std::memory_order_relaxed);
   int i = -1;

@@ -22,8 +22,10 @@
 //   that others run. So which thread runs a share is not fixed (the caller
 //   usually runs ithr 0; it may run them all when the workers are busy with
 //   other callers' regions); kernels must make results depend only on ithr,
-//   never on the thread. More than 64 concurrent callers: the extra ones
-//   run their regions inline.
+//   never on the thread. The pool offers size() threads in all: while as
+//   many outside callers (or more) are inside parallel_for, a region runs
+//   all its shares on its caller, as it does when more than 64 regions run
+//   at once.
 // - nthr is clamped to [1, size()]. If f throws, the first exception of a
 //   region is rethrown to that region's caller after every ithr of it has
 //   finished; other regions are not affected.
@@ -124,6 +126,7 @@ class PRIMCACHE_API thread_pool {
   static void run_inline(int nthr, parallel_body f);
 
   std::atomic<int> size_;
+  std::atomic<int> active_callers_{0};  // outside callers inside parallel_for
   mutex workers_mu_;
   std::vector<std::thread> workers_ PRIMCACHE_GUARDED_BY(workers_mu_);
   // Bit i: slot i is owned by a caller (its region runs or is being set up).
