@@ -28,6 +28,8 @@ const creationHost = h("div", { class: "chart", "data-chart": "creation" });
 const eventRows = h("tbody", { "data-testid": "events" });
 const eventsEmpty = h("p", { class: "empty" }, "No creations yet.");
 const sourceKeys = h("span", { class: "keys" });
+// Shown once there is a creation to plot.
+const creationFigure = h("figure", { hidden: true }, h("figcaption", {}, "Creation time", sourceKeys), creationHost);
 const switchList = h("ul", { class: "rows", "data-testid": "switches" });
 const settingList = h("ul", { class: "rows", "data-testid": "settings" });
 
@@ -57,7 +59,7 @@ document.querySelector("#app")!.append(
         h("div", { class: "card-title" }, h("h3", {}, "Creations")),
         h("span", { class: "muted" }, "each point is one primitive created: how long it took, by source (log scale)"),
       ),
-      h("figure", {}, h("figcaption", {}, "Creation time", sourceKeys), creationHost),
+      creationFigure,
       h(
         "div",
         { class: "table-wrap" },
@@ -174,6 +176,7 @@ function updateEvents(fresh: CreationEvent[]): void {
     ),
   );
   eventsEmpty.hidden = events.length > 0;
+  creationFigure.hidden = events.length === 0;
 }
 
 function switchRow(s: Switch): HTMLElement {
