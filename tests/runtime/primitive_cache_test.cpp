@@ -204,3 +204,59 @@ TEST_CASE("a capacity set above INT_MAX through control reads back as INT_MAX, n
   control().set_capacity("primitive", (std::uint64_t{1} << 32) + 7);  // would truncate to 7
   CHECK(get_primitive_cache_capacity() == std::numeric_limits<int>::max());
 }
+
+namespace {
+// The sample of `family` whose labels include `label=value`, read now.
+metric_sample sample_of(const std::string& family, const std::string& label,
+                        const std::string& value) {
+  for (const metric_family_info& f : control().list_metrics()) {
+    if (f.name != family) continue;
+    for (const metric_sample& s : f.samples) {
+      for (const auto& [k, v] : s.labels) {
+        if (k == label && v == value) return s;
+      }
+    }
+  }
+  FAIL("no series " << family << "{" << label << "=" << value << "}");
+  return {};
+}
+}  // namespace
+
+TEST_CASE("the runtime records creations and executions in control for metrics",
+          "[runtime][primitive_cache][metrics]") {
+  fresh_cache guard;
+  fake::install();
+  reorder warm(fake::copy_pd(61));  // the series exist once the runtime is used
+  const auto created = sample_of("primcache_primitive_create_seconds", "engine", "gpu").count;
+  const auto executed = sample_of("primcache_primitive_executions_total", "kind", "reorder").value;
+  const auto since = control().events_since(0).next;
+
+  reorder compiled(fake::copy_pd(62));  // a miss: compiled and timed
+  reorder hit(fake::copy_pd(62));       // a hit: not timed
+  CHECK(sample_of("primcache_primitive_create_seconds", "engine", "gpu").count == created + 1);
+
+  engine eng(engine_kind::gpu, 0);
+  memory src(fake::copy_pd(62).src_desc(), eng), dst(fake::copy_pd(62).dst_desc(), eng);
+  compiled.execute(stream(eng), src, dst);
+  hit.execute(stream(eng), src, dst);
+  CHECK(sample_of("primcache_primitive_executions_total", "kind", "reorder").value == executed + 2);
+  CHECK(sample_of("primcache_primitive_executions_total", "kind", "matmul").value >= 0);
+
+  const event_page page = control().events_since(since);
+  REQUIRE(page.events.size() == 1);
+  CHECK(page.events[0].kind == "create");
+  CHECK(page.events[0].name == "reorder");
+  CHECK(page.events[0].source == "compile");
+  CHECK(page.events[0].detail.find("fake:copy") != std::string::npos);
+
+  SECTION("build information names the version, LLVM and the build identity") {
+    bool found = false;
+    for (const info_labels& info : control().list_info()) {
+      if (info.name != "build") continue;
+      for (const auto& [k, v] : info.labels) {
+        if (k == "build_identity") found = v == version().build_identity;
+      }
+    }
+    CHECK(found);
+  }
+}

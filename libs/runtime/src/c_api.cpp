@@ -131,6 +131,17 @@ const char* pc_last_error_message(void) {
   return tl_last_error;
 }
 
+void pc_get_version(int* major, int* minor, int* patch, const char** version, const char** llvm,
+                    const char** build_identity) {
+  const primcache::version_info& v = primcache::version();
+  if (major != nullptr) *major = v.major;
+  if (minor != nullptr) *minor = v.minor;
+  if (patch != nullptr) *patch = v.patch;
+  if (version != nullptr) *version = v.version;
+  if (llvm != nullptr) *llvm = v.llvm;
+  if (build_identity != nullptr) *build_identity = v.build_identity;
+}
+
 pc_status_t pc_engine_create(pc_engine_t* engine, pc_engine_kind_t kind, size_t index) {
   return guarded([&] {
     require(engine != nullptr, "engine is NULL");

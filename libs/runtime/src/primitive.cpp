@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "primcache/base/error.hpp"
+#include "primcache/control/registry.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primitive_cache_internal.hpp"
@@ -115,7 +116,18 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(const primiti
   if (nested) refuse_own_key(pd);
   auto r = global_primitive_cache().get_or_add(pd.cache_key(), [&] {
     const creation_frame frame(pd.cache_key());
-    return pd.create_impl(eng);
+    // Timed here, on the miss path only: a hit reads no clock.
+    const auto compile_start = std::chrono::steady_clock::now();
+    auto impl = pd.create_impl(eng);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
+    metrics().create(eng.get_kind()).observe(seconds);
+    control().record_event({.kind = nested ? "create_nested" : "create",
+                            .name = std::string(to_string(pd.kind())),
+                            .source = "compile",
+                            .duration_ms = seconds * 1e3,
+                            .detail = std::string(pd.name()) + " " + describe(pd)});
+    return impl;
   });
   if (verbose) {
     const double ms =
@@ -252,6 +264,7 @@ struct primitive::state {
   std::shared_ptr<const runtime_internal::primitive_impl> impl;
   runtime_internal::resource_mapper resources;
   std::vector<expected_arg> expected;
+  const metric_counter* executions = nullptr;  // never destroyed (metrics())
   lookup_outcome outcome = lookup_outcome::miss;
 
   // Every check happens before the impl sees a pointer: a mismatch must
@@ -293,6 +306,7 @@ primitive::primitive(const primitive_desc& pd) {
   s->impl = std::move(r.value);
   s->outcome = r.outcome;
   s->expected = expected_args(pd);
+  s->executions = &runtime_internal::metrics().executed(pd_impl.kind());
   s->impl->create_resource(pd.get_engine(), s->resources);
   state_ = std::move(s);
 }
@@ -332,6 +346,7 @@ void primitive::execute(const stream& strm, const args& arguments) const {
   if (!state_) throw error(status::invalid_arguments, "the primitive is empty");
   state_->check(strm, arguments);
   state_->run(strm, arguments);
+  state_->executions->add();
 }
 
 namespace runtime_internal {

@@ -8,6 +8,7 @@
 #include "primcache/base/env.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
+#include "primcache/runtime/version.hpp"
 #include "primitive_cache_internal.hpp"
 
 namespace primcache {
@@ -36,7 +37,10 @@ struct global_cache {
 global_cache& instance() {
   // Never destroyed: impls in it hold code of the process JIT, which is
   // never destroyed either, and primitives may be released during exit.
-  static global_cache* g = new global_cache;
+  static global_cache* g = [] {
+    metrics();  // the runtime's series exist (as 0) from first use on
+    return new global_cache;
+  }();
   return *g;
 }
 
@@ -47,6 +51,32 @@ primitive_cache_type& global_primitive_cache() {
 }
 primitive_desc_cache_type& primitive_desc_cache() {
   return instance().descs;
+}
+
+const runtime_metrics& metrics() {
+  static const runtime_metrics* m = [] {
+    auto* r = new runtime_metrics;  // never destroyed: recorded during exit too
+    control_registry& c = control();
+    static constexpr const char* kEngines[] = {"cpu", "gpu"};
+    for (int e = 0; e < 2; ++e) {
+      r->create_seconds[e] =
+          c.histogram("primcache_primitive_create_seconds",
+                      "Time to create a primitive that missed the primitive cache",
+                      {{"engine", kEngines[e]}, {"source", "compile"}});
+    }
+    for (primitive_kind k : {primitive_kind::matmul, primitive_kind::convolution,
+                             primitive_kind::eltwise, primitive_kind::reorder}) {
+      r->executions[static_cast<int>(k) - 1] =
+          c.counter("primcache_primitive_executions_total", "Primitive executions",
+                    {{"kind", std::string(to_string(k))}});
+    }
+    const version_info& v = version();
+    c.set_info("build", "version", v.version);
+    c.set_info("build", "llvm", v.llvm);
+    c.set_info("build", "build_identity", v.build_identity);
+    return r;
+  }();
+  return *m;
 }
 
 int verbose_level() {

@@ -7,7 +7,9 @@
 #include <string_view>
 
 #include "primcache/cache/concurrent_cache.hpp"
+#include "primcache/control/metric.hpp"
 #include "primcache/keyhash/key.hpp"
+#include "primcache/runtime/backend/op_desc.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 
 namespace primcache::runtime_internal {
@@ -21,6 +23,25 @@ primitive_cache_type& global_primitive_cache();
 // Accepted primitive descriptors by the op as described; same capacity as
 // the primitive cache (set_primitive_cache_capacity sets both).
 primitive_desc_cache_type& primitive_desc_cache();
+
+// The runtime's series in primcache::control, registered once (each as 0
+// from the start) and never destroyed; recording is a relaxed atomic add.
+struct runtime_metrics {
+  // primcache_primitive_create_seconds{engine, source="compile"}: creations
+  // that compiled (the persistent cache will add source="persistent"). Hits
+  // and waits are counted by the cache's requests_total and not timed: two
+  // clock reads would add a tenth to the hit path.
+  metric_histogram create_seconds[2];  // engine cpu, gpu
+  // primcache_primitive_executions_total{kind}, by primitive_kind - 1.
+  metric_counter executions[4];
+  const metric_histogram& create(engine_kind engine) const noexcept {
+    return create_seconds[engine == engine_kind::gpu ? 1 : 0];
+  }
+  const metric_counter& executed(primitive_kind kind) const noexcept {
+    return executions[static_cast<int>(kind) - 1];
+  }
+};
+const runtime_metrics& metrics();
 
 // PRIMCACHE_VERBOSE, read once: 0 off, 1 creations, 2 also executions.
 int verbose_level();

@@ -121,6 +121,12 @@ typedef struct {
 
 PC_API const char* pc_last_error_message(void);
 
+/* The library version ("0.1.0"), the LLVM version its CPU kernels are
+ * compiled with, and the build identity (see primcache/runtime/version.hpp).
+ * The strings live for the whole process. Any pointer may be NULL. */
+PC_API void pc_get_version(int* major, int* minor, int* patch, const char** version,
+                           const char** llvm, const char** build_identity);
+
 PC_API pc_status_t pc_engine_create(pc_engine_t* engine, pc_engine_kind_t kind, size_t index);
 PC_API pc_status_t pc_engine_get_count(size_t* count, pc_engine_kind_t kind);
 PC_API pc_status_t pc_engine_destroy(pc_engine_t engine);

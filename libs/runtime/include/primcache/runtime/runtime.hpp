@@ -28,3 +28,4 @@
 #include "primcache/runtime/reorder.hpp"
 #include "primcache/runtime/stream.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "primcache/runtime/version.hpp"
