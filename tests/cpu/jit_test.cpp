@@ -256,3 +256,38 @@ TEST_CASE("a module still held at exit is unloaded after main returns", "[cpu][j
   auto y = run_axpy(*held_until_exit, x, 2.0f, 0.5f);
   for (std::size_t i = 0; i < x.size(); ++i) CHECK(y[i] == 2.0f * x[i] + 0.5f);
 }
+
+TEST_CASE("a captured object records its ISA, and loading refuses one above the cap or host",
+          "[cpu][jit][object][isa]") {
+  if (!host_has(cpu_isa::avx2)) return;
+  auto original = compile_axpy(cpu_isa::avx2);
+  CHECK(original->isa() == cpu_isa::avx2);
+  SECTION("a load under a lower cap is refused, naming both ISAs") {
+    primcache::set_max_cpu_isa(cpu_isa::sse41);
+    auto r = jit_module::load("axpy", original->object());
+    primcache::clear_max_cpu_isa();
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.why().code == primcache::status::unimplemented);
+    CHECK_THAT(r.why().message, Catch::Matchers::Contains("compiled for avx2") &&
+                                    Catch::Matchers::Contains("sse41") &&
+                                    Catch::Matchers::Contains("cap"));
+  }
+  SECTION("a load at or above the object's ISA succeeds and reports it") {
+    primcache::set_max_cpu_isa(cpu_isa::avx2);
+    auto r = jit_module::load("axpy", original->object());
+    primcache::clear_max_cpu_isa();
+    REQUIRE(r.has_value());
+    CHECK(r.value()->isa() == cpu_isa::avx2);
+  }
+  SECTION("an object compiled for an ISA the host lacks is refused") {
+    if (host_has(primcache::max_known_cpu_isa)) return;
+    const cpu_isa above = primcache::max_known_cpu_isa;
+    auto object = primcache::cpu_internal::compile_object(
+        "axpy", above, [&](llvm::Module& mod) { cpu_test::build_axpy(mod, above, "axpy"); });
+    REQUIRE(object.has_value());
+    auto r = jit_module::load("axpy", object.value());
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.why().code == primcache::status::unimplemented);
+    CHECK_THAT(r.why().message, Catch::Matchers::Contains("this host supports"));
+  }
+}

@@ -6,6 +6,8 @@
 
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -72,6 +74,13 @@ result<std::vector<std::byte>> compile_module(std::string_view name, cpu_isa isa
   module.setDataLayout((*tm)->createDataLayout());
 
   if (auto built = run_builder(name, build, module); !built) return built.why();
+  // The object records the ISA it is compiled for, so that load() can refuse
+  // code this process may not run (an object from another host or cap).
+  if (module.getNamedValue(isa_symbol) == nullptr) {
+    auto* i32 = llvm::Type::getInt32Ty(module.getContext());
+    new llvm::GlobalVariable(module, i32, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+                             llvm::ConstantInt::get(i32, static_cast<int>(isa)), isa_symbol);
+  }
 
   std::string findings;
   llvm::raw_string_ostream os(findings);

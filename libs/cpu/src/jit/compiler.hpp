@@ -43,6 +43,10 @@ namespace primcache::cpu_internal {
 // functions. Functions to be called from outside need external linkage.
 using ir_builder = llvm::function_ref<void(llvm::Module&)>;
 
+// Every object defines this symbol: a constant int32, the cpu_isa it was
+// compiled for (jit_module::load reads it and refuses code above the cap).
+inline constexpr const char* isa_symbol = "primcache_isa";
+
 PRIMCACHE_API result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa,
                                                             ir_builder build);
 

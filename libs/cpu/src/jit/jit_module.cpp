@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <string>
 
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -66,11 +68,16 @@ result<std::unique_ptr<jit_module>> jit_module::compile(std::string_view name, c
                                                         ir_builder build) {
   auto object = compile_object(name, isa, build);
   if (!object) return object.why();
-  return load(name, std::move(object).value());
+  return link(name, std::move(object).value(), isa);
 }
 
 result<std::unique_ptr<jit_module>> jit_module::load(std::string_view name,
                                                      std::vector<std::byte> object) {
+  return link(name, std::move(object), effective_isa());
+}
+
+result<std::unique_ptr<jit_module>> jit_module::link(std::string_view name,
+                                                     std::vector<std::byte> object, cpu_isa cap) {
   auto jit = process_jit();
   if (!jit) return jit.why();
   if (auto ok = check_imports(name, object); !ok) return ok.why();
@@ -118,6 +125,30 @@ result<std::unique_ptr<jit_module>> jit_module::load(std::string_view name,
                                   static_cast<std::uintptr_t>(definition.getAddress()));
   }
   std::sort(module->symbols_.begin(), module->symbols_.end());
+  // The ISA the object was compiled for; nothing of it has run yet.
+  auto recorded = module->lookup(isa_symbol);
+  if (!recorded) {
+    return failure{status::corrupt_data, "object of kernel " + quoted(name) +
+                                             " records no ISA (no " + std::string(isa_symbol) +
+                                             " symbol): not an object compile_object made"};
+  }
+  std::int32_t value = 0;
+  std::memcpy(&value, recorded.value(), sizeof value);
+  if (value < static_cast<int>(cpu_isa::x86_64) ||
+      value > static_cast<int>(cpu_isa::avx512_core_fp16)) {
+    return failure{status::corrupt_data, "object of kernel " + quoted(name) +
+                                             " records an unknown ISA " + std::to_string(value)};
+  }
+  module->isa_ = static_cast<cpu_isa>(value);
+  const cpu_isa limit = std::min(cap, detected_isa());
+  if (module->isa_ > limit) {
+    return failure{status::unimplemented,
+                   "object of kernel " + quoted(name) + " was compiled for " +
+                       std::string(to_string(module->isa_)) + ", above " +
+                       std::string(to_string(limit)) +
+                       (limit == detected_isa() ? " (the best this host supports)"
+                                                : " (the ISA cap of this process)")};
+  }
   return module;
 }
 

@@ -56,8 +56,9 @@ class PRIMCACHE_API jit_module {
   // Links an object produced by compile_object() (here or in another
   // process). Refuses (permission_denied) an object that needs a symbol
   // outside the allowlist of object_symbols.hpp, and (corrupt_data) bytes
-  // that are not an object for this host. The object must have been compiled
-  // for an ISA this host supports: the bytes do not say which.
+  // that are not an object for this host or record no ISA, and
+  // (unimplemented) an object compiled for an ISA above effective_isa() —
+  // the host's best or the cap — naming both.
   static result<std::unique_ptr<jit_module>> load(std::string_view name,
                                                   std::vector<std::byte> object);
   static result<std::unique_ptr<jit_module>> load(std::string_view name,
@@ -80,6 +81,8 @@ class PRIMCACHE_API jit_module {
   }
 
   const std::string& name() const noexcept { return name_; }
+  // The ISA the object was compiled for (recorded in the object).
+  cpu_isa isa() const noexcept { return isa_; }
   // The object code, as compile_object() produced it.
   const std::vector<std::byte>& object() const noexcept { return object_; }
 
@@ -92,6 +95,12 @@ class PRIMCACHE_API jit_module {
   llvm::orc::ExecutionSession* es_;
   llvm::orc::JITDylib* dylib_;
   std::vector<std::pair<std::string, std::uintptr_t>> symbols_;  // sorted by name
+  cpu_isa isa_ = cpu_isa::x86_64;
+
+  // load(); `cap` is the highest ISA accepted. compile() passes the ISA it
+  // compiled for (a concurrent cap change must not refuse fresh code).
+  static result<std::unique_ptr<jit_module>> link(std::string_view name,
+                                                  std::vector<std::byte> object, cpu_isa cap);
 };
 
 }  // namespace primcache::cpu_internal
