@@ -21,15 +21,13 @@
 #include "config.hpp"
 #include "default_paths.hpp"
 #include "embedded_defaults.hpp"
+#include "primcache/admin/admin_server.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 #include "primcache/runtime/runtime.hpp"
 #include "runner.hpp"
 #include "token_file.hpp"
 #include "workload.hpp"
-#ifdef PRIMCACHED_WITH_ADMIN
-#include "primcache/admin/admin_server.hpp"
-#endif
 
 namespace {
 
@@ -201,25 +199,16 @@ int run(int argc, char** argv, int signal_fd) {
   apply_capacities(config);
 
   const std::string token = generate_token();
-#ifdef PRIMCACHED_WITH_ADMIN
   admin_options options;
   options.address = config.admin_address;
   options.port = config.admin_port;
   options.token = token;
   options.threads = config.admin_threads;
+  // The server first: a daemon that cannot listen must not replace the token
+  // file of one that does.
+  std::optional<admin_server> admin(admin_server::start(options));
   write_token_file(config.token_file, token);
-  std::optional<admin_server> admin;
-  try {
-    admin.emplace(admin_server::start(options));
-  } catch (...) {
-    remove_token_file(config.token_file, token);
-    throw;
-  }
   std::printf("primcached: console %s\n", admin->url().c_str());
-#else
-  write_token_file(config.token_file, token);
-  std::printf("primcached: console unavailable (built without the admin server)\n");
-#endif
   std::printf("primcached: token file %s\n", config.token_file.c_str());
   std::printf(
       "primcached: workload %s: %zu primitives on %d threads; capacities from %s\n",
@@ -286,9 +275,7 @@ int run(int argc, char** argv, int signal_fd) {
   collect();
   std::printf("primcached: stopping (%s)\n", stopped_by.c_str());
   print_summary(total, "total");
-#ifdef PRIMCACHED_WITH_ADMIN
   admin->stop();
-#endif
   remove_token_file(config.token_file, token);
   return 0;
 }

@@ -4,14 +4,12 @@
 #include <chrono>
 #include <string>
 
+#include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
-#include "process.hpp"
-#ifdef PRIMCACHED_TEST_WITH_ADMIN
-#include <boost/json.hpp>
-
 #include "http_client.hpp"
-#endif
+
+#include "process.hpp"
 
 namespace {
 
@@ -121,8 +119,6 @@ TEST_CASE("primcache refuses a malformed command line", "[services][cli]") {
   CHECK_THAT(r.err, Catch::StartsWith("primcache: set-capacity primitive -3: expected a capacity"));
 }
 
-#ifdef PRIMCACHED_TEST_WITH_ADMIN
-
 namespace {
 
 namespace json = boost::json;
@@ -217,5 +213,3 @@ TEST_CASE("primcache stats, set-capacity and flush work against a running daemon
     CHECK(d.get("/api/v1/caches/primitive").at("capacity").to_number<std::uint64_t>() == 14);
   }
 }
-
-#endif  // PRIMCACHED_TEST_WITH_ADMIN
