@@ -686,6 +686,33 @@ TEST_CASE("invalid convolution problems are refused with a clear failure", "[cpu
     CHECK(ci::conv_output_size(8, 3, 1, 1, 1, 1).value() == 6);
     CHECK(ci::conv_output_size(224, 7, 2, 0, 3, 3).value() == 112);
   }
+  SECTION("negative end padding leaves the last rows unread; extremes are errors, not overflow") {
+    // ResNet-50's stride-2 1x1 projections: 56 in, 28 out.
+    CHECK(ci::conv_output_size(56, 1, 2, 0, 0, -1).value() == 28);
+    CHECK(ci::conv_output_size(9, 3, 2, 0, 1, -2).value() == 3);
+    CHECK_FALSE(ci::conv_output_size(8, 3, 1, 0, 0, -7).has_value());  // kernel larger than input
+    constexpr std::int64_t big = std::numeric_limits<std::int64_t>::max();
+    constexpr std::int64_t small = std::numeric_limits<std::int64_t>::min();
+    CHECK_FALSE(ci::conv_output_size(big, 3, 1, 0, 0, 0).has_value());
+    CHECK_FALSE(ci::conv_output_size(8, big, 1, 0, 0, 0).has_value());
+    CHECK_FALSE(ci::conv_output_size(8, 3, big, big, big, big).has_value());
+    CHECK_FALSE(ci::conv_output_size(8, 3, 1, 0, 0, small).has_value());
+    CHECK_FALSE(ci::conv_output_size(8, 3, 1, 0, small, 0).has_value());
+  }
+  SECTION("a start padding may not be negative, an end padding may") {
+    ci::conv_problem q;
+    q.src = memory_desc({1, 16, 14, 13}, data_type::f32, format_tag::nchw);
+    q.weights = memory_desc({16, 16, 1, 1}, data_type::f32, format_tag::oihw);
+    q.dst = memory_desc({1, 16, 7, 7}, data_type::f32, format_tag::nchw);
+    q.stride_h = q.stride_w = 2;
+    q.pad_b = -1;  // row 13 is never read
+    auto ok = ci::check_conv_problem(q);
+    INFO((ok ? std::string() : ok.why().message));
+    CHECK(ok.has_value());
+    q.pad_t = -1;
+    q.pad_b = 0;
+    CHECK_FALSE(ci::check_conv_problem(q).has_value());
+  }
 }
 
 TEST_CASE("problem and config keys tell different kernels apart", "[cpu][conv][key]") {

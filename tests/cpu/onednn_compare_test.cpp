@@ -196,3 +196,78 @@ TEST_CASE("reorders agree with oneDNN bit for bit", "[cpu][onednn][reorder]") {
   for (std::size_t i = 0; i < ours.size(); ++i) mismatches += ours[i] != theirs[i];
   CHECK(mismatches == 0);
 }
+
+TEST_CASE("a convolution with negative end padding agrees with oneDNN",
+          "[cpu][onednn][convolution]") {
+  // ResNet-50's stride-2 1x1 projections: 56x56 in, 28x28 out; the stride
+  // leaves the last row and column unread, which padding_r = -1 says.
+  const int ic = 32, oc = 48, hw = 56, ohw = 28;
+  auto src = random_values(std::size_t(ic) * hw * hw, 11);
+  auto wei = random_values(std::size_t(oc) * ic, 12);
+  std::vector<float> ours(std::size_t(oc) * ohw * ohw), theirs(ours.size());
+  {
+    using tag = pc::format_tag;
+    pc::memory::desc src_md({1, ic, hw, hw}, pc::data_type::f32, tag::nchw);
+    pc::memory::desc wei_md({oc, ic, 1, 1}, pc::data_type::f32, tag::oihw);
+    pc::memory::desc dst_md({1, oc, ohw, ohw}, pc::data_type::f32, tag::nchw);
+    pc::convolution_forward prim(pc::convolution_forward::primitive_desc(
+        pc::convolution_forward::desc(pc::prop_kind::forward_inference,
+                                      pc::algorithm::convolution_direct, src_md, wei_md,
+                                      pc::memory::desc(), dst_md, {2, 2}, {0, 0}, {-1, -1}),
+        pc_cpu()));
+    prim.execute(pc::stream(pc_cpu()),
+                 {{PRIMCACHE_ARG_SRC, pc::memory(src_md, pc_cpu(), src.data())},
+                  {PRIMCACHE_ARG_WEIGHTS, pc::memory(wei_md, pc_cpu(), wei.data())},
+                  {PRIMCACHE_ARG_DST, pc::memory(dst_md, pc_cpu(), ours.data())}});
+  }
+  {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    dnnl::memory::desc src_md({1, ic, hw, hw}, dt::f32, tag::nchw);
+    dnnl::memory::desc wei_md({oc, ic, 1, 1}, dt::f32, tag::oihw);
+    dnnl::memory::desc dst_md({1, oc, ohw, ohw}, dt::f32, tag::nchw);
+    dnnl::convolution_forward prim(dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md,
+                                        {2, 2}, {0, 0}, {-1, -1}),
+        onednn_engine()));
+    dnnl::stream st(onednn_engine());
+    prim.execute(st, {{DNNL_ARG_SRC, dnnl::memory(src_md, onednn_engine(), src.data())},
+                      {DNNL_ARG_WEIGHTS, dnnl::memory(wei_md, onednn_engine(), wei.data())},
+                      {DNNL_ARG_DST, dnnl::memory(dst_md, onednn_engine(), theirs.data())}});
+    st.wait();
+  }
+  CHECK(max_diff(ours.data(), theirs.data(), ours.size()) < 2e-6 * ic);
+}
+
+TEST_CASE("a matmul whose source batch broadcasts agrees with oneDNN", "[cpu][onednn][matmul]") {
+  const int batch = 4, m = 9, k = 33, n = 20;
+  auto a = random_values(std::size_t(m) * k, 13);
+  auto b = random_values(std::size_t(batch) * k * n, 14);
+  std::vector<float> ours(std::size_t(batch) * m * n), theirs(ours.size());
+  {
+    using tag = pc::format_tag;
+    pc::memory::desc a_md({1, m, k}, pc::data_type::f32, tag::abc);
+    pc::memory::desc b_md({batch, k, n}, pc::data_type::f32, tag::abc);
+    pc::memory::desc c_md({batch, m, n}, pc::data_type::f32, tag::abc);
+    pc::matmul prim(pc::matmul::primitive_desc(pc::matmul::desc(a_md, b_md, c_md), pc_cpu()));
+    prim.execute(pc::stream(pc_cpu()),
+                 {{PRIMCACHE_ARG_SRC, pc::memory(a_md, pc_cpu(), a.data())},
+                  {PRIMCACHE_ARG_WEIGHTS, pc::memory(b_md, pc_cpu(), b.data())},
+                  {PRIMCACHE_ARG_DST, pc::memory(c_md, pc_cpu(), ours.data())}});
+  }
+  {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    dnnl::memory::desc a_md({1, m, k}, dt::f32, tag::abc), b_md({batch, k, n}, dt::f32, tag::abc);
+    dnnl::memory::desc c_md({batch, m, n}, dt::f32, tag::abc);
+    dnnl::matmul prim(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), onednn_engine()));
+    dnnl::stream s(onednn_engine());
+    prim.execute(s, {{DNNL_ARG_SRC, dnnl::memory(a_md, onednn_engine(), a.data())},
+                     {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, onednn_engine(), b.data())},
+                     {DNNL_ARG_DST, dnnl::memory(c_md, onednn_engine(), theirs.data())}});
+    s.wait();
+  }
+  CHECK(max_diff(ours.data(), theirs.data(), ours.size()) < 2e-6 * k);
+}

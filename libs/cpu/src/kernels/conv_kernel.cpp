@@ -131,9 +131,13 @@ result<geometry> analyze(const conv_problem& p) {
   for (const auto& [name, v] : params) {
     const bool positive =
         std::string_view(name).starts_with("stride") || name == std::string("groups");
-    if (v < (positive ? 1 : 0) || v > max_param) {
+    // End padding may be negative (as in oneDNN): the stride leaves the last
+    // input rows or columns unread.
+    const bool end_pad = name == std::string("pad_b") || name == std::string("pad_r");
+    const std::int64_t lo = positive ? 1 : end_pad ? -max_param : 0;
+    if (v < lo || v > max_param) {
       return invalid(std::string(name) + " = " + std::to_string(v) + " is outside [" +
-                     (positive ? "1" : "0") + ", " + std::to_string(max_param) + "]");
+                     std::to_string(lo) + ", " + std::to_string(max_param) + "]");
     }
   }
   if (p.nthr < 1) return invalid("nthr = " + std::to_string(p.nthr) + " must be at least 1");
@@ -717,9 +721,10 @@ void conv_config::write_key(key_writer& w) const {
 result<std::int64_t> conv_output_size(std::int64_t in, std::int64_t kernel, std::int64_t stride,
                                       std::int64_t dilation, std::int64_t pad_before,
                                       std::int64_t pad_after) {
-  if (in < 1 || kernel < 1 || stride < 1 || dilation < 0 || pad_before < 0 || pad_after < 0 ||
-      kernel > (std::int64_t{1} << 31) || stride > max_param || dilation > max_param ||
-      pad_before > max_param || pad_after > max_param || in > (std::int64_t{1} << 40)) {
+  if (in < 1 || kernel < 1 || stride < 1 || dilation < 0 || pad_before < 0 ||
+      pad_after < -max_param || kernel > (std::int64_t{1} << 31) || stride > max_param ||
+      dilation > max_param || pad_before > max_param || pad_after > max_param ||
+      in > (std::int64_t{1} << 40)) {
     return invalid("output size of input " + std::to_string(in) + ", kernel " +
                    std::to_string(kernel) + ", stride " + std::to_string(stride) + ", dilation " +
                    std::to_string(dilation) + ", padding " + std::to_string(pad_before) + "+" +
@@ -961,6 +966,12 @@ void conv_kernel::zero_dst_padding(float* dst) const {
     for (std::int64_t h = 0; h < dims[2]; ++h)
       for (std::int64_t w = 0; w < dims[3]; ++w)
         std::fill_n(last_block + n * s[0] + h * s[2] + w * s[3], lanes - valid, 0.f);
+}
+
+result<bool> check_conv_problem(const conv_problem& p) {
+  auto g = analyze(p);
+  if (!g) return g.why();
+  return true;
 }
 
 void conv_reference(const conv_problem& p, const conv_args& args) {

@@ -158,6 +158,10 @@ class PRIMCACHE_API conv_kernel {
   std::size_t packed_bytes_ = 0;
 };
 
+// What create() checks of the problem alone (no configuration, no ISA, no
+// compilation): layouts, data types, shapes. conv_reference() needs the same.
+PRIMCACHE_API result<bool> check_conv_problem(const conv_problem& p);
+
 // Plain loops (double accumulation); writes zeros into the channel padding of
 // an nChw16c dst, as the kernel does.
 PRIMCACHE_API void conv_reference(const conv_problem& p, const conv_args& args);

@@ -307,6 +307,10 @@ void eltwise_kernel::execute(const eltwise_args& args, void* /*scratchpad*/,
   });
 }
 
+result<bool> check_eltwise_problem(const eltwise_problem& p) {
+  return validate(p);
+}
+
 void eltwise_reference(const eltwise_problem& p, const eltwise_args& args) {
   const memory_desc& s = p.src;
   const memory_desc& d = p.dst;

@@ -105,6 +105,10 @@ class PRIMCACHE_API eltwise_kernel {
 };
 
 // Plain loops: f, then the chain, per logical element; dst padding zeroed.
+// What create() checks of the problem alone (no configuration, no ISA, no
+// compilation); eltwise_reference() needs the same.
+PRIMCACHE_API result<bool> check_eltwise_problem(const eltwise_problem& p);
+
 PRIMCACHE_API void eltwise_reference(const eltwise_problem& p, const eltwise_args& args);
 
 }  // namespace primcache::cpu_internal

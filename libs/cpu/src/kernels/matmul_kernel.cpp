@@ -61,7 +61,7 @@ std::optional<std::int64_t> max_offset(std::span<const std::int64_t> extents,
   return total;
 }
 
-std::optional<failure> validate_problem(const matmul_problem& p) {
+std::optional<failure> validate_problem(const matmul_problem& p, bool need_dense_n = true) {
   const std::pair<const char*, std::int64_t> dims[] = {
       {"batch", p.batch}, {"m", p.m}, {"n", p.n}, {"k", p.k}};
   for (const auto& [name, v] : dims) {
@@ -81,7 +81,7 @@ std::optional<failure> validate_problem(const matmul_problem& p) {
   if (!max_offset(src_ext, p.src_strides)) return invalid("src extent overflows");
   if (!max_offset(wei_ext, p.wei_strides)) return invalid("weights extent overflows");
   if (!max_offset(dst_ext, p.dst_strides)) return invalid("dst extent overflows");
-  if (p.dst_strides[2] != 1) {
+  if (need_dense_n && p.dst_strides[2] != 1) {
     return unimplemented("dst n stride " + std::to_string(p.dst_strides[2]) +
                          " is not 1 (dst must be dense along n)");
   }
@@ -91,14 +91,16 @@ std::optional<failure> validate_problem(const matmul_problem& p) {
     std::int64_t extent, stride;
   };
   std::vector<dim> outer;
+  if (p.n > 1) outer.push_back({p.n, p.dst_strides[2]});
   if (p.m > 1) outer.push_back({p.m, p.dst_strides[1]});
   if (p.batch > 1) outer.push_back({p.batch, p.dst_strides[0]});
   std::sort(outer.begin(), outer.end(), [](dim a, dim b) { return a.stride < b.stride; });
-  std::int64_t span = p.n;
+  std::int64_t span = 1;
   for (const dim& d : outer) {
     if (d.stride < span) {
       return invalid("dst strides (" + std::to_string(p.dst_strides[0]) + ", " +
-                     std::to_string(p.dst_strides[1]) + ", 1) make elements overlap");
+                     std::to_string(p.dst_strides[1]) + ", " + std::to_string(p.dst_strides[2]) +
+                     ") make elements overlap");
     }
     span = d.stride * d.extent;  // no overflow: max_offset bounded it
   }
@@ -988,6 +990,11 @@ void matmul_kernel::execute(const matmul_args& args, void* scratchpad, thread_po
   });
 }
 
+result<bool> check_matmul_problem(const matmul_problem& p, bool for_reference) {
+  if (auto bad = validate_problem(p, !for_reference)) return *bad;
+  return true;
+}
+
 void matmul_reference(const matmul_problem& p, const matmul_args& args) {
   std::vector<float> operands(p.post_ops.size(), 0.f);
   for (std::int64_t b = 0; b < p.batch; ++b) {
@@ -1000,7 +1007,7 @@ void matmul_reference(const matmul_problem& p, const matmul_args& args) {
                  args.weights[b * p.wei_strides[0] + k * p.wei_strides[1] + j * p.wei_strides[2]];
         }
         if (p.with_bias) acc += args.bias[j];
-        const std::int64_t off = b * p.dst_strides[0] + i * p.dst_strides[1] + j;
+        const std::int64_t off = b * p.dst_strides[0] + i * p.dst_strides[1] + j * p.dst_strides[2];
         for (std::size_t o = 0; o < p.post_ops.size(); ++o) {
           const post_op& op = p.post_ops[o];
           if (op.what != post_op::kind::binary_add) continue;

@@ -141,6 +141,13 @@ class PRIMCACHE_API matmul_kernel {
   function* fn_;
 };
 
+// What create() checks of the problem alone (no configuration, no ISA, no
+// compilation), so that a primitive descriptor accepts only problems the
+// kernel builds. With `for_reference`: what matmul_reference() needs (dst may
+// have any strides whose elements do not overlap).
+PRIMCACHE_API result<bool> check_matmul_problem(const matmul_problem& p,
+                                                bool for_reference = false);
+
 // Plain loops in double precision, then bias and post-ops as the reference
 // semantics of post_ops.hpp define them.
 PRIMCACHE_API void matmul_reference(const matmul_problem& p, const matmul_args& args);

@@ -929,6 +929,13 @@ void reorder_kernel::execute(const reorder_args& args, void* /*scratchpad*/,
   });
 }
 
+result<bool> check_reorder_problem(const reorder_problem& p) {
+  if (auto ok = validate(p); !ok) return ok.why();
+  auto plan = plan_walk(p.src, p.dst, keep_mask(p));
+  if (!plan) return plan.why();
+  return true;
+}
+
 void reorder_reference(const reorder_problem& p, const reorder_args& args) {
   const memory_desc& s = p.src;
   const memory_desc& d = p.dst;

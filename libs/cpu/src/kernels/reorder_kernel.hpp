@@ -134,6 +134,10 @@ class PRIMCACHE_API reorder_kernel {
 };
 
 // Plain loops over the logical index space; dst padding is zeroed.
+// What create() checks of the problem alone (no configuration, no ISA, no
+// compilation), the layout walk included; reorder_reference() needs the same.
+PRIMCACHE_API result<bool> check_reorder_problem(const reorder_problem& p);
+
 PRIMCACHE_API void reorder_reference(const reorder_problem& p, const reorder_args& args);
 
 // ---------------------------------------------------------------------------

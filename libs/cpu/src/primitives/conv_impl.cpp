@@ -16,10 +16,11 @@ using runtime_internal::primitive_desc_impl;
 using runtime_internal::primitive_impl;
 using runtime_internal::primitive_kind;
 
-class conv_pd final : public primitive_desc_impl {
+class conv_pd final : public primitive_desc_impl, public isa_bound_pd {
  public:
   conv_pd(const primitive_attr& attr, const char* name, bool jit, conv_problem p, cpu_isa isa)
       : primitive_desc_impl(primitive_kind::convolution, attr, name),
+        isa_bound_pd(isa),
         jit_(jit),
         problem_(std::move(p)),
         isa_(isa) {}
@@ -34,6 +35,7 @@ class conv_pd final : public primitive_desc_impl {
     }
   }
   void write_op_key(key_writer& w) const override {
+    write_isa_key(w);
     problem_.src.write_key(w);
     problem_.weights.write_key(w);
     problem_.bias.write_key(w);
@@ -138,6 +140,8 @@ result<std::shared_ptr<const primitive_desc_impl>> make_conv_pd(
   p.nthr = get_num_threads();
   const cpu_isa isa = effective_isa();
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT convolution needs avx2");
+  // Accept only what the kernel and the reference handle (layouts, types).
+  if (auto ok = check_conv_problem(p); !ok) return ok.why();
   auto pd = std::make_shared<conv_pd>(attr, jit ? "jit:conv" : "ref:conv", jit, std::move(p), isa);
   pd->finalize(eng, pd->problem().nthr);
   return std::shared_ptr<const primitive_desc_impl>(std::move(pd));

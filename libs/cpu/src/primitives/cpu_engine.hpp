@@ -51,6 +51,24 @@ binary_operand_array collect_binary_operands(const runtime_internal::exec_ctx& c
 void* required_arg(const runtime_internal::exec_ctx& ctx, int arg, const char* what,
                    const char* name);
 
+// The ISA a CPU primitive descriptor compiles for: read once (effective_isa())
+// when the descriptor is made, written into its key by write_isa_key, and
+// passed to the kernel's create(). The engine identity reads the cap again,
+// so a cap changed in between cannot file code for one ISA under the key of
+// another: the key holds both.
+class PRIMCACHE_API isa_bound_pd {
+ public:
+  explicit isa_bound_pd(cpu_isa isa) noexcept : bound_isa_(isa) {}
+  virtual ~isa_bound_pd() = default;
+  cpu_isa bound_isa() const noexcept { return bound_isa_; }
+
+ protected:
+  void write_isa_key(key_writer& w) const { w.str("cpu_isa").enumeration(bound_isa_); }
+
+ private:
+  cpu_isa bound_isa_;
+};
+
 inline failure unimplemented(std::string message) {
   return failure{status::unimplemented, std::move(message)};
 }

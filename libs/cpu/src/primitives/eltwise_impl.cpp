@@ -32,10 +32,11 @@ result<eltwise_op> translate_alg(algorithm alg, float alpha, float beta) {
   return chain.value()[0].eltwise;
 }
 
-class eltwise_pd final : public primitive_desc_impl {
+class eltwise_pd final : public primitive_desc_impl, public isa_bound_pd {
  public:
   eltwise_pd(const primitive_attr& attr, const char* name, bool jit, eltwise_problem p, cpu_isa isa)
       : primitive_desc_impl(primitive_kind::eltwise, attr, name),
+        isa_bound_pd(isa),
         jit_(jit),
         problem_(std::move(p)),
         isa_(isa) {}
@@ -46,6 +47,7 @@ class eltwise_pd final : public primitive_desc_impl {
     return {};
   }
   void write_op_key(key_writer& w) const override {
+    write_isa_key(w);
     problem_.src.write_key(w);
     problem_.dst.write_key(w);
     w.enumeration(problem_.op.alg).f32(problem_.op.alpha).f32(problem_.op.beta);
@@ -181,6 +183,7 @@ result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_pd(
   p.nthr = get_num_threads();
   const cpu_isa isa = effective_isa();
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT eltwise needs avx2");
+  if (auto ok = check_eltwise_problem(p); !ok) return ok.why();
   auto pd = std::make_shared<eltwise_pd>(attr, jit ? "jit:eltwise" : "ref:eltwise", jit,
                                          std::move(p), isa);
   pd->finalize(eng, pd->problem().nthr);

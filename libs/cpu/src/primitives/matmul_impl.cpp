@@ -24,11 +24,12 @@ void resolve_plain(memory_desc& md) {
   md = memory_desc(md.dims(), md.data_type(), kRowMajor[md.ndims() - 1]);
 }
 
-class matmul_pd final : public primitive_desc_impl {
+class matmul_pd final : public primitive_desc_impl, public isa_bound_pd {
  public:
   matmul_pd(const primitive_attr& attr, const char* name, bool jit, matmul_op&& op,
             matmul_problem problem, cpu_isa isa)
       : primitive_desc_impl(primitive_kind::matmul, attr, name),
+        isa_bound_pd(isa),
         jit_(jit),
         op_(std::move(op)),
         problem_(std::move(problem)),
@@ -44,6 +45,7 @@ class matmul_pd final : public primitive_desc_impl {
     }
   }
   void write_op_key(key_writer& w) const override {
+    write_isa_key(w);
     op_.src.write_key(w);
     op_.weights.write_key(w);
     op_.bias.write_key(w);
@@ -119,11 +121,13 @@ result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(
   matmul_problem p;
   auto s = op.src.strides(), w = op.weights.strides(), d = op.dst.strides();
   const int o = batched ? 1 : 0;  // index of the M/K dimension in the strides
-  p.batch = batched ? op.src.dims()[0] : 1;
+  // The batch is dst's; src and weights each have it or broadcast a batch of 1.
+  p.batch = batched ? op.dst.dims()[0] : 1;
   p.m = op.src.dims()[o];
   p.k = op.src.dims()[o + 1];
   p.n = op.weights.dims()[o + 1];
-  p.src_strides = {batched ? s[0] : 0, s[o], s[o + 1]};
+  const bool broadcast_src = batched && op.src.dims()[0] == 1 && p.batch > 1;
+  p.src_strides = {batched && !broadcast_src ? s[0] : 0, s[o], s[o + 1]};
   const bool broadcast_weights = batched && op.weights.dims()[0] == 1 && p.batch > 1;
   p.wei_strides = {batched && !broadcast_weights ? w[0] : 0, w[o], w[o + 1]};
   p.dst_strides = {batched ? d[0] : 0, d[o], d[o + 1]};
@@ -136,11 +140,9 @@ result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(
   p.post_ops = std::move(chain).value();
   p.nthr = get_num_threads();
   const cpu_isa isa = effective_isa();
-  if (jit) {
-    if (isa < cpu_isa::avx2) return unimplemented("the JIT matmul needs avx2");
-    if (p.dst_strides[2] != 1)
-      return unimplemented("dst " + op.dst.to_string() + " is not dense along N");
-  }
+  if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT matmul needs avx2");
+  // Accept only what the kernel (or the reference) builds and runs.
+  if (auto ok = check_matmul_problem(p, !jit); !ok) return ok.why();
   auto pd = std::make_shared<matmul_pd>(attr, jit ? "jit:matmul" : "ref:matmul", jit, std::move(op),
                                         std::move(p), isa);
   pd->finalize(eng, pd->problem().nthr);

@@ -16,10 +16,11 @@ using runtime_internal::primitive_impl;
 using runtime_internal::primitive_kind;
 using runtime_internal::reorder_op;
 
-class reorder_pd final : public primitive_desc_impl {
+class reorder_pd final : public primitive_desc_impl, public isa_bound_pd {
  public:
   reorder_pd(const primitive_attr& attr, const char* name, bool jit, reorder_problem p, cpu_isa isa)
       : primitive_desc_impl(primitive_kind::reorder, attr, name),
+        isa_bound_pd(isa),
         jit_(jit),
         problem_(std::move(p)),
         isa_(isa) {}
@@ -30,6 +31,7 @@ class reorder_pd final : public primitive_desc_impl {
     return {};
   }
   void write_op_key(key_writer& w) const override {
+    write_isa_key(w);
     problem_.src.write_key(w);
     problem_.dst.write_key(w);
   }
@@ -112,6 +114,7 @@ result<std::shared_ptr<const primitive_desc_impl>> make_reorder_pd(
   p.nthr = get_num_threads();
   const cpu_isa isa = effective_isa();
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT reorder needs avx2");
+  if (auto ok = check_reorder_problem(p); !ok) return ok.why();
   auto pd = std::make_shared<reorder_pd>(attr, jit ? "jit:reorder" : "ref:reorder", jit,
                                          std::move(p), isa);
   pd->finalize(eng, pd->problem().nthr);
