@@ -5,6 +5,7 @@
 #include "json_field.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
+#include "primcache/runtime/primitive_cache.hpp"
 
 namespace primcache::primcached {
 
@@ -51,6 +52,8 @@ daemon_config load_config(std::string_view text, const std::string& file,
 }
 
 void apply_capacities(const daemon_config& config) {
+  // The runtime registers its caches on first use: make sure they are there.
+  get_primitive_cache_capacity();
   for (const auto& [name, capacity] : config.caches) {
     try {
       control().set_capacity(name, capacity);

@@ -195,7 +195,6 @@ int run(int argc, char** argv, int signal_fd) {
                          ? load_workload(embedded_workload(), "default.json (embedded)")
                          : load_workload(read_file(workload_path), workload_path);
 
-  get_primitive_cache_capacity();  // the runtime's caches register on first use
   apply_capacities(config);
 
   const std::string token = generate_token();
