@@ -1,5 +1,6 @@
 # Installs the build tree into a fresh prefix, then configures, builds and
-# runs docs/consumer against it. Run by CTest:
+# runs docs/consumer against it. Run by CTest for the shared build, and by
+# .ci/run for a static one (-DBUILD_SHARED_LIBS=OFF):
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P consumer_test.cmake
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
@@ -25,6 +26,10 @@ run_step("build consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run_step("run consumer" "${WORK_DIR}/build/consumer")
 if(NOT last_output MATCHES "consumer: ok")
   message(FATAL_ERROR "consumer printed no success line:\n${last_output}")
+endif()
+run_step("run consumer_cpu" "${WORK_DIR}/build/consumer_cpu")
+if(NOT last_output MATCHES "consumer_cpu: ok")
+  message(FATAL_ERROR "consumer_cpu printed no success line:\n${last_output}")
 endif()
 
 # Asking for a component that does not exist fails configuration.

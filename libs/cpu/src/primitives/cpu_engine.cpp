@@ -130,8 +130,16 @@ void register_cpu_backend() {
 
 namespace {
 // Linking primcache::cpu is all a user does to get cpu engines: the shared
-// library registers itself when it is loaded.
+// library registers itself when it is loaded, and in a static link this
+// object is pulled in by the anchor below.
 const bool registered = (register_cpu_backend(), true);
 }  // namespace
 
 }  // namespace primcache::cpu_internal
+
+// A static archive member is linked only when something references it, and
+// nothing references this one: in static builds primcache::cpu's interface
+// adds -Wl,--undefined=primcache_cpu_backend_anchor (libs/cpu/CMakeLists.txt),
+// which pulls this object, and with it the registration above, into the
+// program.
+extern "C" PRIMCACHE_API void primcache_cpu_backend_anchor() {}
