@@ -12,6 +12,7 @@ namespace fake {
 
 std::atomic<int> creations{0};
 std::atomic<int> last_nested_outcome{-1};
+std::atomic<int> stream_waits{0};
 
 namespace {
 
@@ -25,6 +26,12 @@ class fake_engine final : public engine_impl {
   std::string describe() const override { return "fake"; }
   void* allocate(std::size_t bytes) const override { return std::malloc(bytes); }
   void deallocate(void* p) const noexcept override { std::free(p); }
+  std::unique_ptr<stream_impl> create_stream() const override {
+    struct counting_stream final : stream_impl {
+      void wait() override { stream_waits.fetch_add(1); }
+    };
+    return std::make_unique<counting_stream>();
+  }
 };
 
 class copy_pd_impl final : public primitive_desc_impl {

@@ -26,6 +26,8 @@ void install();
 
 // How many times create_impl ran, over the process.
 extern std::atomic<int> creations;
+// How many times a fake stream's wait() reached the backend.
+extern std::atomic<int> stream_waits;
 // The outcome of the last nested creation.
 extern std::atomic<int> last_nested_outcome;
 

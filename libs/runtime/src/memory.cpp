@@ -2,21 +2,74 @@
 
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
+#include "primcache/runtime/backend/memory_storage.hpp"
 #include "primcache/runtime/stream.hpp"
 
 namespace primcache {
+namespace runtime_internal {
+
+memory_storage::~memory_storage() = default;
+stream_impl::~stream_impl() = default;
+
+namespace {
+
+// Host memory: the engine's allocate/deallocate, or the caller's pointer.
+class host_storage final : public memory_storage {
+ public:
+  // Wraps `handle`, or with `allocate` allocates `bytes` (none for 0).
+  host_storage(const engine_impl& eng, std::size_t bytes, void* handle, bool allocate)
+      : memory_storage(eng), ptr_(handle) {
+    if (allocate && bytes > 0) {
+      ptr_ = eng.allocate(bytes);
+      owned_ = true;
+    }
+  }
+  ~host_storage() override { release(); }
+  void* handle() const noexcept override { return ptr_; }
+  void set_handle(void* handle) override {
+    release();
+    ptr_ = handle;
+  }
+  void* host_ptr() const noexcept override { return ptr_; }
+  void* map() override { return ptr_; }
+  void unmap(void*) noexcept override {}
+
+ private:
+  void release() noexcept {
+    if (owned_) engine().deallocate(ptr_);
+    owned_ = false;
+  }
+  void* ptr_;
+  bool owned_ = false;  // allocated here, freed with the storage
+};
+
+class synchronous_stream final : public stream_impl {
+ public:
+  void wait() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<memory_storage> engine_impl::allocate_storage(std::size_t bytes) const {
+  return std::make_unique<host_storage>(*this, bytes, nullptr, true);
+}
+
+std::unique_ptr<memory_storage> engine_impl::wrap_storage(std::size_t bytes, void* handle) const {
+  return std::make_unique<host_storage>(*this, bytes, handle, false);
+}
+
+std::unique_ptr<stream_impl> engine_impl::create_stream() const {
+  return std::make_unique<synchronous_stream>();
+}
+
+}  // namespace runtime_internal
 
 struct memory::state {
-  state(const desc& d, const engine& e, void* h, bool o) : md(d), eng(e), handle(h), owned(o) {}
-  state(const state&) = delete;
-  state& operator=(const state&) = delete;
-  ~state() {
-    if (owned) eng.impl().deallocate(handle);
-  }
+  state(const desc& d, const engine& e, std::unique_ptr<runtime_internal::memory_storage> s)
+      : md(d), eng(e), storage(std::move(s)) {}
   desc md;
-  engine eng;
-  void* handle;
-  bool owned;  // allocated by the memory, freed with the last copy
+  engine eng;  // keeps the engine (and so the storage's engine_impl) alive
+  std::unique_ptr<runtime_internal::memory_storage> storage;
 };
 
 namespace {
@@ -27,25 +80,21 @@ void check_desc(const memory::desc& md) {
                     " is format any (take the layout from the primitive descriptor)");
   }
 }
-}  // namespace
 
-memory::memory(const desc& md, const engine& eng) {
-  check_desc(md);
-  const std::size_t bytes = md.size_bytes();
-  void* p = bytes == 0 ? nullptr : eng.impl().allocate(bytes);
-  state_ = std::make_shared<state>(md, eng, p, true);
-}
-
-memory::memory(const desc& md, const engine& eng, void* handle) {
-  check_desc(md);
-  state_ = std::make_shared<state>(md, eng, handle, false);
-}
-
-namespace {
 [[noreturn]] void empty_memory() {
   throw error(status::invalid_arguments, "the memory object is empty");
 }
 }  // namespace
+
+memory::memory(const desc& md, const engine& eng) {
+  check_desc(md);
+  state_ = std::make_shared<state>(md, eng, eng.impl().allocate_storage(md.size_bytes()));
+}
+
+memory::memory(const desc& md, const engine& eng, void* handle) {
+  check_desc(md);
+  state_ = std::make_shared<state>(md, eng, eng.impl().wrap_storage(md.size_bytes(), handle));
+}
 
 const memory::desc& memory::get_desc() const {
   if (!state_) empty_memory();
@@ -57,18 +106,30 @@ const engine& memory::get_engine() const {
 }
 void* memory::get_data_handle() const {
   if (!state_) empty_memory();
-  return state_->handle;
+  return state_->storage->handle();
 }
 void memory::set_data_handle(void* handle) {
   if (!state_) empty_memory();
-  if (state_->owned) {
-    state_->eng.impl().deallocate(state_->handle);
-    state_->owned = false;
-  }
-  state_->handle = handle;
+  state_->storage->set_handle(handle);
+}
+void* memory::map_data() const {
+  if (!state_) empty_memory();
+  return state_->storage->map();
+}
+void memory::unmap_data(void* mapped) const {
+  if (!state_) empty_memory();
+  state_->storage->unmap(mapped);
 }
 
-stream::stream(const engine& eng) : engine_(eng) {}
-void stream::wait() {}
+namespace runtime_internal {
+const memory_storage* storage_of(const memory& m) noexcept {
+  return m.state_ ? m.state_->storage.get() : nullptr;
+}
+}  // namespace runtime_internal
+
+stream::stream(const engine& eng) : engine_(eng), impl_(eng.impl().create_stream()) {}
+void stream::wait() {
+  impl_->wait();
+}
 
 }  // namespace primcache

@@ -47,9 +47,14 @@ const memory* exec_ctx::arg(int index) const {
   return it == args->end() || !it->second ? nullptr : &it->second;
 }
 
-void* exec_ctx::arg_ptr(int index) const {
+const memory_storage* exec_ctx::arg_storage(int index) const {
   const memory* m = arg(index);
-  return m == nullptr ? nullptr : m->get_data_handle();
+  return m == nullptr ? nullptr : storage_of(*m);
+}
+
+void* exec_ctx::arg_ptr(int index) const {
+  const memory_storage* s = arg_storage(index);
+  return s == nullptr ? nullptr : s->host_ptr();
 }
 
 namespace {

@@ -8,9 +8,10 @@
 //   primcache::memory view(md, eng, user_ptr);      // wraps the caller's buffer
 //   float* p = static_cast<float*>(src.get_data_handle());
 //
-// memory is a handle: copies share one buffer. A buffer the memory
-// allocated lives until the last copy goes; a wrapped buffer belongs to the
-// caller, who keeps it alive while the memory is used.
+// memory is a handle: copies share one buffer, held in the engine's backend
+// storage (backend/memory_storage.hpp). A buffer the memory allocated lives
+// until the last copy goes; a wrapped buffer belongs to the caller, who
+// keeps it alive while the memory is used.
 //
 // Thread-safety: concurrent reads are safe; set_data_handle must not race
 // with executions that use the memory. Exceptions: primcache::error.
@@ -28,6 +29,13 @@
 
 namespace primcache {
 
+class memory;
+namespace runtime_internal {
+class memory_storage;
+// The backend storage of `m` (nullptr when empty): what kernels receive.
+PRIMCACHE_API const memory_storage* storage_of(const memory& m) noexcept;
+}  // namespace runtime_internal
+
 class PRIMCACHE_API memory {
  public:
   using desc = memory_desc;
@@ -41,11 +49,21 @@ class PRIMCACHE_API memory {
 
   const desc& get_desc() const;
   const engine& get_engine() const;
+  // The backend handle: a host pointer on the CPU, a device buffer on a GPU.
   void* get_data_handle() const;
+  // Replaces the buffer by the caller's (which the caller keeps alive); a
+  // buffer the memory allocated is freed.
   void set_data_handle(void* handle);
+  // Host access to the data wherever it lives: map_data returns a pointer
+  // the host may read and write until unmap_data (for host memory, the
+  // buffer itself).
+  void* map_data() const;
+  void unmap_data(void* mapped) const;
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
  private:
+  friend const runtime_internal::memory_storage* runtime_internal::storage_of(
+      const memory& m) noexcept;
   struct state;
   std::shared_ptr<state> state_;
 };

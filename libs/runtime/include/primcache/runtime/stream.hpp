@@ -4,8 +4,10 @@
 //   prim.execute(s, args);
 //   s.wait();
 //
-// CPU streams execute in order and synchronously: execute() returns when the
-// work is done and wait() returns at once. Thread-safety: a stream may be
+// A stream is an in-order queue with a backend part made by its engine
+// (backend/memory_storage.hpp). CPU streams execute synchronously: execute()
+// returns when the work is done and wait() returns at once; device streams
+// return at submission and wait() waits. Thread-safety: a stream may be
 // used from several threads; executions from different threads are not
 // ordered relative to each other. Exceptions: primcache::error.
 #pragma once
@@ -17,14 +19,22 @@
 
 namespace primcache {
 
+namespace runtime_internal {
+class stream_impl;
+}
+
 class PRIMCACHE_API stream {
  public:
   explicit stream(const engine& eng);
   const engine& get_engine() const noexcept { return engine_; }
+  // Returns when everything submitted to the stream has finished.
   void wait();
+  // The backend's part (an in-order queue), for backends.
+  runtime_internal::stream_impl& impl() const noexcept { return *impl_; }
 
  private:
   engine engine_;
+  std::shared_ptr<runtime_internal::stream_impl> impl_;
 };
 
 }  // namespace primcache

@@ -11,10 +11,12 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "primcache/base/export.hpp"
 #include "primcache/keyhash/key.hpp"
+#include "primcache/runtime/backend/memory_storage.hpp"
 #include "primcache/runtime/engine.hpp"
 
 namespace primcache::runtime_internal {
@@ -34,9 +36,19 @@ class PRIMCACHE_API engine_impl {
   // A short description for verbose logs ("cpu:avx512_core").
   virtual std::string describe() const = 0;
 
-  // Buffers for memory objects on this engine.
+  // Host buffers (64-byte aligned) for memory objects on this engine.
   virtual void* allocate(std::size_t bytes) const = 0;
   virtual void deallocate(void* p) const noexcept = 0;
+
+  // The storage of a memory object of `bytes` bytes: allocated (and freed
+  // with the storage), or wrapping the caller's `handle` (which may be null:
+  // a memory without a buffer yet). Default: host memory from
+  // allocate()/deallocate().
+  virtual std::unique_ptr<memory_storage> allocate_storage(std::size_t bytes) const;
+  virtual std::unique_ptr<memory_storage> wrap_storage(std::size_t bytes, void* handle) const;
+  // The backend part of a stream. Default: synchronous (kernels finish
+  // before execute returns; wait() returns at once).
+  virtual std::unique_ptr<stream_impl> create_stream() const;
 
  private:
   engine_kind kind_;

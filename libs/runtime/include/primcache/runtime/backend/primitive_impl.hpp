@@ -119,8 +119,11 @@ struct PRIMCACHE_API exec_ctx {
   const primitive_attr* attr = nullptr;
   const primitive_attr& run_time_attr(const primitive_desc_impl& own) const;
 
-  // The buffer of argument `arg`, or nullptr if it was not passed.
+  // The host buffer of argument `arg`, or nullptr if it was not passed (or
+  // lives on a device: device kernels use arg_storage).
   void* arg_ptr(int arg) const;
+  // The backend storage of argument `arg`, or nullptr if it was not passed.
+  const memory_storage* arg_storage(int arg) const;
   const memory* arg(int arg) const;
   // The same arguments renamed for a nested primitive, with a part of the
   // scratchpad. Used by implementations that compose nested primitives.
