@@ -13,6 +13,8 @@ namespace fake {
 std::atomic<int> creations{0};
 std::atomic<int> last_nested_outcome{-1};
 std::atomic<int> stream_waits{0};
+std::atomic<int> identity_setting{0};
+std::atomic<int> factory_calls_17{0};
 
 namespace {
 
@@ -22,7 +24,9 @@ using namespace primcache::runtime_internal;
 class fake_engine final : public engine_impl {
  public:
   explicit fake_engine(std::size_t index) : engine_impl(engine_kind::gpu, index) {}
-  void write_identity(key_writer& w) const override { w.str("fake").u64(index()); }
+  void write_identity(key_writer& w) const override {
+    w.str("fake").u64(index()).u32(static_cast<std::uint32_t>(identity_setting.load()));
+  }
   std::string describe() const override { return "fake"; }
   void* allocate(std::size_t bytes) const override { return std::malloc(bytes); }
   void deallocate(void* p) const noexcept override { std::free(p); }
@@ -123,6 +127,9 @@ void install() {
          [](const op_desc& op, const primitive_attr& attr,
             const engine_impl& eng) -> result<std::shared_ptr<const primitive_desc_impl>> {
            const auto& r = std::get<reorder_op>(op);
+           if (r.src.dims()[0] == 17 && factory_calls_17.fetch_add(1) == 0) {
+             identity_setting.fetch_add(1);  // a setting changes while accepting
+           }
            if (r.src.data_type() != data_type::f32 || !(r.src == r.dst)) {
              return failure{status::unimplemented, "fake copy only copies f32 as is"};
            }

@@ -28,6 +28,11 @@ void install();
 extern std::atomic<int> creations;
 // How many times a fake stream's wait() reached the backend.
 extern std::atomic<int> stream_waits;
+// A setting the fake engine's identity includes (as the CPU engine's
+// includes the ISA cap); the first acceptance of a dims[0] == 17 descriptor
+// changes it, as a concurrent set_max_cpu_isa would.
+extern std::atomic<int> identity_setting;
+extern std::atomic<int> factory_calls_17;
 // The outcome of the last nested creation.
 extern std::atomic<int> last_nested_outcome;
 

@@ -260,3 +260,16 @@ TEST_CASE("the runtime records creations and executions in control for metrics",
     CHECK(found);
   }
 }
+
+TEST_CASE("a descriptor accepted while a setting changed is not filed under the old setting",
+          "[runtime][primitive_desc][isa]") {
+  fake::install();
+  // The first acceptance changes the engine's identity setting midway (as a
+  // concurrent set_max_cpu_isa would): that descriptor must not be cached
+  // under the key made before the change; creation starts over.
+  auto first = fake::copy_pd(17);
+  CHECK(fake::factory_calls_17.load() == 2);
+  auto again = fake::copy_pd(17);  // the settings now match: a pd-cache hit
+  CHECK(fake::factory_calls_17.load() == 2);
+  CHECK(first.impl_ptr() == again.impl_ptr());
+}

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "primcache/base/error.hpp"
 #include "primcache/base/thread_annotations.hpp"
@@ -186,25 +187,58 @@ void write_op(key_writer& w, const op_desc& op) {
 
 }  // namespace
 
+namespace {
+
+// The settings a factory reads besides the op: the engine's identity (for
+// CPU the ISA cap) and the thread count.
+std::vector<std::byte> settings_snapshot(const engine& eng) {
+  key_writer w;
+  eng.impl().write_identity(w);
+  w.i32(get_num_threads());
+  const key k = w.finish();
+  return {k.bytes().begin(), k.bytes().end()};
+}
+
+// Thrown inside the cache's creator when a setting changed while the
+// factories ran: the descriptor is not cached (failures never are) and the
+// creation starts over under the new settings' key.
+struct settings_changed {};
+
+}  // namespace
+
 std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& op,
                                                                  const primitive_attr& attr,
                                                                  const engine& eng) {
   // Accepting an op (validation, layout resolution, the resolved key) costs
   // more than the primitive-cache lookup that follows it; repeated
   // creations of the same primitive get the descriptor from a cache keyed by
-  // everything acceptance depends on. Factories read the thread count and
-  // the ISA cap again; a concurrent change between the two reads can only
-  // file a descriptor for the newer setting under the older one's key, which
-  // is correct code, at most tuned for the other setting.
-  key_writer w;
-  write_op(w, op);
-  attr.write_key(w);
-  attr.write_run_time_values(w);
-  w.enumeration(eng.get_kind()).u64(eng.get_index());
-  eng.impl().write_identity(w);
-  w.i32(get_num_threads());
-  w.u64(registry_generation.load(std::memory_order_acquire));
-  return primitive_desc_cache().get_or_add(w.finish(), [&] { return accept(op, attr, eng); }).value;
+  // everything acceptance depends on. Factories read the ISA cap and the
+  // thread count themselves: a descriptor is filed under the lookup key only
+  // if those settings were the same before and after the factories ran, so
+  // a concurrent set_max_cpu_isa or set_num_threads never files code for
+  // one setting under the other's key.
+  for (;;) {
+    const std::vector<std::byte> settings = settings_snapshot(eng);
+    key_writer w;
+    write_op(w, op);
+    attr.write_key(w);
+    attr.write_run_time_values(w);
+    w.enumeration(eng.get_kind()).u64(eng.get_index());
+    w.raw(settings);
+    w.u64(registry_generation.load(std::memory_order_acquire));
+    try {
+      return primitive_desc_cache()
+          .get_or_add(w.finish(),
+                      [&] {
+                        auto pd = accept(op, attr, eng);
+                        if (settings_snapshot(eng) != settings) throw settings_changed{};
+                        return pd;
+                      })
+          .value;
+    } catch (const settings_changed&) {
+      // A concurrent waiter on the same key sees this too and retries.
+    }
+  }
 }
 
 }  // namespace runtime_internal
