@@ -7,9 +7,9 @@
 
 #include <llvm/IR/Module.h>
 
-#include "jit/engine.hpp"
 #include "jit/ir_math.hpp"
 #include "jit/jit_module.hpp"
+#include "jit/process_jit.hpp"
 #include "kernels.hpp"
 #include "primcache/cpu/cpu.hpp"
 

@@ -9,8 +9,8 @@
 #include <llvm/IR/Module.h>
 
 #include "jit/compiler.hpp"
-#include "jit/engine.hpp"
 #include "jit/jit_module.hpp"
+#include "jit/process_jit.hpp"
 #include "kernels.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/cpu/cpu.hpp"

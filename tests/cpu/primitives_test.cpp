@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/engine.hpp"
+#include "jit/process_jit.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/runtime.hpp"
 #include "primcache/tensor/numeric.hpp"

@@ -15,7 +15,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "jit/engine.hpp"
+#include "jit/process_jit.hpp"
 #include "jit/object_capture.hpp"
 #include "jit/target.hpp"
 #include "primcache/base/error.hpp"

@@ -11,7 +11,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include "jit/engine.hpp"
+#include "jit/process_jit.hpp"
 #include "jit/object_symbols.hpp"
 
 namespace primcache::cpu_internal {

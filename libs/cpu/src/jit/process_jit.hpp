@@ -1,4 +1,4 @@
-// jit/engine.hpp — the one LLVM ORC LLJIT of the process and the accounting
+// jit/process_jit.hpp — the one LLVM ORC LLJIT of the process and the accounting
 // of the code memory it maps.
 //
 // The JIT is created at the first process_jit() call and never destroyed:

@@ -1,4 +1,4 @@
-#include "jit/engine.hpp"
+#include "jit/process_jit.hpp"
 
 #include <atomic>
 #include <memory>
