@@ -13,7 +13,6 @@
 #include <optional>
 #include <string>
 
-#include "primcache/base/export.hpp"
 #include "primcache/cpu/cpu.hpp"
 
 namespace primcache::cpu_internal {
@@ -22,6 +21,6 @@ inline constexpr const char* isa_env_name = "PRIMCACHE_CPU_ISA";
 
 // Unset: no cap. A name parse_cpu_isa accepts: that cap. Anything else is
 // reported through report_malformed_env (once per process) and gives no cap.
-PRIMCACHE_API std::optional<cpu_isa> cap_from_env_value(const std::optional<std::string>& value);
+std::optional<cpu_isa> cap_from_env_value(const std::optional<std::string>& value);
 
 }  // namespace primcache::cpu_internal

@@ -29,7 +29,6 @@
 
 #include <llvm/ADT/STLFunctionalExtras.h>
 
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 
@@ -47,7 +46,6 @@ using ir_builder = llvm::function_ref<void(llvm::Module&)>;
 // compiled for (jit_module::load reads it and refuses code above the cap).
 inline constexpr const char* isa_symbol = "primcache_isa";
 
-PRIMCACHE_API result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa,
-                                                            ir_builder build);
+result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa, ir_builder build);
 
 }  // namespace primcache::cpu_internal

@@ -34,41 +34,39 @@
 
 #include <llvm/IR/IRBuilder.h>
 
-#include "primcache/base/export.hpp"
-
 namespace primcache::cpu_internal {
 
 // Each function takes x of type float or <N x float> and returns a value of
 // the same shape; conversions return the integer type of the same shape.
 
-PRIMCACHE_API llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x);
-PRIMCACHE_API llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x);
-PRIMCACHE_API llvm::Value* emit_sigmoid(llvm::IRBuilderBase& b, llvm::Value* x);
-PRIMCACHE_API llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_exp(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_tanh(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_sigmoid(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_erf(llvm::IRBuilderBase& b, llvm::Value* x);
 // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), accurate in relative terms also
 // for large negative x, where 1 + erf cancels.
-PRIMCACHE_API llvm::Value* emit_gelu_erf(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_gelu_erf(llvm::IRBuilderBase& b, llvm::Value* x);
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as
 // x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) for the same reason.
-PRIMCACHE_API llvm::Value* emit_gelu_tanh(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_gelu_tanh(llvm::IRBuilderBase& b, llvm::Value* x);
 
 // The integral float nearest to x, ties to even (x itself when |x| >= 2^23,
 // NaN or infinite).
-PRIMCACHE_API llvm::Value* emit_round_half_even(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_round_half_even(llvm::IRBuilderBase& b, llvm::Value* x);
 
 // float -> bf16 / f16 bits (i16), rounding to nearest even. Overflow gives
 // infinity; NaN gives a quiet NaN that keeps the sign and the payload's top
 // bits.
-PRIMCACHE_API llvm::Value* emit_f32_to_bf16(llvm::IRBuilderBase& b, llvm::Value* x);
-PRIMCACHE_API llvm::Value* emit_f32_to_f16(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_f32_to_bf16(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_f32_to_f16(llvm::IRBuilderBase& b, llvm::Value* x);
 // bf16 / f16 bits (i16) -> float, exact.
-PRIMCACHE_API llvm::Value* emit_bf16_to_f32(llvm::IRBuilderBase& b, llvm::Value* bits);
-PRIMCACHE_API llvm::Value* emit_f16_to_f32(llvm::IRBuilderBase& b, llvm::Value* bits);
+llvm::Value* emit_bf16_to_f32(llvm::IRBuilderBase& b, llvm::Value* bits);
+llvm::Value* emit_f16_to_f32(llvm::IRBuilderBase& b, llvm::Value* bits);
 
 // float -> s8 / u8 (i8) / s32 (i32): round to nearest even, saturate to the
 // type's range (infinities included); NaN gives 0.
-PRIMCACHE_API llvm::Value* emit_f32_to_s8(llvm::IRBuilderBase& b, llvm::Value* x);
-PRIMCACHE_API llvm::Value* emit_f32_to_u8(llvm::IRBuilderBase& b, llvm::Value* x);
-PRIMCACHE_API llvm::Value* emit_f32_to_s32(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_f32_to_s8(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_f32_to_u8(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_f32_to_s32(llvm::IRBuilderBase& b, llvm::Value* x);
 
 }  // namespace primcache::cpu_internal

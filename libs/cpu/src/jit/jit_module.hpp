@@ -36,7 +36,6 @@
 #include <vector>
 
 #include "jit/compiler.hpp"
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 
@@ -47,7 +46,7 @@ class JITDylib;
 
 namespace primcache::cpu_internal {
 
-class PRIMCACHE_API jit_module {
+class jit_module {
  public:
   // compile_object() then load().
   static result<std::unique_ptr<jit_module>> compile(std::string_view name, cpu_isa isa,

@@ -22,21 +22,20 @@
 #include <string_view>
 #include <vector>
 
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 
 namespace primcache::cpu_internal {
 
 // memset, memcpy, memmove.
-PRIMCACHE_API std::span<const std::string_view> allowed_external_symbols() noexcept;
-PRIMCACHE_API bool is_allowed_external_symbol(std::string_view name) noexcept;
+std::span<const std::string_view> allowed_external_symbols() noexcept;
+bool is_allowed_external_symbol(std::string_view name) noexcept;
 
 // The names an object references but does not define, sorted, unique. Fails
 // (corrupt_data) when the bytes are not an object file for this host's
 // architecture.
-PRIMCACHE_API result<std::vector<std::string>> undefined_symbols(std::span<const std::byte> object);
+result<std::vector<std::string>> undefined_symbols(std::span<const std::byte> object);
 
 // The global names an object defines, sorted. Same failures.
-PRIMCACHE_API result<std::vector<std::string>> defined_symbols(std::span<const std::byte> object);
+result<std::vector<std::string>> defined_symbols(std::span<const std::byte> object);
 
 }  // namespace primcache::cpu_internal

@@ -27,7 +27,6 @@
 
 #include <cstddef>
 
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 
 namespace llvm::orc {
@@ -44,11 +43,11 @@ struct process_jit_handle {
 
 // The process's JIT; a failure (e.g. no native target) is remembered and
 // returned to every caller.
-PRIMCACHE_API result<process_jit_handle> process_jit();
+result<process_jit_handle> process_jit();
 
 // Bytes and blocks of JIT memory (code, read-only and read-write data of
 // every loaded kernel) mapped right now.
-PRIMCACHE_API std::size_t code_bytes_in_use() noexcept;
-PRIMCACHE_API std::size_t code_blocks_in_use() noexcept;
+std::size_t code_bytes_in_use() noexcept;
+std::size_t code_blocks_in_use() noexcept;
 
 }  // namespace primcache::cpu_internal

@@ -21,30 +21,29 @@
 
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 
 namespace primcache::cpu_internal {
 
 // The LLVM feature names a level adds to the level below it ("avx2", "fma").
-PRIMCACHE_API std::span<const std::string_view> isa_added_features(cpu_isa isa) noexcept;
+std::span<const std::string_view> isa_added_features(cpu_isa isa) noexcept;
 
 // Every feature of a level and the levels below it, each prefixed with '+'.
-PRIMCACHE_API std::vector<std::string> isa_features(cpu_isa isa);
+std::vector<std::string> isa_features(cpu_isa isa);
 
 // The best level whose features the host reports (LLVM's host detection
 // accounts for what the operating system saves on context switches).
-PRIMCACHE_API cpu_isa detect_host_isa();
+cpu_isa detect_host_isa();
 
 // The width in bits of one vector register at a level: 128, 256 or 512.
 // Kernels that map elements to vectors use it as their natural width.
-PRIMCACHE_API unsigned isa_vector_bits(cpu_isa isa) noexcept;
+unsigned isa_vector_bits(cpu_isa isa) noexcept;
 
 // The builder for kernels compiled at `isa`: host triple, generic x86-64 CPU,
 // the level's features, -O3 code generation and the large code model (the
 // JIT maps code, constants and libc far apart; the large model reaches any
 // of them without stubs). Fails on a host that is not x86-64.
-PRIMCACHE_API result<llvm::orc::JITTargetMachineBuilder> target_machine_builder(cpu_isa isa);
+result<llvm::orc::JITTargetMachineBuilder> target_machine_builder(cpu_isa isa);
 
 }  // namespace primcache::cpu_internal

@@ -39,7 +39,6 @@
 #include <vector>
 
 #include "kernels/post_ops.hpp"
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/keyhash/key.hpp"
@@ -50,7 +49,7 @@ namespace primcache::cpu_internal {
 
 class jit_module;
 
-struct PRIMCACHE_API conv_problem {
+struct conv_problem {
   // (N, IC, IH, IW): plain layout or nChw16c.
   memory_desc src;
   // (OC, IC, KH, KW) when groups == 1, else (G, OC/G, IC/G, KH, KW); any
@@ -77,7 +76,7 @@ struct PRIMCACHE_API conv_problem {
 // outermost keeps one input row hot while the weights stream by.
 enum class conv_loop_order : std::uint8_t { oc_outer = 0, spatial_outer = 1 };
 
-struct PRIMCACHE_API conv_config {
+struct conv_config {
   // Output pixels of one row held in registers at once.
   int ow_block = 14;
   // 16-channel output blocks held in registers at once (a register tile is
@@ -102,20 +101,19 @@ struct conv_args {
 
 // The output size the problem's shapes imply along one axis, or a failure
 // when the kernel does not fit in the padded input.
-PRIMCACHE_API result<std::int64_t> conv_output_size(std::int64_t in, std::int64_t kernel,
-                                                    std::int64_t stride, std::int64_t dilation,
-                                                    std::int64_t pad_before,
-                                                    std::int64_t pad_after);
+result<std::int64_t> conv_output_size(std::int64_t in, std::int64_t kernel, std::int64_t stride,
+                                      std::int64_t dilation, std::int64_t pad_before,
+                                      std::int64_t pad_after);
 
 // The weights layout the kernel reads directly: Ohwi16o (groups == 1),
 // Goihw16g (depthwise: groups == IC == OC), goihw otherwise (grouped weights
 // are always packed). The problem's weights dims must be valid.
-PRIMCACHE_API result<memory_desc> preferred_weights_desc(const conv_problem& p);
+result<memory_desc> preferred_weights_desc(const conv_problem& p);
 
-PRIMCACHE_API conv_config default_conv_config(const conv_problem& p, cpu_isa isa);
-PRIMCACHE_API std::vector<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa);
+conv_config default_conv_config(const conv_problem& p, cpu_isa isa);
+std::vector<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa);
 
-class PRIMCACHE_API conv_kernel {
+class conv_kernel {
  public:
   static result<std::unique_ptr<conv_kernel>> create(const conv_problem& p, const conv_config& c,
                                                      cpu_isa isa);
@@ -160,10 +158,10 @@ class PRIMCACHE_API conv_kernel {
 
 // What create() checks of the problem alone (no configuration, no ISA, no
 // compilation): layouts, data types, shapes. conv_reference() needs the same.
-PRIMCACHE_API result<bool> check_conv_problem(const conv_problem& p);
+result<bool> check_conv_problem(const conv_problem& p);
 
 // Plain loops (double accumulation); writes zeros into the channel padding of
 // an nChw16c dst, as the kernel does.
-PRIMCACHE_API void conv_reference(const conv_problem& p, const conv_args& args);
+void conv_reference(const conv_problem& p, const conv_args& args);
 
 }  // namespace primcache::cpu_internal

@@ -36,7 +36,6 @@
 
 #include "jit/jit_module.hpp"
 #include "kernels/post_ops.hpp"
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/keyhash/key.hpp"
@@ -45,7 +44,7 @@
 
 namespace primcache::cpu_internal {
 
-struct PRIMCACHE_API eltwise_problem {
+struct eltwise_problem {
   memory_desc src;
   memory_desc dst;
   eltwise_op op;
@@ -54,7 +53,7 @@ struct PRIMCACHE_API eltwise_problem {
   void write_key(key_writer& w) const;
 };
 
-struct PRIMCACHE_API eltwise_config {
+struct eltwise_config {
   int vector_lanes = 16;   // power of two, 4..64
   int unroll = 2;          // vectors per loop iteration, 1..8
   std::int64_t chunk = 0;  // elements of the innermost loop per work item; 0: all
@@ -62,9 +61,8 @@ struct PRIMCACHE_API eltwise_config {
   friend bool operator==(const eltwise_config&, const eltwise_config&) = default;
 };
 
-PRIMCACHE_API eltwise_config default_eltwise_config(const eltwise_problem& p, cpu_isa isa);
-PRIMCACHE_API std::vector<eltwise_config> eltwise_config_candidates(const eltwise_problem& p,
-                                                                    cpu_isa isa);
+eltwise_config default_eltwise_config(const eltwise_problem& p, cpu_isa isa);
+std::vector<eltwise_config> eltwise_config_candidates(const eltwise_problem& p, cpu_isa isa);
 
 struct eltwise_args {
   const void* src = nullptr;
@@ -72,7 +70,7 @@ struct eltwise_args {
   const float* const* binary_operands = nullptr;  // indexed by binary_add_op::arg_index
 };
 
-class PRIMCACHE_API eltwise_kernel {
+class eltwise_kernel {
  public:
   static result<std::unique_ptr<eltwise_kernel>> create(const eltwise_problem& p,
                                                         const eltwise_config& c, cpu_isa isa);
@@ -107,8 +105,8 @@ class PRIMCACHE_API eltwise_kernel {
 // Plain loops: f, then the chain, per logical element; dst padding zeroed.
 // What create() checks of the problem alone (no configuration, no ISA, no
 // compilation); eltwise_reference() needs the same.
-PRIMCACHE_API result<bool> check_eltwise_problem(const eltwise_problem& p);
+result<bool> check_eltwise_problem(const eltwise_problem& p);
 
-PRIMCACHE_API void eltwise_reference(const eltwise_problem& p, const eltwise_args& args);
+void eltwise_reference(const eltwise_problem& p, const eltwise_args& args);
 
 }  // namespace primcache::cpu_internal

@@ -33,7 +33,6 @@
 
 #include "jit/jit_module.hpp"
 #include "kernels/post_ops.hpp"
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/keyhash/key.hpp"
@@ -45,7 +44,7 @@ namespace primcache::cpu_internal {
 // for src and weights (transposed weights: k stride 1, n stride K; weights
 // shared by every batch: batch stride 0); dst must be dense along n (n
 // stride 1) with rows and batches that do not overlap.
-struct PRIMCACHE_API matmul_problem {
+struct matmul_problem {
   std::int64_t batch = 1;
   std::int64_t m = 0;
   std::int64_t n = 0;
@@ -69,7 +68,7 @@ struct PRIMCACHE_API matmul_problem {
 // The blocking of the loop nest. Valid values depend on the ISA (nr is a
 // multiple of its vector width, mr * nr / width + nr / width + 1 vector
 // registers at most); create() refuses others.
-struct PRIMCACHE_API matmul_config {
+struct matmul_config {
   int mr = 8;              // register block: rows of dst per micro-kernel
   int nr = 48;             // register block: columns (a multiple of the vector width)
   std::int64_t kc = 256;   // K cache block: the depth of one micro-kernel pass
@@ -85,11 +84,10 @@ struct PRIMCACHE_API matmul_config {
   friend bool operator==(const matmul_config&, const matmul_config&) = default;
 };
 
-PRIMCACHE_API matmul_config default_matmul_config(const matmul_problem& p, cpu_isa isa);
+matmul_config default_matmul_config(const matmul_problem& p, cpu_isa isa);
 // Valid configurations other than the default (at least three), for tests
 // and the autotuner.
-PRIMCACHE_API std::vector<matmul_config> matmul_config_candidates(const matmul_problem& p,
-                                                                  cpu_isa isa);
+std::vector<matmul_config> matmul_config_candidates(const matmul_problem& p, cpu_isa isa);
 
 struct matmul_args {
   const float* src = nullptr;
@@ -100,7 +98,7 @@ struct matmul_args {
   const float* const* binary_operands = nullptr;
 };
 
-class PRIMCACHE_API matmul_kernel {
+class matmul_kernel {
  public:
   // Fails with invalid_arguments for malformed problems or configurations
   // (non-positive sizes, negative or overlapping strides, overflow) and with
@@ -145,11 +143,10 @@ class PRIMCACHE_API matmul_kernel {
 // compilation), so that a primitive descriptor accepts only problems the
 // kernel builds. With `for_reference`: what matmul_reference() needs (dst may
 // have any strides whose elements do not overlap).
-PRIMCACHE_API result<bool> check_matmul_problem(const matmul_problem& p,
-                                                bool for_reference = false);
+result<bool> check_matmul_problem(const matmul_problem& p, bool for_reference = false);
 
 // Plain loops in double precision, then bias and post-ops as the reference
 // semantics of post_ops.hpp define them.
-PRIMCACHE_API void matmul_reference(const matmul_problem& p, const matmul_args& args);
+void matmul_reference(const matmul_problem& p, const matmul_args& args);
 
 }  // namespace primcache::cpu_internal

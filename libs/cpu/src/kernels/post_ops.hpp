@@ -20,7 +20,6 @@
 #include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/IR/IRBuilder.h>
 
-#include "primcache/base/export.hpp"
 #include "primcache/keyhash/key.hpp"
 
 namespace primcache::cpu_internal {
@@ -75,25 +74,22 @@ struct post_op {
 using post_op_chain = std::vector<post_op>;
 
 // Writes the chain into a key (floats by bit pattern).
-PRIMCACHE_API void write_key(key_writer& w, const post_op_chain& chain);
+void write_key(key_writer& w, const post_op_chain& chain);
 
 // f(x) for x of type float or <N x float>.
-PRIMCACHE_API llvm::Value* emit_eltwise(llvm::IRBuilderBase& b, llvm::Value* x,
-                                        const eltwise_op& op);
+llvm::Value* emit_eltwise(llvm::IRBuilderBase& b, llvm::Value* x, const eltwise_op& op);
 
 // Returns the operand value (same type as x) of binary post-op number
 // `index` in the chain, for the elements x holds.
 using binary_operand_loader = llvm::function_ref<llvm::Value*(int index, const binary_add_op&)>;
 
 // Applies the chain in order to x (float or <N x float>).
-PRIMCACHE_API llvm::Value* emit_post_ops(llvm::IRBuilderBase& b, llvm::Value* x,
-                                         const post_op_chain& chain,
-                                         binary_operand_loader load_operand);
+llvm::Value* emit_post_ops(llvm::IRBuilderBase& b, llvm::Value* x, const post_op_chain& chain,
+                           binary_operand_loader load_operand);
 
 // Reference semantics (scalar, plain C++), for reference implementations
 // and tests. `operands[i]` is the operand value of binary post-op i.
-PRIMCACHE_API float apply_post_ops_reference(float x, const post_op_chain& chain,
-                                             const float* operands);
-PRIMCACHE_API float eltwise_reference(float x, const eltwise_op& op);
+float apply_post_ops_reference(float x, const post_op_chain& chain, const float* operands);
+float eltwise_reference(float x, const eltwise_op& op);
 
 }  // namespace primcache::cpu_internal

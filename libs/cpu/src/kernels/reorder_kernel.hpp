@@ -48,7 +48,6 @@
 #include <vector>
 
 #include "jit/jit_module.hpp"
-#include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/keyhash/key.hpp"
@@ -65,7 +64,7 @@ namespace primcache::cpu_internal {
 
 enum class reorder_scales : std::uint8_t { none, common, per_dim };
 
-struct PRIMCACHE_API reorder_problem {
+struct reorder_problem {
   memory_desc src;
   memory_desc dst;
   reorder_scales scales = reorder_scales::none;
@@ -74,7 +73,7 @@ struct PRIMCACHE_API reorder_problem {
   void write_key(key_writer& w) const;
 };
 
-struct PRIMCACHE_API reorder_config {
+struct reorder_config {
   // Edge of the square tile a transposing walk moves through registers:
   // 4, 8 or 16.
   int tile = 16;
@@ -91,10 +90,9 @@ struct PRIMCACHE_API reorder_config {
   friend bool operator==(const reorder_config&, const reorder_config&) = default;
 };
 
-PRIMCACHE_API reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa);
+reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa);
 // Valid configurations other than the default, each giving different code.
-PRIMCACHE_API std::vector<reorder_config> reorder_config_candidates(const reorder_problem& p,
-                                                                    cpu_isa isa);
+std::vector<reorder_config> reorder_config_candidates(const reorder_problem& p, cpu_isa isa);
 
 struct reorder_args {
   const void* src = nullptr;
@@ -102,7 +100,7 @@ struct reorder_args {
   const float* scales = nullptr;  // required unless problem.scales is none
 };
 
-class PRIMCACHE_API reorder_kernel {
+class reorder_kernel {
  public:
   static result<std::unique_ptr<reorder_kernel>> create(const reorder_problem& p,
                                                         const reorder_config& c, cpu_isa isa);
@@ -136,9 +134,9 @@ class PRIMCACHE_API reorder_kernel {
 // Plain loops over the logical index space; dst padding is zeroed.
 // What create() checks of the problem alone (no configuration, no ISA, no
 // compilation), the layout walk included; reorder_reference() needs the same.
-PRIMCACHE_API result<bool> check_reorder_problem(const reorder_problem& p);
+result<bool> check_reorder_problem(const reorder_problem& p);
 
-PRIMCACHE_API void reorder_reference(const reorder_problem& p, const reorder_args& args);
+void reorder_reference(const reorder_problem& p, const reorder_args& args);
 
 // ---------------------------------------------------------------------------
 // The walk shared by the reorder and eltwise kernels.
@@ -152,7 +150,7 @@ struct walk_loop {
   std::int64_t mult = 0;  // logical index step of one iteration
 };
 
-struct PRIMCACHE_API walk_plan {
+struct walk_plan {
   enum class inner_kind : std::uint8_t { stream, tile };
   std::vector<walk_loop> loops;  // outer to inner; never empty
   int ndims = 0;
@@ -176,8 +174,7 @@ struct PRIMCACHE_API walk_plan {
 // nest (each block size dividing the next), (invalid_arguments) when dst's
 // strides overlap. Dims in keep_dims (bit d) are never merged away, so their
 // logical index is known at every element.
-PRIMCACHE_API result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst,
-                                          unsigned keep_dims);
+result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsigned keep_dims);
 
 // What the lanes of a value hold, for a transform that loads more operands.
 struct walk_lanes {
@@ -207,11 +204,11 @@ struct walk_codegen {
 // Defines `void symbol(const void* src, void* dst, const float* scales,
 // const float* const* operands, int64_t begin, int64_t end)`, which walks
 // work items [begin, end).
-PRIMCACHE_API void emit_walk_function(llvm::Module& m, const std::string& symbol,
-                                      const walk_plan& plan, const walk_codegen& g);
+void emit_walk_function(llvm::Module& m, const std::string& symbol, const walk_plan& plan,
+                        const walk_codegen& g);
 
 // The chunk a config asks for, rounded for the plan: 0 or beyond the split
 // loop gives the whole loop.
-PRIMCACHE_API std::int64_t walk_chunk(const walk_plan& plan, std::int64_t chunk, int unit);
+std::int64_t walk_chunk(const walk_plan& plan, std::int64_t chunk, int unit);
 
 }  // namespace primcache::cpu_internal

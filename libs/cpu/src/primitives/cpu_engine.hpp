@@ -56,7 +56,7 @@ void* required_arg(const runtime_internal::exec_ctx& ctx, int arg, const char* w
 // passed to the kernel's create(). The engine identity reads the cap again,
 // so a cap changed in between cannot file code for one ISA under the key of
 // another: the key holds both.
-class PRIMCACHE_API isa_bound_pd {
+class isa_bound_pd {
  public:
   explicit isa_bound_pd(cpu_isa isa) noexcept : bound_isa_(isa) {}
   virtual ~isa_bound_pd() = default;
