@@ -11,6 +11,7 @@
 
 #include "fake_backend.hpp"
 #include "primcache/base/error.hpp"
+#include "primcache/runtime/backend/engine_impl.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 using namespace primcache;
@@ -183,4 +184,26 @@ TEST_CASE("memory holds a backend storage and streams a backend queue",
   SECTION("an empty memory says so") {
     CHECK_THROWS_WITH(memory().map_data(), Contains("empty"));
   }
+}
+
+TEST_CASE("backends wrap their own device objects and queues (interop)", "[runtime][engine]") {
+  fake::install();
+  engine registered(engine_kind::gpu, 0);
+  // Equality is identity of the device object: wrapping the registered
+  // one gives an equal engine (an interop engine wraps a new one).
+  engine wrapped = runtime_internal::wrap_engine(
+      std::shared_ptr<const runtime_internal::engine_impl>(&registered.impl(), [](auto*) {}));
+  CHECK(wrapped == registered);
+  CHECK(wrapped.get_kind() == engine_kind::gpu);
+  struct counting final : runtime_internal::stream_impl {
+    int waits = 0;
+    void wait() override { ++waits; }
+  };
+  auto queue = std::make_shared<counting>();
+  stream s = runtime_internal::wrap_stream(registered, queue);
+  s.wait();
+  CHECK(queue->waits == 1);
+  CHECK(&s.impl() == queue.get());
+  CHECK_THROWS_WITH(runtime_internal::wrap_engine(nullptr), Contains("null"));
+  CHECK_THROWS_WITH(runtime_internal::wrap_stream(registered, nullptr), Contains("null"));
 }

@@ -127,6 +127,13 @@ const memory_storage* storage_of(const memory& m) noexcept {
 }
 }  // namespace runtime_internal
 
+namespace runtime_internal {
+stream wrap_stream(const engine& eng, std::shared_ptr<stream_impl> impl) {
+  if (!impl) throw error(status::invalid_arguments, "wrap_stream: the stream's queue is null");
+  return stream(eng, std::move(impl));
+}
+}  // namespace runtime_internal
+
 stream::stream(const engine& eng) : engine_(eng), impl_(eng.impl().create_stream()) {}
 void stream::wait() {
   impl_->wait();

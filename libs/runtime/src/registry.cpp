@@ -243,6 +243,13 @@ std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& 
 
 }  // namespace runtime_internal
 
+namespace runtime_internal {
+engine wrap_engine(std::shared_ptr<const engine_impl> impl) {
+  if (!impl) throw error(status::invalid_arguments, "wrap_engine: the device object is null");
+  return engine(std::move(impl));
+}
+}  // namespace runtime_internal
+
 engine::engine(engine_kind kind, std::size_t index)
     : impl_(runtime_internal::make_engine_impl(kind, index)) {}
 

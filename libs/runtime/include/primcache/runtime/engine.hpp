@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <memory>
 #include <string_view>
+#include <utility>
 
 #include "primcache/base/export.hpp"
 
@@ -27,9 +28,14 @@ namespace primcache {
 enum class engine_kind : int { cpu = 1, gpu = 2 };
 PRIMCACHE_API std::string_view to_string(engine_kind kind) noexcept;
 
+class engine;
 namespace runtime_internal {
 class engine_impl;
-}
+// An engine for a device object a backend made itself, outside the
+// registry's (kind, index) devices: interop engines wrapping a user's
+// context. Such an engine equals only its own copies.
+PRIMCACHE_API engine wrap_engine(std::shared_ptr<const engine_impl> impl);
+}  // namespace runtime_internal
 
 class PRIMCACHE_API engine {
  public:
@@ -45,6 +51,9 @@ class PRIMCACHE_API engine {
   friend bool operator==(const engine& a, const engine& b) noexcept { return a.impl_ == b.impl_; }
 
  private:
+  friend engine runtime_internal::wrap_engine(std::shared_ptr<const runtime_internal::engine_impl>);
+  explicit engine(std::shared_ptr<const runtime_internal::engine_impl> impl) noexcept
+      : impl_(std::move(impl)) {}
   std::shared_ptr<const runtime_internal::engine_impl> impl_;
 };
 

@@ -19,9 +19,12 @@
 
 namespace primcache {
 
+class stream;
 namespace runtime_internal {
 class stream_impl;
-}
+// A stream over a queue a backend made itself (interop: a user's queue).
+PRIMCACHE_API stream wrap_stream(const engine& eng, std::shared_ptr<stream_impl> impl);
+}  // namespace runtime_internal
 
 class PRIMCACHE_API stream {
  public:
@@ -33,6 +36,10 @@ class PRIMCACHE_API stream {
   runtime_internal::stream_impl& impl() const noexcept { return *impl_; }
 
  private:
+  friend stream runtime_internal::wrap_stream(const engine&,
+                                              std::shared_ptr<runtime_internal::stream_impl>);
+  stream(const engine& eng, std::shared_ptr<runtime_internal::stream_impl> impl)
+      : engine_(eng), impl_(std::move(impl)) {}
   engine engine_;
   std::shared_ptr<runtime_internal::stream_impl> impl_;
 };
