@@ -1,14 +1,16 @@
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 
 #include "isa_cap.hpp"
 #include "jit/target.hpp"
 #include "primcache/base/env.hpp"
 #include "primcache/cpu/cpu.hpp"
+#include "text.hpp"
 
 namespace primcache {
 namespace {
+
+using cpu_internal::iequals;
 
 constexpr cpu_isa kAll[] = {cpu_isa::x86_64,
                             cpu_isa::sse41,
@@ -18,13 +20,6 @@ constexpr cpu_isa kAll[] = {cpu_isa::x86_64,
                             cpu_isa::avx512_core_vnni,
                             cpu_isa::avx512_core_bf16,
                             cpu_isa::avx512_core_fp16};
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 // -1: no cap set through the API. Relaxed suffices: the cap is a lone value
 // that guards no other data, and a kernel created concurrently with a change

@@ -15,17 +15,14 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "jit/process_jit.hpp"
 #include "jit/object_capture.hpp"
+#include "jit/process_jit.hpp"
 #include "jit/target.hpp"
 #include "primcache/base/error.hpp"
+#include "text.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
-
-std::string quoted(std::string_view name) {
-  return "'" + std::string(name) + "'";
-}
 
 void optimize(llvm::Module& module, llvm::TargetMachine& tm) {
   // Declared in this order so that they are destroyed in the reverse one,

@@ -11,15 +11,12 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include "jit/process_jit.hpp"
 #include "jit/object_symbols.hpp"
+#include "jit/process_jit.hpp"
+#include "text.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
-
-std::string quoted(std::string_view name) {
-  return "'" + std::string(name) + "'";
-}
 
 // JITDylib names must be unique in the session; kernels' names need not be.
 std::string dylib_name(std::string_view kernel) {

@@ -9,7 +9,9 @@
 #include <llvm/IR/Module.h>
 
 #include "jit/target.hpp"
-#include "kernels/reorder_kernel.hpp"
+#include "kernels/integer_math.hpp"
+#include "kernels/kernel_failure.hpp"
+#include "kernels/layout_walk.hpp"
 #include "primcache/tensor/numeric.hpp"
 
 namespace primcache::cpu_internal {
@@ -17,15 +19,11 @@ namespace {
 
 constexpr const char* kSymbol = "eltwise";
 
-failure invalid(std::string message) {
-  return failure{status::invalid_arguments, "eltwise: " + std::move(message)};
+failure invalid(const std::string& message) {
+  return kernel_invalid("eltwise", message);
 }
-failure unimplemented(std::string message) {
-  return failure{status::unimplemented, "eltwise: " + std::move(message)};
-}
-
-bool is_pow2(std::int64_t v) {
-  return v > 0 && (v & (v - 1)) == 0;
+failure unimplemented(const std::string& message) {
+  return kernel_unimplemented("eltwise", message);
 }
 
 bool has_per_channel(const post_op_chain& chain) {

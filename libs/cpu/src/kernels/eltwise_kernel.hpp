@@ -12,7 +12,7 @@
 // operand[p]); `per_channel` holds one value per index of dimension 1;
 // `scalar` one value.
 //
-// The code is the walk of the reorder kernel (reorder_kernel.hpp) over
+// The code is the layout walk of the reorder kernel (layout_walk.hpp) over
 // identical layouts: dimensions without padding merge into one flat loop
 // over the physical buffer, streamed by full-width vectors (unrolled) and
 // split across threads in chunks; a padded blocked dimension keeps its

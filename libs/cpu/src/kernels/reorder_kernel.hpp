@@ -24,8 +24,8 @@
 // full-width vectors when the walk is unit-stride in both layouts (a memcpy
 // call for plain copies); when dst is unit-stride along one loop and src
 // along another (nchw <-> nhwc, ab <-> ba, blocking), it transposes tiles of
-// tile x tile elements in registers with shuffles. The walk shared with the
-// eltwise kernel (walk_plan, emit_walk_function) is declared at the end.
+// tile x tile elements in registers with shuffles. The walk, which the
+// eltwise kernel shares, is kernels/layout_walk.hpp.
 //
 //   reorder_problem p{src_md, dst_md, reorder_scales::common, 0, /*nthr=*/2};
 //   auto k = reorder_kernel::create(p, default_reorder_config(p, isa), isa);
@@ -41,28 +41,20 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "jit/jit_module.hpp"
+#include "kernels/layout_walk.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/keyhash/key.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 
-namespace llvm {
-class IRBuilderBase;
-class Module;
-class Value;
-}  // namespace llvm
-
 namespace primcache::cpu_internal {
-
-enum class reorder_scales : std::uint8_t { none, common, per_dim };
 
 struct reorder_problem {
   memory_desc src;
@@ -137,78 +129,5 @@ class reorder_kernel {
 result<bool> check_reorder_problem(const reorder_problem& p);
 
 void reorder_reference(const reorder_problem& p, const reorder_args& args);
-
-// ---------------------------------------------------------------------------
-// The walk shared by the reorder and eltwise kernels.
-
-// One loop of a walk over two layouts of the same logical tensor.
-struct walk_loop {
-  std::int64_t extent = 1;
-  std::int64_t src_stride = 0;  // elements
-  std::int64_t dst_stride = 0;
-  int dim = -1;           // logical dimension; -1 for loops merged across dims
-  std::int64_t mult = 0;  // logical index step of one iteration
-};
-
-struct walk_plan {
-  enum class inner_kind : std::uint8_t { stream, tile };
-  std::vector<walk_loop> loops;  // outer to inner; never empty
-  int ndims = 0;
-  dims_array dims{};
-  dims_array bound{};                   // dst padded dims: indices in [dims, bound) are dst padding
-  std::array<bool, max_ndims> exact{};  // the loops of this dim cover exactly [0, dims)
-  std::array<bool, max_ndims> known{};  // no loop of this dim was merged with another dim
-  std::int64_t src_offset0 = 0;
-  std::int64_t dst_offset0 = 0;
-  // stream: loops.back() is walked by vectors; tile: the last two loops are
-  // I (src stride 1) then J (dst stride 1), walked by square tiles.
-  inner_kind inner = inner_kind::stream;
-  std::size_t split_loop() const {
-    return inner == inner_kind::tile ? loops.size() - 2 : loops.size() - 1;
-  }
-  // Work items for a chunk (see reorder_config::chunk, already rounded).
-  std::int64_t work_items(std::int64_t chunk) const;
-};
-
-// Fails (unimplemented) when a dimension's blocks in the two layouts do not
-// nest (each block size dividing the next), (invalid_arguments) when dst's
-// strides overlap. Dims in keep_dims (bit d) are never merged away, so their
-// logical index is known at every element.
-result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsigned keep_dims);
-
-// What the lanes of a value hold, for a transform that loads more operands.
-struct walk_lanes {
-  llvm::Value* operands = nullptr;    // the function's `const float* const*` argument
-  llvm::Value* dst_offset = nullptr;  // i64 element offset of lane 0 in dst, offset0 included
-  std::int64_t dst_step = 0;          // between lanes
-  std::array<llvm::Value*, max_ndims> index{};  // i64 logical index of lane 0; null if unknown
-  std::array<std::int64_t, max_ndims> index_step{};
-};
-
-using walk_transform =
-    std::function<llvm::Value*(llvm::IRBuilderBase&, llvm::Value* x, const walk_lanes& lanes)>;
-
-struct walk_codegen {
-  data_type src_dt = data_type::f32;
-  data_type dst_dt = data_type::f32;
-  reorder_scales scales = reorder_scales::none;
-  int scale_dim = 0;
-  int tile = 16;
-  int vector_lanes = 16;
-  int unroll = 1;
-  std::int64_t chunk = 0;  // rounded: a multiple of tile (tile walk) or vector_lanes
-  bool use_memcpy = true;
-  walk_transform transform;  // on f32 values (scalar or vector) after scaling; may be empty
-};
-
-// Defines `void symbol(const void* src, void* dst, const float* scales,
-// const float* const* operands, int64_t begin, int64_t end)`, which walks
-// work items [begin, end).
-void emit_walk_function(llvm::Module& m, const std::string& symbol, const walk_plan& plan,
-                        const walk_codegen& g);
-
-// The chunk a config asks for, rounded for the plan: 0 or beyond the split
-// loop gives the whole loop.
-std::int64_t walk_chunk(const walk_plan& plan, std::int64_t chunk, int unit);
 
 }  // namespace primcache::cpu_internal

@@ -1,0 +1,168 @@
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/conv_config.hpp"
+#include "kernels/conv_geometry.hpp"
+#include "kernels/conv_validation.hpp"
+#include "kernels/integer_math.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+constexpr int lanes = conv_lanes;
+
+void write_md(key_writer& w, const memory_desc& md) {
+  md.write_key(w);
+}
+
+}  // namespace
+
+// A 1x1, stride-1, unpadded convolution over rows stored back to back is the
+// same computation over longer rows: the kernel then runs rows of `row`
+// pixels (a divisor of H * W), which fills register tiles better than short
+// image rows.
+conv_geometry flatten_conv_pointwise(conv_geometry g) {
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
+                         g.pl == 0 && g.oh == g.ih && g.ow == g.iw;
+  if (!pointwise) return g;
+  if (g.src.h_stride != g.iw * g.src.w_stride || g.dst.h_stride != g.ow * g.dst.w_stride) return g;
+  const std::int64_t hw = g.oh * g.ow;
+  std::int64_t row = g.ow;
+  for (std::int64_t d = std::min<std::int64_t>(hw, 256); d > g.ow; --d) {
+    if (hw % d == 0) {
+      row = d;
+      break;
+    }
+  }
+  if (row == g.ow) return g;
+  g.ih = g.oh = hw / row;
+  g.iw = g.ow = row;
+  g.src.h_stride = row * g.src.w_stride;
+  g.dst.h_stride = row * g.dst.w_stride;
+  return g;
+}
+
+// The config the generator really uses: blocks no larger than the problem.
+conv_config effective_conv_config(const conv_geometry& g, conv_config c) {
+  c.ow_block = static_cast<int>(std::min<std::int64_t>(c.ow_block, g.ow));
+  c.oc_blocks = static_cast<int>(std::min<std::int64_t>(c.oc_blocks, g.nb));
+  if (g.depthwise) c.ic_unroll = 1;
+  // With one row, or one channel chunk per image, both orders enumerate the
+  // same items.
+  if (g.oh == 1 || (g.depthwise ? 1 : g.g) * div_up(g.nb, c.oc_blocks) == 1) {
+    c.order = conv_loop_order::oc_outer;
+  }
+  c.ic_unroll =
+      static_cast<int>(std::min<std::int64_t>(c.ic_unroll, std::max<std::int64_t>(g.icg, 1)));
+  return c;
+}
+
+void conv_problem::write_key(key_writer& w) const {
+  w.str("conv_fwd");
+  write_md(w, src);
+  write_md(w, weights);
+  write_md(w, bias);
+  write_md(w, dst);
+  w.i64(stride_h).i64(stride_w).i64(dilation_h).i64(dilation_w);
+  w.i64(pad_t).i64(pad_l).i64(pad_b).i64(pad_r).i64(groups);
+  cpu_internal::write_key(w, post_ops);
+  w.i32(nthr);
+}
+
+void conv_config::write_key(key_writer& w) const {
+  w.i32(ow_block).i32(oc_blocks).i32(ic_unroll).enumeration(order);
+}
+
+result<memory_desc> preferred_weights_desc(const conv_problem& p) {
+  auto g = analyze_conv(p);
+  if (!g) return g.why();
+  const conv_geometry& ge = g.value();
+  if (ge.depthwise) {
+    return memory_desc::make({ge.g, 1, 1, ge.kh, ge.kw}, data_type::f32, format_tag::Goihw16g);
+  }
+  if (ge.g == 1 && p.weights.ndims() == 4) {
+    return memory_desc::make({ge.oc, ge.ic, ge.kh, ge.kw}, data_type::f32, format_tag::Ohwi16o);
+  }
+  return memory_desc::make(p.weights.dims(), data_type::f32,
+                           p.weights.ndims() == 5 ? format_tag::goihw : format_tag::oihw);
+}
+
+conv_config default_conv_config(const conv_problem& p, cpu_isa isa) {
+  conv_config c;
+  auto ga = analyze_conv(p);
+  if (!ga) return c;
+  const conv_geometry g = flatten_conv_pointwise(ga.value());
+  const bool wide = isa >= cpu_isa::avx512_core;
+  // Accumulator budget in 16-float vectors: 24 of 32 zmm (measured: 28
+  // makes the code generator spill in the 3x3 bodies), or 6 (12 of 16 ymm)
+  // at avx2, leaving registers for weights and broadcasts.
+  const int budget = wide ? 24 : 6;
+  const int max_blocks = g.depthwise ? 2 : (wide ? 4 : 2);
+  double best = -1;
+  for (int ocb = 1; ocb <= std::min<std::int64_t>(max_blocks, g.nb); ++ocb) {
+    const int owb_max = static_cast<int>(std::min<std::int64_t>(budget / ocb, g.ow));
+    for (int owb = 1; owb <= owb_max; ++owb) {
+      // Useful work over work done (tiles past the row end or the channel
+      // count compute nothing), times loads amortized per FMA.
+      const double row_use =
+          static_cast<double>(g.ow) / static_cast<double>(div_up(g.ow, owb) * owb);
+      const double oc_use =
+          static_cast<double>(g.nb) / static_cast<double>(div_up(g.nb, ocb) * ocb);
+      const double intensity = static_cast<double>(owb * ocb) / static_cast<double>(owb + ocb);
+      const double score =
+          row_use * oc_use * std::min(1.0, intensity / (wide ? 2.4 : 2.0)) + 1e-3 * owb * ocb;
+      if (score > best) {
+        best = score;
+        c.ow_block = owb;
+        c.oc_blocks = ocb;
+      }
+    }
+  }
+  c.ic_unroll = g.depthwise ? 1 : (g.icg >= 4 ? 4 : 1);
+  // Weights of all chunks larger than an input row set: keep weights hot.
+  const std::int64_t weight_bytes = g.g * g.nb * lanes * g.icg * g.kh * g.kw * 4;
+  const std::int64_t row_bytes = g.ic * g.iw * g.kh * 4;
+  c.order =
+      weight_bytes > 2 * row_bytes ? conv_loop_order::oc_outer : conv_loop_order::spatial_outer;
+  if (g.n * g.g * div_up(g.nb, c.oc_blocks) < p.nthr) c.order = conv_loop_order::oc_outer;
+  return effective_conv_config(g, c);
+}
+
+std::vector<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa) {
+  const conv_config def = default_conv_config(p, isa);
+  std::vector<conv_config> out;
+  auto ga = analyze_conv(p);
+  if (!ga) return out;
+  const conv_geometry g = flatten_conv_pointwise(ga.value());
+  auto add = [&](conv_config c) {
+    if (check_conv_config(c) && c == effective_conv_config(g, c) && !(c == def) &&
+        std::find(out.begin(), out.end(), c) == out.end()) {
+      out.push_back(c);
+    }
+  };
+  const conv_loop_order other = def.order == conv_loop_order::oc_outer
+                                    ? conv_loop_order::spatial_outer
+                                    : conv_loop_order::oc_outer;
+  conv_config c = def;
+  c.order = other;
+  add(c);
+  for (int owb : {1, 2, 3, 4, 6, 7, 8, 14}) {
+    c = def;
+    c.ow_block = owb;
+    add(c);
+  }
+  for (int ocb : {1, 2, 3, 4}) {
+    c = def;
+    c.oc_blocks = ocb;
+    c.ow_block = std::max(1, std::min(def.ow_block, 28 / ocb));
+    add(c);
+  }
+  for (int u : {1, 2, 4, 8, 16}) {
+    c = def;
+    c.ic_unroll = u;
+    add(c);
+  }
+  return out;
+}
+}  // namespace primcache::cpu_internal

@@ -1,0 +1,429 @@
+#include "kernels/conv_generator.hpp"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include "kernels/conv_geometry.hpp"
+#include "kernels/integer_math.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+constexpr int lanes = conv_lanes;
+
+// ---------------------------------------------------------------------------
+// Code generation.
+//
+// The entry function runs the work items [begin, end). An item is one output
+// row of one image, one group and one chunk of oc_blocks 16-channel blocks.
+// A row is split into tiles of ow_block pixels; the tiles whose taps all fall
+// inside the image run in one loop with no bounds checks, the edge tiles are
+// emitted one by one with the taps that fall into the padding left out at
+// generation time. Rows at the top and bottom narrow the kh loop at run time.
+// A tile keeps ow_block x oc_blocks accumulators in registers for the whole
+// reduction (kh, then input channels in steps of ic_unroll, then kw) and
+// applies bias and post-ops before its one store.
+
+class conv_codegen {
+ public:
+  conv_codegen(llvm::Module& m, const conv_problem& p, const conv_geometry& g, const conv_config& c)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), p_(p), g_(g), c_(c) {
+    f32_ = b_.getFloatTy();
+    i64_ = b_.getInt64Ty();
+    v16_ = llvm::FixedVectorType::get(f32_, lanes);
+    ptr_ = llvm::PointerType::get(ctx_, 0);
+  }
+
+  void build() {
+    auto* fty =
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, ptr_, ptr_, i64_, i64_}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, conv_entry_symbol, m_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    for (unsigned a : {0u, 1u, 2u}) {
+      fn_->addParamAttr(a, llvm::Attribute::NoAlias);
+      fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
+    }
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    src_ = fn_->getArg(0);
+    wei_ = fn_->getArg(1);
+    bias_ = fn_->getArg(2);
+    dst_ = fn_->getArg(3);
+    llvm::Value* bin = fn_->getArg(4);
+    acc_.resize(static_cast<std::size_t>(c_.ow_block * c_.oc_blocks));
+    for (auto& a : acc_) a = b_.CreateAlloca(v16_);
+    for (std::size_t i = 0; i < p_.post_ops.size(); ++i) {
+      const post_op& op = p_.post_ops[i];
+      llvm::Value* operand = nullptr;
+      if (op.what == post_op::kind::binary_add) {
+        operand = b_.CreateAlignedLoad(ptr_, gep(bin, op.binary.arg_index, ptr_), llvm::Align(8));
+      }
+      operands_.push_back(operand);
+    }
+
+    const std::int64_t nocc = div_up(g_.nb, c_.oc_blocks);
+    loop(fn_->getArg(5), fn_->getArg(6), 1, [&](llvm::Value* item) { emit_item(item, nocc); });
+    b_.CreateRetVoid();
+  }
+
+ private:
+  llvm::Value* c64(std::int64_t v) { return llvm::ConstantInt::get(i64_, v, true); }
+  llvm::Value* gep(llvm::Value* base, llvm::Value* off, llvm::Type* ty = nullptr) {
+    return b_.CreateGEP(ty ? ty : f32_, base, off);
+  }
+  llvm::Value* gep(llvm::Value* base, std::int64_t off, llvm::Type* ty = nullptr) {
+    return gep(base, c64(off), ty);
+  }
+
+  // for (iv = begin; iv < end; iv += step) body(iv), in i64.
+  template <typename Body>
+  void loop(llvm::Value* begin, llvm::Value* end, std::int64_t step, Body&& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* head = llvm::BasicBlock::Create(ctx_, "head", fn_);
+    auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    llvm::PHINode* iv = b_.CreatePHI(i64_, 2);
+    iv->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), bodyb, exit);
+    b_.SetInsertPoint(bodyb);
+    body(static_cast<llvm::Value*>(iv));
+    iv->addIncoming(b_.CreateAdd(iv, c64(step)), b_.GetInsertBlock());
+    b_.CreateBr(head);
+    b_.SetInsertPoint(exit);
+  }
+
+  llvm::Value* splat(float v) { return llvm::ConstantFP::get(v16_, v); }
+  llvm::Value* lane_mask(int n) {
+    std::vector<llvm::Constant*> bits;
+    for (int l = 0; l < lanes; ++l) bits.push_back(b_.getInt1(l < n));
+    return llvm::ConstantVector::get(bits);
+  }
+  llvm::Value* fma(llvm::Value* a, llvm::Value* x, llvm::Value* acc) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {v16_}, {a, x, acc});
+  }
+
+  // The element offset of channel c (i64) in a layout.
+  llvm::Value* channel_offset(const conv_act_layout& l, llvm::Value* c) {
+    if (!l.blocked) return b_.CreateMul(c, c64(l.c_stride));
+    return b_.CreateAdd(b_.CreateMul(b_.CreateLShr(c, 4), c64(l.c_stride)), b_.CreateAnd(c, 15));
+  }
+
+  // 16 channels from c0 of one pixel (`pixel` points at its channel 0):
+  // whole-vector access when they are consecutive floats, lane by lane
+  // otherwise; lanes at and past `valid` read as 0 and are not written.
+  llvm::Value* load_channels(const conv_act_layout& l, bool contiguous, llvm::Value* pixel,
+                             llvm::Value* c0, int valid) {
+    if (contiguous) {
+      llvm::Value* ptr = gep(pixel, channel_offset(l, c0));
+      if (valid == lanes || l.blocked) return b_.CreateAlignedLoad(v16_, ptr, llvm::Align(4));
+      return b_.CreateMaskedLoad(v16_, ptr, llvm::Align(4), lane_mask(valid), splat(0.f));
+    }
+    llvm::Value* v = splat(0.f);
+    for (int l2 = 0; l2 < valid; ++l2) {
+      llvm::Value* c = b_.CreateAdd(c0, c64(l2));
+      llvm::Value* x = b_.CreateAlignedLoad(f32_, gep(pixel, channel_offset(l, c)), llvm::Align(4));
+      v = b_.CreateInsertElement(v, x, static_cast<std::uint64_t>(l2));
+    }
+    return v;
+  }
+  void store_channels(const conv_act_layout& l, bool contiguous, llvm::Value* pixel,
+                      llvm::Value* c0, int valid, llvm::Value* v) {
+    if (contiguous) {
+      llvm::Value* ptr = gep(pixel, channel_offset(l, c0));
+      if (valid == lanes) {
+        b_.CreateAlignedStore(v, ptr, llvm::Align(4));
+      } else if (l.blocked) {
+        // The channel padding of a blocked tensor is kept at zero.
+        b_.CreateAlignedStore(b_.CreateSelect(lane_mask(valid), v, splat(0.f)), ptr,
+                              llvm::Align(4));
+      } else {
+        b_.CreateMaskedStore(v, ptr, llvm::Align(4), lane_mask(valid));
+      }
+      return;
+    }
+    for (int l2 = 0; l2 < valid; ++l2) {
+      llvm::Value* c = b_.CreateAdd(c0, c64(l2));
+      b_.CreateAlignedStore(b_.CreateExtractElement(v, static_cast<std::uint64_t>(l2)),
+                            gep(pixel, channel_offset(l, c)), llvm::Align(4));
+    }
+  }
+  // 16 consecutive floats of a dense per-channel vector (bias, per-channel
+  // operands).
+  llvm::Value* load_dense(llvm::Value* base, llvm::Value* c0, int valid) {
+    llvm::Value* ptr = gep(base, c0);
+    if (valid == lanes) return b_.CreateAlignedLoad(v16_, ptr, llvm::Align(4));
+    return b_.CreateMaskedLoad(v16_, ptr, llvm::Align(4), lane_mask(valid), splat(0.f));
+  }
+
+  struct item_ctx {
+    llvm::Value* n;
+    llvm::Value* g;    // group (general) — unused for depthwise
+    llvm::Value* occ;  // output-channel chunk
+    llvm::Value* oh;
+    llvm::Value* kh_lo;
+    llvm::Value* kh_hi;
+    llvm::Value* src_img;    // src + off0 + n * n_stride
+    llvm::Value* dst_row;    // dst + off0 + n * n_stride + oh * h_stride
+    llvm::Value* ih0;        // oh * sh - pt
+    llvm::Value* wei_chunk;  // packed weights of this chunk's first block
+    llvm::Value* c_first;    // first output channel of the chunk (tensor-wide)
+  };
+
+  void emit_item(llvm::Value* item, std::int64_t nocc) {
+    const std::int64_t groups = g_.depthwise ? 1 : g_.g;
+    item_ctx it{};
+    llvm::Value* rest = item;
+    auto take = [&](std::int64_t extent) {
+      llvm::Value* v = b_.CreateURem(rest, c64(extent));
+      rest = b_.CreateUDiv(rest, c64(extent));
+      return v;
+    };
+    if (c_.order == conv_loop_order::oc_outer) {
+      it.oh = take(g_.oh);
+      it.occ = take(nocc);
+      it.g = take(groups);
+      it.n = rest;
+    } else {
+      it.occ = take(nocc);
+      it.g = take(groups);
+      it.oh = take(g_.oh);
+      it.n = rest;
+    }
+    // Rows of kh that fall inside the image: ih = ih0 + kh * (dh + 1).
+    const std::int64_t dk = g_.dh + 1;
+    it.ih0 = b_.CreateSub(b_.CreateMul(it.oh, c64(g_.sh)), c64(g_.pt));
+    llvm::Value* neg = b_.CreateSub(c64(0), it.ih0);
+    llvm::Value* lo = b_.CreateSDiv(b_.CreateAdd(neg, c64(dk - 1)), c64(dk));
+    it.kh_lo = b_.CreateSelect(b_.CreateICmpSGT(neg, c64(0)), lo, c64(0));
+    llvm::Value* room = b_.CreateSub(c64(g_.ih - 1), it.ih0);
+    llvm::Value* hi = b_.CreateAdd(b_.CreateSDiv(room, c64(dk)), c64(1));
+    hi = b_.CreateSelect(b_.CreateICmpSLT(room, c64(0)), c64(0), hi);
+    it.kh_hi = b_.CreateSelect(b_.CreateICmpSLT(hi, c64(g_.kh)), hi, c64(g_.kh));
+
+    it.src_img =
+        gep(src_, b_.CreateAdd(c64(g_.src.off0), b_.CreateMul(it.n, c64(g_.src.n_stride))));
+    it.dst_row = gep(
+        dst_, b_.CreateAdd(b_.CreateAdd(c64(g_.dst.off0), b_.CreateMul(it.n, c64(g_.dst.n_stride))),
+                           b_.CreateMul(it.oh, c64(g_.dst.h_stride))));
+    llvm::Value* first_block = b_.CreateMul(it.occ, c64(c_.oc_blocks));
+    if (g_.depthwise) {
+      it.c_first = b_.CreateMul(first_block, c64(lanes));
+      it.wei_chunk = gep(wei_, b_.CreateMul(first_block, c64(g_.kh * g_.kw * lanes)));
+    } else {
+      it.c_first =
+          b_.CreateAdd(b_.CreateMul(it.g, c64(g_.ocg)), b_.CreateMul(first_block, c64(lanes)));
+      llvm::Value* blk = b_.CreateAdd(b_.CreateMul(it.g, c64(g_.nb)), first_block);
+      it.wei_chunk = gep(wei_, b_.CreateMul(blk, c64(g_.kh * g_.kw * g_.icg * lanes)));
+    }
+
+    // The last chunk may hold fewer blocks, and its last block fewer lanes.
+    const std::int64_t channels = g_.depthwise ? g_.g : g_.ocg;
+    const int tail_blocks = static_cast<int>(g_.nb - (nocc - 1) * c_.oc_blocks);
+    const int tail_lanes = static_cast<int>(channels - (g_.nb - 1) * lanes);
+    if (tail_blocks == c_.oc_blocks && tail_lanes == lanes) {
+      emit_row(it, c_.oc_blocks, lanes);
+      return;
+    }
+    auto* full = llvm::BasicBlock::Create(ctx_, "full_chunk", fn_);
+    auto* tail = llvm::BasicBlock::Create(ctx_, "tail_chunk", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "chunk_done", fn_);
+    b_.CreateCondBr(b_.CreateICmpEQ(it.occ, c64(nocc - 1)), tail, full);
+    b_.SetInsertPoint(full);
+    emit_row(it, c_.oc_blocks, lanes);
+    b_.CreateBr(join);
+    b_.SetInsertPoint(tail);
+    emit_row(it, tail_blocks, tail_lanes);
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+  }
+
+  // Whether the tap (pixel ow, kw) reads inside the image.
+  bool tap_inside(std::int64_t ow, std::int64_t kw) const {
+    const std::int64_t iw = ow * g_.sw - g_.pl + kw * (g_.dw + 1);
+    return iw >= 0 && iw < g_.iw;
+  }
+
+  void emit_row(const item_ctx& it, int blocks, int last_lanes) {
+    const int owb = c_.ow_block;
+    std::int64_t ow0 = 0;
+    while (ow0 < g_.ow) {
+      const int len = static_cast<int>(std::min<std::int64_t>(owb, g_.ow - ow0));
+      auto interior = [&](std::int64_t start) {
+        return start + owb <= g_.ow && tap_inside(start, 0) &&
+               tap_inside(start + owb - 1, g_.kw - 1);
+      };
+      if (len == owb && interior(ow0)) {
+        std::int64_t count = 0;
+        while (ow0 + (count + 1) * owb <= g_.ow && interior(ow0 + count * owb)) ++count;
+        if (count == 1) {
+          emit_tile(it, c64(ow0), ow0, owb, blocks, last_lanes, true);
+        } else {
+          const std::int64_t start = ow0;
+          loop(c64(0), c64(count), 1, [&](llvm::Value* i) {
+            llvm::Value* o = b_.CreateAdd(c64(start), b_.CreateMul(i, c64(owb)));
+            emit_tile(it, o, -1, owb, blocks, last_lanes, true);
+          });
+        }
+        ow0 += count * owb;
+      } else {
+        emit_tile(it, c64(ow0), ow0, len, blocks, last_lanes, false);
+        ow0 += len;
+      }
+    }
+  }
+
+  // One register tile: pixels [ow0, ow0 + len) of the row, `blocks` output
+  // blocks of the chunk (the last with `last_lanes` lanes). `ow0_const` is
+  // ow0 when known at generation time (edge tiles), -1 in the interior loop,
+  // where every tap is inside.
+  void emit_tile(const item_ctx& it, llvm::Value* ow0, std::int64_t ow0_const, int len, int blocks,
+                 int last_lanes, bool all_inside) {
+    auto acc = [&](int j, int k) { return acc_[static_cast<std::size_t>(j * blocks + k)]; };
+    auto valid_lanes = [&](int k) { return k == blocks - 1 ? last_lanes : lanes; };
+    auto inside = [&](int j, std::int64_t kw) {
+      return all_inside || tap_inside(ow0_const + j, kw);
+    };
+
+    // Accumulators start at the bias.
+    for (int k = 0; k < blocks; ++k) {
+      llvm::Value* init = splat(0.f);
+      if (g_.has_bias) {
+        llvm::Value* c0 = b_.CreateAdd(it.c_first, c64(k * lanes));
+        init = load_dense(bias_, c0, valid_lanes(k));
+      }
+      for (int j = 0; j < len; ++j) b_.CreateStore(init, acc(j, k));
+    }
+    // iw of pixel j at tap 0, relative to the image: ow0 * sw - pl + j * sw.
+    llvm::Value* iw0 = b_.CreateSub(b_.CreateMul(ow0, c64(g_.sw)), c64(g_.pl));
+
+    loop(it.kh_lo, it.kh_hi, 1, [&](llvm::Value* kh) {
+      llvm::Value* ih = b_.CreateAdd(it.ih0, b_.CreateMul(kh, c64(g_.dh + 1)));
+      llvm::Value* row = gep(it.src_img, b_.CreateAdd(b_.CreateMul(ih, c64(g_.src.h_stride)),
+                                                      b_.CreateMul(iw0, c64(g_.src.w_stride))));
+      auto pixel = [&](int j, std::int64_t kw) {
+        return gep(row, (j * g_.sw + kw * (g_.dw + 1)) * g_.src.w_stride);
+      };
+      if (g_.depthwise) {
+        llvm::Value* wk = gep(it.wei_chunk, b_.CreateMul(kh, c64(g_.kw * lanes)));
+        std::vector<llvm::Value*> a(static_cast<std::size_t>(len * blocks));
+        for (int j = 0; j < len; ++j)
+          for (int k = 0; k < blocks; ++k) a[j * blocks + k] = b_.CreateLoad(v16_, acc(j, k));
+        const bool contiguous = g_.src.vector_contiguous(lanes);
+        for (std::int64_t kw = 0; kw < g_.kw; ++kw) {
+          for (int k = 0; k < blocks; ++k) {
+            llvm::Value* w = b_.CreateAlignedLoad(v16_, gep(wk, (k * g_.kh * g_.kw + kw) * lanes),
+                                                  llvm::Align(4));
+            llvm::Value* c0 = b_.CreateAdd(it.c_first, c64(k * lanes));
+            for (int j = 0; j < len; ++j) {
+              if (!inside(j, kw)) continue;
+              llvm::Value* x = load_channels(g_.src, contiguous, pixel(j, kw), c0, valid_lanes(k));
+              a[j * blocks + k] = fma(x, w, a[j * blocks + k]);
+            }
+          }
+        }
+        for (int j = 0; j < len; ++j)
+          for (int k = 0; k < blocks; ++k) b_.CreateStore(a[j * blocks + k], acc(j, k));
+        return;
+      }
+
+      llvm::Value* wk = gep(it.wei_chunk, b_.CreateMul(kh, c64(g_.kw * g_.icg * lanes)));
+      llvm::Value* c_in0 = b_.CreateMul(it.g, c64(g_.icg));
+      const std::int64_t block_stride = g_.kh * g_.kw * g_.icg * lanes;
+      // Channels [ic, ic + count) of the reduction.
+      auto reduce = [&](llvm::Value* ic, int count) {
+        std::vector<llvm::Value*> a(static_cast<std::size_t>(len * blocks));
+        for (int j = 0; j < len; ++j)
+          for (int k = 0; k < blocks; ++k) a[j * blocks + k] = b_.CreateLoad(v16_, acc(j, k));
+        for (int u = 0; u < count; ++u) {
+          llvm::Value* icu = b_.CreateAdd(ic, c64(u));
+          llvm::Value* coff = channel_offset(g_.src, b_.CreateAdd(c_in0, icu));
+          llvm::Value* wu = gep(wk, b_.CreateMul(icu, c64(lanes)));
+          for (std::int64_t kw = 0; kw < g_.kw; ++kw) {
+            std::vector<llvm::Value*> w(static_cast<std::size_t>(blocks));
+            for (int k = 0; k < blocks; ++k) {
+              w[k] = b_.CreateAlignedLoad(v16_, gep(wu, k * block_stride + kw * g_.icg * lanes),
+                                          llvm::Align(4));
+            }
+            for (int j = 0; j < len; ++j) {
+              if (!inside(j, kw)) continue;
+              llvm::Value* x = b_.CreateAlignedLoad(f32_, gep(pixel(j, kw), coff), llvm::Align(4));
+              llvm::Value* xs = b_.CreateVectorSplat(lanes, x);
+              for (int k = 0; k < blocks; ++k) a[j * blocks + k] = fma(xs, w[k], a[j * blocks + k]);
+            }
+          }
+        }
+        for (int j = 0; j < len; ++j)
+          for (int k = 0; k < blocks; ++k) b_.CreateStore(a[j * blocks + k], acc(j, k));
+      };
+      const int unroll = c_.ic_unroll;
+      const std::int64_t main = g_.icg / unroll * unroll;
+      if (main == unroll) {
+        reduce(c64(0), unroll);
+      } else if (main > 0) {
+        loop(c64(0), c64(main), unroll, [&](llvm::Value* ic) { reduce(ic, unroll); });
+      }
+      if (main < g_.icg) reduce(c64(main), static_cast<int>(g_.icg - main));
+    });
+
+    // Epilogue: post-ops, then one store per accumulator.
+    const bool dst_contiguous =
+        g_.dst.vector_contiguous(g_.depthwise || g_.g == 1 ? lanes : g_.ocg);
+    for (int k = 0; k < blocks; ++k) {
+      llvm::Value* c0 = b_.CreateAdd(it.c_first, c64(k * lanes));
+      const int valid = valid_lanes(k);
+      for (int j = 0; j < len; ++j) {
+        llvm::Value* ow = b_.CreateAdd(ow0, c64(j));
+        llvm::Value* pix = b_.CreateMul(ow, c64(g_.dst.w_stride));
+        llvm::Value* v = b_.CreateLoad(v16_, acc(j, k));
+        v = emit_post_ops(b_, v, p_.post_ops, [&](int i, const binary_add_op& op) -> llvm::Value* {
+          llvm::Value* base = operands_[static_cast<std::size_t>(i)];
+          switch (op.broadcast) {
+            case binary_broadcast::scalar:
+              return b_.CreateVectorSplat(lanes, b_.CreateAlignedLoad(f32_, base, llvm::Align(4)));
+            case binary_broadcast::per_channel: return load_dense(base, c0, valid);
+            case binary_broadcast::none: break;
+          }
+          // Laid out as dst: the same offsets from the operand's start.
+          llvm::Value* off =
+              b_.CreateAdd(b_.CreateAdd(c64(g_.dst.off0), b_.CreateMul(it.n, c64(g_.dst.n_stride))),
+                           b_.CreateAdd(b_.CreateMul(it.oh, c64(g_.dst.h_stride)), pix));
+          return load_channels(g_.dst, dst_contiguous, gep(base, off), c0, valid);
+        });
+        store_channels(g_.dst, dst_contiguous, gep(it.dst_row, pix), c0, valid, v);
+      }
+    }
+  }
+
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  const conv_problem& p_;
+  const conv_geometry& g_;
+  const conv_config& c_;
+  llvm::Type* f32_ = nullptr;
+  llvm::Type* i64_ = nullptr;
+  llvm::Type* v16_ = nullptr;
+  llvm::Type* ptr_ = nullptr;
+  llvm::Function* fn_ = nullptr;
+  llvm::Value *src_ = nullptr, *wei_ = nullptr, *bias_ = nullptr, *dst_ = nullptr;
+  std::vector<llvm::Value*> acc_;
+  std::vector<llvm::Value*> operands_;
+};
+
+}  // namespace
+
+void generate_conv(const conv_problem& p, const conv_geometry& g, const conv_config& c,
+                   llvm::Module& m) {
+  conv_codegen(m, p, g, c).build();
+}
+
+}  // namespace primcache::cpu_internal

@@ -1,0 +1,169 @@
+#include "kernels/layout_walk.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/integer_math.hpp"
+#include "kernels/kernel_failure.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+// The walk is the reorder kernel's; the eltwise kernel's messages about it
+// say so too.
+failure invalid(const std::string& message) {
+  return kernel_invalid("reorder", message);
+}
+failure unimplemented(const std::string& message) {
+  return kernel_unimplemented("reorder", message);
+}
+
+// One level of a layout's addressing of a dimension: index i contributes
+// ((i / lo) % (next level's lo / lo)) * stride, the top level (i / lo) * stride.
+struct level {
+  std::int64_t lo;
+  std::int64_t stride;
+};
+
+std::vector<level> levels_of(const memory_desc& md, int d) {
+  std::vector<level> out;
+  std::int64_t inner = 1;  // product of the inner blocks inside block k
+  std::int64_t cum = 1;    // product of dim d's blocks inside block k
+  const auto blks = md.inner_blks();
+  const auto idxs = md.inner_idxs();
+  for (int k = md.inner_nblks() - 1; k >= 0; --k) {
+    if (idxs[k] == d) {
+      out.push_back({cum, inner});
+      cum *= blks[k];
+    }
+    inner *= blks[k];
+  }
+  out.push_back({cum, md.strides()[d]});
+  return out;
+}
+
+std::int64_t stride_at(const std::vector<level>& levels, std::int64_t lo) {
+  const level* found = &levels.front();
+  for (const level& l : levels) {
+    if (l.lo <= lo) found = &l;
+  }
+  return found->stride * (lo / found->lo);
+}
+
+// Non-overlap of dst: sorted by stride, each outer dimension must start past
+// the extent of those inside it.
+bool dst_overlaps(const memory_desc& md) {
+  std::int64_t inner = 1;
+  std::vector<std::pair<std::int64_t, std::int64_t>> outer;  // stride, extent
+  for (std::int64_t b : md.inner_blks()) inner *= b;
+  for (int d = 0; d < md.ndims(); ++d) {
+    std::int64_t blk = 1;
+    for (int k = 0; k < md.inner_nblks(); ++k) {
+      if (md.inner_idxs()[k] == d) blk *= md.inner_blks()[k];
+    }
+    const std::int64_t ext = md.padded_dims()[d] / blk;
+    if (ext > 1) outer.emplace_back(md.strides()[d], ext);
+  }
+  std::sort(outer.begin(), outer.end());
+  std::int64_t covered = inner;
+  for (auto [stride, ext] : outer) {
+    if (stride < covered) return true;
+    covered = stride * ext;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::int64_t walk_plan::work_items(std::int64_t chunk) const {
+  std::int64_t n = 1;
+  const std::size_t split = split_loop();
+  for (std::size_t k = 0; k < split; ++k) n *= loops[k].extent;
+  return n * div_up(loops[split].extent, chunk);
+}
+
+std::int64_t walk_chunk(const walk_plan& plan, std::int64_t chunk, int unit) {
+  const std::int64_t extent = plan.loops[plan.split_loop()].extent;
+  if (chunk <= 0 || chunk >= extent) return extent;
+  return std::min(extent, round_up(chunk, unit));
+}
+
+result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsigned keep_dims) {
+  walk_plan plan;
+  plan.ndims = dst.ndims();
+  plan.src_offset0 = src.offset0();
+  plan.dst_offset0 = dst.offset0();
+  if (dst_overlaps(dst)) {
+    return invalid("dst " + dst.to_string() + " has overlapping strides");
+  }
+  std::vector<walk_loop> loops;
+  for (int d = 0; d < plan.ndims; ++d) {
+    const auto sl = levels_of(src, d);
+    const auto dl = levels_of(dst, d);
+    std::vector<std::int64_t> cuts;
+    for (const auto& l : sl) cuts.push_back(l.lo);
+    for (const auto& l : dl) cuts.push_back(l.lo);
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (std::size_t k = 1; k < cuts.size(); ++k) {
+      if (cuts[k] % cuts[k - 1] != 0) {
+        return unimplemented("the blocks of dimension " + std::to_string(d) + " in " +
+                             src.to_string() + " and " + dst.to_string() + " do not nest");
+      }
+    }
+    plan.dims[d] = dst.dims()[d];
+    plan.bound[d] = dst.padded_dims()[d];
+    plan.exact[d] = plan.bound[d] == plan.dims[d] && plan.dims[d] % cuts.back() == 0;
+    plan.known[d] = true;
+    for (std::size_t k = 0; k < cuts.size(); ++k) {
+      walk_loop l;
+      l.extent = k + 1 < cuts.size() ? cuts[k + 1] / cuts[k] : div_up(plan.bound[d], cuts[k]);
+      l.src_stride = stride_at(sl, cuts[k]);
+      l.dst_stride = stride_at(dl, cuts[k]);
+      l.dim = d;
+      l.mult = cuts[k];
+      if (l.extent > 1) loops.push_back(l);
+    }
+  }
+  std::stable_sort(loops.begin(), loops.end(), [](const walk_loop& a, const walk_loop& b) {
+    if (a.dst_stride != b.dst_stride) return a.dst_stride > b.dst_stride;
+    return a.src_stride > b.src_stride;
+  });
+  auto mergeable = [&](const walk_loop& l) {
+    return l.dim < 0 || (plan.exact[l.dim] && !(keep_dims & (1u << l.dim)));
+  };
+  for (const walk_loop& l : loops) {
+    if (!plan.loops.empty()) {
+      walk_loop& a = plan.loops.back();
+      if (mergeable(a) && mergeable(l) && a.src_stride == l.extent * l.src_stride &&
+          a.dst_stride == l.extent * l.dst_stride) {
+        if (a.dim >= 0) plan.known[a.dim] = false;
+        if (l.dim >= 0) plan.known[l.dim] = false;
+        a.extent *= l.extent;
+        a.src_stride = l.src_stride;
+        a.dst_stride = l.dst_stride;
+        a.dim = -1;
+        a.mult = 0;
+        continue;
+      }
+    }
+    plan.loops.push_back(l);
+  }
+  if (plan.loops.empty()) plan.loops.push_back(walk_loop{1, 0, 0, -1, 0});
+  const walk_loop& j = plan.loops.back();
+  if (j.dst_stride == 1 && j.src_stride != 1) {
+    for (std::size_t k = 0; k + 1 < plan.loops.size(); ++k) {
+      if (plan.loops[k].src_stride == 1) {
+        walk_loop i = plan.loops[k];
+        plan.loops.erase(plan.loops.begin() + static_cast<std::ptrdiff_t>(k));
+        plan.loops.insert(plan.loops.end() - 1, i);
+        plan.inner = walk_plan::inner_kind::tile;
+        break;
+      }
+    }
+  }
+  return plan;
+}
+}  // namespace primcache::cpu_internal

@@ -1,0 +1,112 @@
+// kernels/layout_walk.hpp — the walk over two layouts of one logical
+// tensor that the reorder and eltwise kernels share: a plan (the loops the
+// two layouts split into, sorted by dst stride, merged where contiguous in
+// both) and the IR of a function that walks it, converting, scaling and
+// transforming each element on the way.
+//
+//   auto plan = plan_walk(src_md, dst_md, /*keep_dims=*/0);
+//   if (!plan) return plan.why();
+//   walk_codegen g;                       // f32 to f32, no scales
+//   g.chunk = walk_chunk(plan.value(), 0, g.vector_lanes);
+//   emit_walk_function(module, "copy", plan.value(), g);
+//   // the function walks work items [0, plan.value().work_items(g.chunk))
+//
+// Thread-safety: plan_walk and walk_chunk are pure; emit_walk_function
+// touches only the module it is given. Exceptions: plan_walk reports
+// failures as values; the IR emission throws only what LLVM's allocation
+// throws.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "primcache/base/result.hpp"
+#include "primcache/tensor/memory_desc.hpp"
+
+namespace llvm {
+class IRBuilderBase;
+class Module;
+class Value;
+}  // namespace llvm
+
+namespace primcache::cpu_internal {
+
+// How a walk scales each element (a run-time argument of the function):
+// not at all, by scales[0], or by scales[index along scale_dim].
+enum class reorder_scales : std::uint8_t { none, common, per_dim };
+
+// One loop of a walk over two layouts of the same logical tensor.
+struct walk_loop {
+  std::int64_t extent = 1;
+  std::int64_t src_stride = 0;  // elements
+  std::int64_t dst_stride = 0;
+  int dim = -1;           // logical dimension; -1 for loops merged across dims
+  std::int64_t mult = 0;  // logical index step of one iteration
+};
+
+struct walk_plan {
+  enum class inner_kind : std::uint8_t { stream, tile };
+  std::vector<walk_loop> loops;  // outer to inner; never empty
+  int ndims = 0;
+  dims_array dims{};
+  dims_array bound{};                   // dst padded dims: indices in [dims, bound) are dst padding
+  std::array<bool, max_ndims> exact{};  // the loops of this dim cover exactly [0, dims)
+  std::array<bool, max_ndims> known{};  // no loop of this dim was merged with another dim
+  std::int64_t src_offset0 = 0;
+  std::int64_t dst_offset0 = 0;
+  // stream: loops.back() is walked by vectors; tile: the last two loops are
+  // I (src stride 1) then J (dst stride 1), walked by square tiles.
+  inner_kind inner = inner_kind::stream;
+  std::size_t split_loop() const {
+    return inner == inner_kind::tile ? loops.size() - 2 : loops.size() - 1;
+  }
+  // Work items for a chunk (see reorder_config::chunk, already rounded).
+  std::int64_t work_items(std::int64_t chunk) const;
+};
+
+// Fails (unimplemented) when a dimension's blocks in the two layouts do not
+// nest (each block size dividing the next), (invalid_arguments) when dst's
+// strides overlap. Dims in keep_dims (bit d) are never merged away, so their
+// logical index is known at every element.
+result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsigned keep_dims);
+
+// What the lanes of a value hold, for a transform that loads more operands.
+struct walk_lanes {
+  llvm::Value* operands = nullptr;    // the function's `const float* const*` argument
+  llvm::Value* dst_offset = nullptr;  // i64 element offset of lane 0 in dst, offset0 included
+  std::int64_t dst_step = 0;          // between lanes
+  std::array<llvm::Value*, max_ndims> index{};  // i64 logical index of lane 0; null if unknown
+  std::array<std::int64_t, max_ndims> index_step{};
+};
+
+using walk_transform =
+    std::function<llvm::Value*(llvm::IRBuilderBase&, llvm::Value* x, const walk_lanes& lanes)>;
+
+struct walk_codegen {
+  data_type src_dt = data_type::f32;
+  data_type dst_dt = data_type::f32;
+  reorder_scales scales = reorder_scales::none;
+  int scale_dim = 0;
+  int tile = 16;
+  int vector_lanes = 16;
+  int unroll = 1;
+  std::int64_t chunk = 0;  // rounded: a multiple of tile (tile walk) or vector_lanes
+  bool use_memcpy = true;
+  walk_transform transform;  // on f32 values (scalar or vector) after scaling; may be empty
+};
+
+// Defines `void symbol(const void* src, void* dst, const float* scales,
+// const float* const* operands, int64_t begin, int64_t end)`, which walks
+// work items [begin, end).
+void emit_walk_function(llvm::Module& m, const std::string& symbol, const walk_plan& plan,
+                        const walk_codegen& g);
+
+// The chunk a config asks for, rounded for the plan: 0 or beyond the split
+// loop gives the whole loop.
+std::int64_t walk_chunk(const walk_plan& plan, std::int64_t chunk, int unit);
+
+}  // namespace primcache::cpu_internal

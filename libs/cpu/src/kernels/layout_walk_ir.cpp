@@ -1,0 +1,487 @@
+#include <array>
+#include <functional>
+#include <numeric>
+#include <string>
+
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "jit/ir_math.hpp"
+#include "kernels/integer_math.hpp"
+#include "kernels/layout_walk.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+class walk_emitter {
+ public:
+  walk_emitter(llvm::Module& m, const walk_plan& p, const walk_codegen& g)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), p_(p), g_(g) {}
+
+  void emit(const std::string& symbol);
+
+ private:
+  using body_fn = std::function<void(llvm::Value*)>;
+
+  llvm::Value* c64(std::int64_t v) { return b_.getInt64(static_cast<std::uint64_t>(v)); }
+  llvm::Type* shaped(llvm::Type* t, int n) {
+    return n == 1 ? t : static_cast<llvm::Type*>(llvm::FixedVectorType::get(t, n));
+  }
+  llvm::Type* storage_type(data_type dt) {
+    if (raw_) return b_.getIntNTy(static_cast<unsigned>(size_of(dt) * 8));
+    switch (dt) {
+      case data_type::f32: return b_.getFloatTy();
+      case data_type::bf16:
+      case data_type::f16: return b_.getInt16Ty();
+      case data_type::s8:
+      case data_type::u8: return b_.getInt8Ty();
+      default: return b_.getInt32Ty();
+    }
+  }
+
+  llvm::Value* emit_loop(llvm::Value* start, llvm::Value* end, std::int64_t step,
+                         const body_fn& body);
+  void emit_if(llvm::Value* cond, const std::function<void()>& then_fn,
+               const std::function<void()>& else_fn = {});
+
+  llvm::Value* load_lanes(llvm::Value* base, llvm::Type* ety, llvm::Value* off, int n,
+                          std::int64_t stride);
+  void store_lanes(llvm::Value* v, llvm::Value* base, llvm::Type* ety, llvm::Value* off, int n,
+                   std::int64_t stride);
+  llvm::Value* to_value(llvm::Value* x);
+  llvm::Value* from_value(llvm::Value* v);
+  llvm::Value* splat(llvm::Value* s, int n) { return n == 1 ? s : b_.CreateVectorSplat(n, s); }
+
+  // The logical index of dim d at (i, j) of the inner loops (null i: none).
+  llvm::Value* logical(int d, llvm::Value* i, llvm::Value* j);
+  llvm::Value* scale_for(llvm::Value* i, llvm::Value* j, int n);
+  walk_lanes lanes_at(llvm::Value* i, llvm::Value* j, llvm::Value* dst_off);
+  llvm::Value* finish_value(llvm::Value* v, llvm::Value* i, llvm::Value* j, int n,
+                            llvm::Value* dst_off);
+  // True when every element with inner indices up to (i_last, j_last) is real.
+  llvm::Value* all_real(llvm::Value* i_last, llvm::Value* j_last);
+
+  void emit_element(llvm::Value* i, llvm::Value* j);
+  void emit_vector(llvm::Value* j, int n);
+  void emit_stream(llvm::Value* s0, llvm::Value* s1);
+  void emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj);
+  void emit_tiles(llvm::Value* s0, llvm::Value* s1);
+
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  const walk_plan& p_;
+  const walk_codegen& g_;
+  bool raw_ = false;
+  bool checks_ = false;  // some dimension is not exact
+  llvm::Type* src_ty_ = nullptr;
+  llvm::Type* dst_ty_ = nullptr;
+  llvm::Function* fn_ = nullptr;
+  llvm::Value* src_ = nullptr;
+  llvm::Value* dst_ = nullptr;
+  llvm::Value* scales_ = nullptr;
+  llvm::Value* operands_ = nullptr;
+  llvm::Value* common_scale_ = nullptr;
+  // Per work item.
+  llvm::Value* src_base_ = nullptr;
+  llvm::Value* dst_base_ = nullptr;
+  std::array<llvm::Value*, max_ndims> outer_l_{};
+  llvm::Value* outer_real_ = nullptr;
+  const walk_loop* li_ = nullptr;  // tile: the I loop
+  const walk_loop* lj_ = nullptr;  // the innermost loop
+};
+
+llvm::Value* walk_emitter::emit_loop(llvm::Value* start, llvm::Value* end, std::int64_t step,
+                                     const body_fn& body) {
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx_, "loop.head", fn_);
+  auto* body_bb = llvm::BasicBlock::Create(ctx_, "loop.body", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "loop.exit", fn_);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* v = b_.CreatePHI(b_.getInt64Ty(), 2);
+  v->addIncoming(start, pre);
+  b_.CreateCondBr(b_.CreateICmpSLE(b_.CreateAdd(v, c64(step)), end), body_bb, exit);
+  b_.SetInsertPoint(body_bb);
+  body(v);
+  v->addIncoming(b_.CreateAdd(v, c64(step)), b_.GetInsertBlock());
+  b_.CreateBr(head);
+  b_.SetInsertPoint(exit);
+  return v;
+}
+
+void walk_emitter::emit_if(llvm::Value* cond, const std::function<void()>& then_fn,
+                           const std::function<void()>& else_fn) {
+  auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
+  auto* else_bb = else_fn ? llvm::BasicBlock::Create(ctx_, "if.else", fn_) : nullptr;
+  auto* done = llvm::BasicBlock::Create(ctx_, "if.done", fn_);
+  b_.CreateCondBr(cond, then_bb, else_bb ? else_bb : done);
+  b_.SetInsertPoint(then_bb);
+  then_fn();
+  b_.CreateBr(done);
+  if (else_bb) {
+    b_.SetInsertPoint(else_bb);
+    else_fn();
+    b_.CreateBr(done);
+  }
+  b_.SetInsertPoint(done);
+}
+
+llvm::Value* walk_emitter::load_lanes(llvm::Value* base, llvm::Type* ety, llvm::Value* off, int n,
+                                      std::int64_t stride) {
+  const llvm::Align align(ety->getPrimitiveSizeInBits() / 8);
+  if (n == 1 || stride == 1) {
+    return b_.CreateAlignedLoad(shaped(ety, n), b_.CreateGEP(ety, base, off), align);
+  }
+  llvm::Value* v = llvm::PoisonValue::get(shaped(ety, n));
+  for (int e = 0; e < n; ++e) {
+    llvm::Value* p = b_.CreateGEP(ety, base, b_.CreateAdd(off, c64(e * stride)));
+    v = b_.CreateInsertElement(v, b_.CreateAlignedLoad(ety, p, align), e);
+  }
+  return v;
+}
+
+void walk_emitter::store_lanes(llvm::Value* v, llvm::Value* base, llvm::Type* ety, llvm::Value* off,
+                               int n, std::int64_t stride) {
+  const llvm::Align align(ety->getPrimitiveSizeInBits() / 8);
+  if (n == 1 || stride == 1) {
+    b_.CreateAlignedStore(v, b_.CreateGEP(ety, base, off), align);
+    return;
+  }
+  for (int e = 0; e < n; ++e) {
+    llvm::Value* p = b_.CreateGEP(ety, base, b_.CreateAdd(off, c64(e * stride)));
+    b_.CreateAlignedStore(b_.CreateExtractElement(v, e), p, align);
+  }
+}
+
+llvm::Value* walk_emitter::to_value(llvm::Value* x) {
+  if (raw_) return x;
+  llvm::Type* f = x->getType()->isVectorTy()
+                      ? static_cast<llvm::Type*>(llvm::VectorType::get(
+                            b_.getFloatTy(), llvm::cast<llvm::VectorType>(x->getType())))
+                      : b_.getFloatTy();
+  switch (g_.src_dt) {
+    case data_type::f32: return x;
+    case data_type::bf16: return emit_bf16_to_f32(b_, x);
+    case data_type::f16: return emit_f16_to_f32(b_, x);
+    case data_type::u8: return b_.CreateUIToFP(x, f);
+    default: return b_.CreateSIToFP(x, f);  // s8, s32
+  }
+}
+
+llvm::Value* walk_emitter::from_value(llvm::Value* v) {
+  if (raw_) return v;
+  switch (g_.dst_dt) {
+    case data_type::f32: return v;
+    case data_type::bf16: return emit_f32_to_bf16(b_, v);
+    case data_type::f16: return emit_f32_to_f16(b_, v);
+    case data_type::s8: return emit_f32_to_s8(b_, v);
+    case data_type::u8: return emit_f32_to_u8(b_, v);
+    default: return emit_f32_to_s32(b_, v);
+  }
+}
+
+llvm::Value* walk_emitter::logical(int d, llvm::Value* i, llvm::Value* j) {
+  llvm::Value* l = outer_l_[d];
+  if (!l) return nullptr;
+  if (i && li_ && li_->dim == d) l = b_.CreateAdd(l, b_.CreateMul(i, c64(li_->mult)));
+  if (j && lj_->dim == d) l = b_.CreateAdd(l, b_.CreateMul(j, c64(lj_->mult)));
+  return l;
+}
+
+llvm::Value* walk_emitter::scale_for(llvm::Value* i, llvm::Value* j, int n) {
+  if (g_.scales == reorder_scales::none) return nullptr;
+  if (g_.scales == reorder_scales::common) return splat(common_scale_, n);
+  const int d = g_.scale_dim;
+  llvm::Value* idx = logical(d, i, j);
+  const std::int64_t step = lj_->dim == d ? lj_->mult : 0;
+  if (step == 0) {
+    llvm::Value* s = b_.CreateAlignedLoad(
+        b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), scales_, idx), llvm::Align(4));
+    return splat(s, n);
+  }
+  return load_lanes(scales_, b_.getFloatTy(), idx, n, step);
+}
+
+walk_lanes walk_emitter::lanes_at(llvm::Value* i, llvm::Value* j, llvm::Value* dst_off) {
+  walk_lanes lanes;
+  lanes.dst_offset = dst_off;
+  lanes.dst_step = lj_->dst_stride;
+  lanes.operands = operands_;
+  for (int d = 0; d < p_.ndims; ++d) {
+    lanes.index[d] = logical(d, i, j);
+    lanes.index_step[d] = lj_->dim == d ? lj_->mult : 0;
+  }
+  return lanes;
+}
+
+llvm::Value* walk_emitter::finish_value(llvm::Value* v, llvm::Value* i, llvm::Value* j, int n,
+                                        llvm::Value* dst_off) {
+  if (raw_) return v;
+  if (llvm::Value* s = scale_for(i, j, n)) v = b_.CreateFMul(v, s);
+  if (g_.transform) v = g_.transform(b_, v, lanes_at(i, j, dst_off));
+  return from_value(v);
+}
+
+llvm::Value* walk_emitter::all_real(llvm::Value* i_last, llvm::Value* j_last) {
+  llvm::Value* ok = outer_real_;
+  for (int d = 0; d < p_.ndims; ++d) {
+    if (p_.exact[d]) continue;
+    const bool inner = (li_ && li_->dim == d) || lj_->dim == d;
+    if (!inner) continue;  // in outer_real_
+    ok = b_.CreateAnd(ok, b_.CreateICmpSLT(logical(d, i_last, j_last), c64(p_.dims[d])));
+  }
+  return ok;
+}
+
+void walk_emitter::emit_element(llvm::Value* i, llvm::Value* j) {
+  llvm::Value* src_off = b_.CreateAdd(src_base_, b_.CreateMul(j, c64(lj_->src_stride)));
+  llvm::Value* dst_off = b_.CreateAdd(dst_base_, b_.CreateMul(j, c64(lj_->dst_stride)));
+  if (i) {
+    src_off = b_.CreateAdd(src_off, b_.CreateMul(i, c64(li_->src_stride)));
+    dst_off = b_.CreateAdd(dst_off, b_.CreateMul(i, c64(li_->dst_stride)));
+  }
+  auto copy = [&] {
+    llvm::Value* v = to_value(load_lanes(src_, src_ty_, src_off, 1, 1));
+    store_lanes(finish_value(v, i, j, 1, dst_off), dst_, dst_ty_, dst_off, 1, 1);
+  };
+  if (!checks_) {
+    copy();
+    return;
+  }
+  llvm::Value* real = b_.getTrue();
+  llvm::Value* in_bound = b_.getTrue();
+  for (int d = 0; d < p_.ndims; ++d) {
+    if (p_.exact[d]) continue;
+    llvm::Value* l = logical(d, i, j);
+    real = b_.CreateAnd(real, b_.CreateICmpSLT(l, c64(p_.dims[d])));
+    in_bound = b_.CreateAnd(in_bound, b_.CreateICmpSLT(l, c64(p_.bound[d])));
+  }
+  emit_if(real, copy, [&] {
+    emit_if(in_bound, [&] {
+      store_lanes(llvm::Constant::getNullValue(dst_ty_), dst_, dst_ty_, dst_off, 1, 1);
+    });
+  });
+}
+
+void walk_emitter::emit_vector(llvm::Value* j, int n) {
+  auto fast = [&] {
+    llvm::Value* src_off = b_.CreateAdd(src_base_, b_.CreateMul(j, c64(lj_->src_stride)));
+    llvm::Value* dst_off = b_.CreateAdd(dst_base_, b_.CreateMul(j, c64(lj_->dst_stride)));
+    llvm::Value* v = to_value(load_lanes(src_, src_ty_, src_off, n, lj_->src_stride));
+    store_lanes(finish_value(v, nullptr, j, n, dst_off), dst_, dst_ty_, dst_off, n,
+                lj_->dst_stride);
+  };
+  if (!checks_) {
+    fast();
+    return;
+  }
+  emit_if(all_real(nullptr, b_.CreateAdd(j, c64(n - 1))), fast, [&] {
+    emit_loop(j, b_.CreateAdd(j, c64(n)), 1, [&](llvm::Value* e) { emit_element(nullptr, e); });
+  });
+}
+
+void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
+  const std::int64_t extent = lj_->extent;
+  if (raw_ && g_.use_memcpy && !checks_ && lj_->src_stride == 1 && lj_->dst_stride == 1) {
+    const std::int64_t es = static_cast<std::int64_t>(size_of(g_.src_dt));
+    llvm::Value* sp =
+        b_.CreateGEP(b_.getInt8Ty(), src_, b_.CreateMul(b_.CreateAdd(src_base_, s0), c64(es)));
+    llvm::Value* dp =
+        b_.CreateGEP(b_.getInt8Ty(), dst_, b_.CreateMul(b_.CreateAdd(dst_base_, s0), c64(es)));
+    b_.CreateMemCpy(dp, llvm::MaybeAlign(es), sp, llvm::MaybeAlign(es),
+                    b_.CreateMul(b_.CreateSub(s1, s0), c64(es)));
+    return;
+  }
+  const int n = g_.vector_lanes;
+  llvm::Value* j = s0;
+  if (g_.unroll > 1) {
+    j = emit_loop(j, s1, static_cast<std::int64_t>(n) * g_.unroll, [&](llvm::Value* v) {
+      for (int u = 0; u < g_.unroll; ++u) emit_vector(b_.CreateAdd(v, c64(u * n)), n);
+    });
+  }
+  j = emit_loop(j, s1, n, [&](llvm::Value* v) { emit_vector(v, n); });
+  const int rest = static_cast<int>(extent % n);
+  if (rest != 0) {
+    // Only the chunk that ends the loop has a partial vector: chunks are
+    // whole vectors.
+    emit_if(b_.CreateICmpSLT(j, s1), [&] { emit_vector(j, rest); });
+  }
+}
+
+void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
+  const int t = g_.tile;
+  auto fast = [&] {
+    llvm::Value* src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i),  // I has src stride 1
+                                        b_.CreateMul(j, c64(lj_->src_stride)));
+    std::vector<llvm::Value*> rows(t);
+    llvm::Type* row_ty = shaped(raw_ ? src_ty_ : b_.getFloatTy(), t);
+    std::vector<int> widen(t, -1);
+    for (int e = 0; e < ri; ++e) widen[e] = e;
+    for (int r = 0; r < t; ++r) {
+      if (r >= rj) {
+        rows[r] = llvm::PoisonValue::get(row_ty);
+        continue;
+      }
+      llvm::Value* off = b_.CreateAdd(src_off, c64(r * lj_->src_stride));
+      llvm::Value* x = to_value(load_lanes(src_, src_ty_, off, ri, 1));
+      if (ri == 1) {
+        rows[r] = b_.CreateInsertElement(llvm::PoisonValue::get(row_ty), x, std::uint64_t{0});
+      } else if (ri < t) {
+        rows[r] = b_.CreateShuffleVector(x, llvm::PoisonValue::get(x->getType()), widen);
+      } else {
+        rows[r] = x;
+      }
+    }
+    // Swap bit h of the row and column index, for every bit: (r, c) -> (c, r).
+    for (int h = 1; h < t; h <<= 1) {
+      std::vector<int> lo_mask(t), hi_mask(t);
+      for (int c = 0; c < t; ++c) {
+        lo_mask[c] = (c & h) ? t + (c ^ h) : c;
+        hi_mask[c] = (c & h) ? t + c : (c ^ h);
+      }
+      for (int r = 0; r < t; ++r) {
+        if (r & h) continue;
+        llvm::Value* a = rows[r];
+        llvm::Value* c = rows[r | h];
+        rows[r] = b_.CreateShuffleVector(a, c, lo_mask);
+        rows[r | h] = b_.CreateShuffleVector(a, c, hi_mask);
+      }
+    }
+    std::vector<int> narrow(rj);
+    std::iota(narrow.begin(), narrow.end(), 0);
+    llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);  // J has dst stride 1
+    for (int q = 0; q < ri; ++q) {
+      llvm::Value* v = rows[q];
+      if (rj == 1) {
+        v = b_.CreateExtractElement(v, std::uint64_t{0});
+      } else if (rj < t) {
+        v = b_.CreateShuffleVector(v, llvm::PoisonValue::get(v->getType()), narrow);
+      }
+      llvm::Value* iq = b_.CreateAdd(i, c64(q));
+      llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, c64(li_->dst_stride)));
+      store_lanes(finish_value(v, iq, j, rj, dst_off), dst_, dst_ty_, dst_off, rj, 1);
+    }
+  };
+  if (!checks_) {
+    fast();
+    return;
+  }
+  emit_if(all_real(b_.CreateAdd(i, c64(ri - 1)), b_.CreateAdd(j, c64(rj - 1))), fast, [&] {
+    emit_loop(i, b_.CreateAdd(i, c64(ri)), 1, [&](llvm::Value* iq) {
+      emit_loop(j, b_.CreateAdd(j, c64(rj)), 1, [&](llvm::Value* jr) { emit_element(iq, jr); });
+    });
+  });
+}
+
+void walk_emitter::emit_tiles(llvm::Value* s0, llvm::Value* s1) {
+  const int t = g_.tile;
+  const int rest_i = static_cast<int>(li_->extent % t);
+  const int rest_j = static_cast<int>(lj_->extent % t);
+  auto row_of_tiles = [&](llvm::Value* i, int ri) {
+    llvm::Value* jend =
+        emit_loop(c64(0), c64(lj_->extent), t, [&](llvm::Value* j) { emit_tile(i, j, ri, t); });
+    if (rest_j != 0) emit_tile(i, jend, ri, rest_j);
+  };
+  llvm::Value* i = emit_loop(s0, s1, t, [&](llvm::Value* iv) { row_of_tiles(iv, t); });
+  if (rest_i != 0) emit_if(b_.CreateICmpSLT(i, s1), [&] { row_of_tiles(i, rest_i); });
+}
+
+void walk_emitter::emit(const std::string& symbol) {
+  raw_ = g_.src_dt == g_.dst_dt && g_.scales == reorder_scales::none && !g_.transform;
+  for (int d = 0; d < p_.ndims; ++d) checks_ = checks_ || !p_.exact[d];
+  src_ty_ = storage_type(g_.src_dt);
+  dst_ty_ = storage_type(g_.dst_dt);
+  const std::size_t split = p_.split_loop();
+  lj_ = &p_.loops.back();
+  li_ = p_.inner == walk_plan::inner_kind::tile ? &p_.loops[split] : nullptr;
+
+  llvm::Type* ptr = llvm::PointerType::get(ctx_, 0);
+  llvm::Type* i64 = b_.getInt64Ty();
+  fn_ = llvm::Function::Create(
+      llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, i64, i64}, false),
+      llvm::Function::ExternalLinkage, symbol, m_);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  // No noalias on the buffers: eltwise runs in place (src == dst).
+  src_ = fn_->getArg(0);
+  dst_ = fn_->getArg(1);
+  scales_ = fn_->getArg(2);
+  operands_ = fn_->getArg(3);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+
+  if (g_.scales == reorder_scales::common) {
+    common_scale_ = b_.CreateAlignedLoad(b_.getFloatTy(), scales_, llvm::Align(4));
+  }
+
+  // The work items: the loops outside the split loop, then the chunks of the
+  // split loop; an odometer of indices, set from `begin` once.
+  const walk_loop& sl = p_.loops[split];
+  const std::int64_t chunk = g_.chunk;
+  const std::int64_t nchunks = div_up(sl.extent, chunk);
+  std::vector<std::int64_t> extents;
+  for (std::size_t k = 0; k < split; ++k) extents.push_back(p_.loops[k].extent);
+  if (nchunks > 1) extents.push_back(nchunks);
+  std::vector<llvm::AllocaInst*> idx(extents.size());
+  for (auto& a : idx) a = b_.CreateAlloca(i64);
+  {
+    llvm::Value* rem = fn_->getArg(4);
+    for (std::size_t k = extents.size(); k-- > 0;) {
+      b_.CreateStore(b_.CreateURem(rem, c64(extents[k])), idx[k]);
+      rem = b_.CreateUDiv(rem, c64(extents[k]));
+    }
+  }
+
+  emit_loop(fn_->getArg(4), fn_->getArg(5), 1, [&](llvm::Value*) {
+    std::vector<llvm::Value*> iv(extents.size());
+    for (std::size_t k = 0; k < extents.size(); ++k) iv[k] = b_.CreateLoad(i64, idx[k]);
+    src_base_ = c64(p_.src_offset0);
+    dst_base_ = c64(p_.dst_offset0);
+    for (int d = 0; d < p_.ndims; ++d) outer_l_[d] = p_.known[d] ? c64(0) : nullptr;
+    for (std::size_t k = 0; k < split; ++k) {
+      const walk_loop& l = p_.loops[k];
+      src_base_ = b_.CreateAdd(src_base_, b_.CreateMul(iv[k], c64(l.src_stride)));
+      dst_base_ = b_.CreateAdd(dst_base_, b_.CreateMul(iv[k], c64(l.dst_stride)));
+      if (l.dim >= 0 && outer_l_[l.dim]) {
+        outer_l_[l.dim] = b_.CreateAdd(outer_l_[l.dim], b_.CreateMul(iv[k], c64(l.mult)));
+      }
+    }
+    // The split loop and the J loop are indexed from the same base: their
+    // loop variables are absolute.
+    llvm::Value* s0 = c64(0);
+    llvm::Value* s1 = c64(sl.extent);
+    if (nchunks > 1) {
+      s0 = b_.CreateMul(iv.back(), c64(chunk));
+      s1 = b_.CreateSelect(b_.CreateICmpEQ(iv.back(), c64(nchunks - 1)), c64(sl.extent),
+                           b_.CreateAdd(s0, c64(chunk)));
+    }
+    outer_real_ = b_.getTrue();
+    for (int d = 0; d < p_.ndims; ++d) {
+      if (p_.exact[d] || lj_->dim == d || (li_ && li_->dim == d)) continue;
+      outer_real_ = b_.CreateAnd(outer_real_, b_.CreateICmpSLT(outer_l_[d], c64(p_.dims[d])));
+    }
+    if (li_) {
+      emit_tiles(s0, s1);
+    } else {
+      emit_stream(s0, s1);
+    }
+    // Advance the odometer.
+    llvm::Value* carry = b_.getTrue();
+    for (std::size_t k = extents.size(); k-- > 0;) {
+      llvm::Value* next = b_.CreateAdd(iv[k], b_.CreateZExt(carry, i64));
+      llvm::Value* wrap = b_.CreateICmpEQ(next, c64(extents[k]));
+      b_.CreateStore(b_.CreateSelect(wrap, c64(0), next), idx[k]);
+      carry = wrap;
+    }
+  });
+  b_.CreateRetVoid();
+}
+
+}  // namespace
+
+void emit_walk_function(llvm::Module& m, const std::string& symbol, const walk_plan& plan,
+                        const walk_codegen& g) {
+  walk_emitter(m, plan, g).emit(symbol);
+}
+
+}  // namespace primcache::cpu_internal

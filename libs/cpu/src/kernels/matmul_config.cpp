@@ -1,0 +1,231 @@
+#include "kernels/matmul_config.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "jit/target.hpp"
+#include "kernels/integer_math.hpp"
+#include "kernels/matmul_validation.hpp"
+
+namespace primcache::cpu_internal {
+
+int matmul_vector_lanes(cpu_isa isa) {
+  return static_cast<int>(isa_vector_bits(isa) / 32);
+}
+int matmul_vector_registers(cpu_isa isa) {
+  return isa >= cpu_isa::avx512_core ? 32 : 16;
+}
+
+// Scratch bytes of one thread: its packed kc x nc panel, in whole cache lines.
+std::size_t matmul_pack_slot_bytes(const matmul_config& c) {
+  if (!c.pack_b) return 0;
+  return static_cast<std::size_t>(round_up(c.kc * c.nc * 4, 64));
+}
+
+namespace {
+
+// Estimated time of one thread's share, in units of one vector FMA.
+double estimate(const matmul_problem& p, const matmul_config& c, int lanes) {
+  const std::int64_t mb = div_up(p.m, c.mr);
+  const std::int64_t nb = div_up(p.n, c.nr);
+  const double rows = static_cast<double>(div_up(p.batch * mb, c.thr_m) * c.mr);
+  const double cols = static_cast<double>(div_up(nb, c.thr_n) * c.nr);
+  const int nv = c.nr / lanes;
+  // A micro-kernel step issues mr * nv FMAs and mr + nv loads; the loads
+  // are hidden unless the tile is thin.
+  const double per_fma = 1.0 + 0.5 * std::max(0.0, double(c.mr + nv) / (c.mr * nv) - 0.35);
+  double t = rows * (cols / lanes) * static_cast<double>(p.k) * per_fma;
+  if (c.pack_b) {
+    // Each thread packs its columns once per batch it covers.
+    const double batches = static_cast<double>(div_up(p.batch, c.thr_m));
+    t += 6.0 * cols / lanes * static_cast<double>(p.k) * batches;
+  }
+  // Waking a pool thread and joining it costs microseconds: small problems
+  // run on fewer threads.
+  t += 20000.0 * (c.thr_m * c.thr_n - 1);
+  return t;
+}
+
+struct tile {
+  int mr, nv;
+};
+
+matmul_config with_blocking(const matmul_problem& p, matmul_config c, int lanes) {
+  (void)lanes;
+  const std::int64_t unroll = c.k_unroll;
+  if (c.pack_b) {
+    // The innermost loop runs over the nr blocks of the packed kc x nc
+    // panel (about 1 MiB: L2) with the mr x kc block of src in L1; depth
+    // 256 makes each micro-kernel call long enough to hide its edges.
+    c.n_inner = true;
+    const std::int64_t kc_max = 256;
+    const std::int64_t kblocks = div_up(p.k, kc_max);
+    c.kc = round_up(div_up(p.k, kblocks), unroll);
+    const std::int64_t mc_rows = std::max<std::int64_t>(c.mr, (512 * 1024) / (c.kc * 4));
+    c.mc = std::max<std::int64_t>(c.mr, mc_rows / c.mr * c.mr);
+    const std::int64_t nb = div_up(p.n, c.nr);
+    const std::int64_t share = div_up(nb, c.thr_n) * c.nr;
+    const std::int64_t nc_cols = std::max<std::int64_t>(c.nr, (1024 * 1024) / (c.kc * 4));
+    c.nc = std::min(share, std::max<std::int64_t>(c.nr, nc_cols / c.nr * c.nr));
+  } else {
+    // Rows of the weights are read in place. When no row block reuses them
+    // (M <= mr: a matrix-vector product) the weights stream from memory
+    // once; short K blocks keep the pages of one block's rows few enough
+    // for the TLB while the nr blocks walk along them.
+    const std::int64_t kc_max = p.m <= c.mr ? 64 : 256;
+    c.kc = round_up(div_up(p.k, div_up(p.k, kc_max)), unroll);
+    c.mc = round_up(std::min<std::int64_t>(p.m, 4096), c.mr);
+    const std::int64_t nb = div_up(p.n, c.nr);
+    c.nc = div_up(nb, c.thr_n) * c.nr;
+  }
+  return c;
+}
+
+// The thread grid with the smallest estimated time.
+matmul_config with_best_grid(const matmul_problem& p, matmul_config c, int lanes) {
+  double best = std::numeric_limits<double>::infinity();
+  matmul_config best_c = c;
+  for (int cells : {p.nthr, 1}) {
+    for (int tm = 1; tm <= cells; ++tm) {
+      if (cells % tm != 0) continue;
+      matmul_config t = c;
+      t.thr_m = tm;
+      t.thr_n = cells / tm;
+      t = with_blocking(p, t, lanes);
+      const double e = estimate(p, t, lanes);
+      if (e < best) {
+        best = e;
+        best_c = t;
+      }
+    }
+  }
+  return best_c;
+}
+
+}  // namespace
+
+matmul_problem matmul_problem::dense(std::int64_t batch, std::int64_t m, std::int64_t n,
+                                     std::int64_t k) {
+  matmul_problem p;
+  p.batch = batch;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.src_strides = {m * k, k, 1};
+  p.wei_strides = {k * n, n, 1};
+  p.dst_strides = {m * n, n, 1};
+  return p;
+}
+
+void matmul_problem::write_key(key_writer& w) const {
+  w.i64(batch).i64(m).i64(n).i64(k);
+  for (const auto* s : {&src_strides, &wei_strides, &dst_strides}) {
+    for (std::int64_t v : *s) w.i64(v);
+  }
+  w.boolean(with_bias);
+  cpu_internal::write_key(w, post_ops);
+  w.i32(nthr);
+}
+
+void matmul_config::write_key(key_writer& w) const {
+  w.i32(mr).i32(nr).i64(kc).i64(mc).i64(nc).i32(k_unroll).boolean(pack_b).boolean(n_inner);
+  w.i32(thr_m).i32(thr_n);
+}
+
+matmul_config default_matmul_config(const matmul_problem& p, cpu_isa isa) {
+  const int lanes = matmul_vector_lanes(isa);
+  const int regs = matmul_vector_registers(isa);
+  const std::int64_t m = std::max<std::int64_t>(p.m, 1);
+  const std::int64_t n = std::max<std::int64_t>(p.n, 1);
+  const int nthr = std::max(p.nthr, 1);
+
+  std::vector<tile> tiles;
+  if (lanes == 16) {
+    tiles = {{8, 3}, {6, 4}, {7, 3}, {12, 2}, {14, 2}, {28, 1}, {4, 6}, {3, 7}, {2, 8}, {1, 8}};
+  } else {
+    tiles = {{6, 2}, {4, 3}, {5, 2}, {14, 1}, {3, 4}, {2, 5}, {1, 7}};
+  }
+  // Rows: a tile no taller than M. Columns: no wider than N needs.
+  matmul_config best;
+  double best_t = std::numeric_limits<double>::infinity();
+  for (tile t : tiles) {
+    if (t.mr * t.nv + t.nv + 1 > regs) continue;
+    matmul_config c;
+    c.mr = static_cast<int>(std::min<std::int64_t>(t.mr, m));
+    c.nr = static_cast<int>(std::min<std::int64_t>(t.nv, div_up(n, lanes))) * lanes;
+    c.k_unroll = 4;
+    const bool dense_n = p.wei_strides[2] == 1;
+    // Packing pays when each weight panel serves several row blocks and the
+    // rows of the weights are far apart (cache-set conflicts, TLB misses).
+    const bool reused = p.m >= 3 * c.mr;
+    const bool scattered = p.wei_strides[1] * 4 > 2048 || p.k * p.n * 4 > (256 << 10);
+    c.pack_b = !dense_n || (reused && scattered);
+    c.thr_m = nthr;
+    c.thr_n = 1;
+    c = with_best_grid(p, c, lanes);
+    const double e = estimate(p, c, lanes);
+    if (e < best_t * 0.999) {
+      best_t = e;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::vector<matmul_config> matmul_config_candidates(const matmul_problem& p, cpu_isa isa) {
+  const int lanes = matmul_vector_lanes(isa);
+  const int regs = matmul_vector_registers(isa);
+  const matmul_config def = default_matmul_config(p, isa);
+  std::vector<matmul_config> out;
+  auto add = [&](matmul_config c) {
+    if (validate_matmul_config(p, c, lanes, regs)) return;
+    if (c == def) return;
+    if (std::find(out.begin(), out.end(), c) != out.end()) return;
+    out.push_back(c);
+  };
+  // Another register tile.
+  {
+    matmul_config c = def;
+    c.mr = std::max(1, def.mr / 2);
+    c.nr = lanes;
+    c.mc = round_up(def.mc, c.mr);
+    c.nc = round_up(def.nc, c.nr);
+    add(c);
+  }
+  // Packing toggled (where the weights allow running without it).
+  {
+    matmul_config c = def;
+    c.pack_b = !def.pack_b;
+    c = with_blocking(p, c, lanes);
+    add(c);
+  }
+  // A shallower K block with a different unroll and loop order.
+  {
+    matmul_config c = def;
+    c.kc = std::max<std::int64_t>(1, std::min<std::int64_t>(def.kc, p.k) / 2 + 1);
+    c.k_unroll = def.k_unroll == 1 ? 3 : 1;
+    c.n_inner = !def.n_inner;
+    add(c);
+  }
+  // The other thread grids.
+  for (int tm = 1; tm <= p.nthr; ++tm) {
+    if (p.nthr % tm != 0 || tm == def.thr_m) continue;
+    matmul_config c = def;
+    c.thr_m = tm;
+    c.thr_n = p.nthr / tm;
+    add(c);
+  }
+  // Small cache blocks: several mc, nc and kc blocks even for small shapes.
+  {
+    matmul_config c = def;
+    c.pack_b = true;
+    c.mc = c.mr;
+    c.nc = c.nr;
+    c.kc = std::max<std::int64_t>(1, std::min<std::int64_t>(p.k, 64) / 3 + 1);
+    c.k_unroll = 2;
+    add(c);
+  }
+  return out;
+}
+}  // namespace primcache::cpu_internal

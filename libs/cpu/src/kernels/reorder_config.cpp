@@ -1,0 +1,133 @@
+#include "kernels/reorder_config.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "jit/target.hpp"
+#include "kernels/integer_math.hpp"
+#include "kernels/layout_walk.hpp"
+#include "kernels/reorder_validation.hpp"
+
+namespace primcache::cpu_internal {
+
+bool reorder_is_raw(const reorder_problem& p) {
+  return p.src.data_type() == p.dst.data_type() && p.scales == reorder_scales::none;
+}
+
+unsigned reorder_keep_mask(const reorder_problem& p) {
+  return p.scales == reorder_scales::per_dim ? (1u << p.scale_dim) : 0u;
+}
+
+namespace {
+
+// Vectors wider than the streamed loop, or unrolling past it, give the same
+// code as narrower ones: such configs take the narrower form, so different
+// configs mean different code.
+void canonicalize(reorder_config& c, std::int64_t extent) {
+  while (c.vector_lanes > 4 && c.vector_lanes > extent) c.vector_lanes /= 2;
+  while (c.unroll > 1 && static_cast<std::int64_t>(c.vector_lanes) * c.unroll > extent) --c.unroll;
+}
+
+}  // namespace
+
+int reorder_chunk_unit(const walk_plan& plan, const reorder_config& c) {
+  return plan.inner == walk_plan::inner_kind::tile ? c.tile : c.vector_lanes * c.unroll;
+}
+
+void reorder_problem::write_key(key_writer& w) const {
+  w.str("reorder");
+  src.write_key(w);
+  dst.write_key(w);
+  w.enumeration(scales).i32(scales == reorder_scales::per_dim ? scale_dim : 0).i32(nthr);
+}
+
+void reorder_config::write_key(key_writer& w) const {
+  w.i32(tile).i32(vector_lanes).i32(unroll).i64(chunk).boolean(use_memcpy);
+}
+
+reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa) {
+  reorder_config c;
+  const unsigned bits = isa_vector_bits(isa);
+  c.tile = bits >= 512 ? 16 : 8;
+  const bool raw = reorder_is_raw(p);
+  std::size_t widest = 4;
+  if (raw && p.src.is_blocked()) widest = size_of(p.src.data_type());
+  c.vector_lanes = static_cast<int>(std::clamp<std::size_t>(bits / (8 * widest), 4, 64));
+  c.unroll = raw ? 4 : 2;
+  if (!validate_reorder_problem(p)) return c;
+  auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+  if (!plan) return c;
+  const walk_plan& w = plan.value();
+  if (w.inner == walk_plan::inner_kind::stream) canonicalize(c, w.loops.back().extent);
+  if (p.nthr <= 1) return c;
+  // Enough work items for the threads to balance (4 per thread), each at
+  // least a few thousand elements.
+  const std::int64_t outer = w.work_items(w.loops[w.split_loop()].extent);
+  const std::int64_t want = 4 * static_cast<std::int64_t>(p.nthr);
+  if (outer < want) {
+    const std::int64_t extent = w.loops[w.split_loop()].extent;
+    std::int64_t inner_elems = 1;
+    for (std::size_t k = w.split_loop() + 1; k < w.loops.size(); ++k) {
+      inner_elems *= w.loops[k].extent;
+    }
+    const std::int64_t min_chunk = std::max<std::int64_t>(1, 4096 / inner_elems);
+    const std::int64_t chunk = std::max(min_chunk, div_up(extent, div_up(want, outer)));
+    c.chunk = walk_chunk(w, chunk, reorder_chunk_unit(w, c));
+    if (c.chunk >= extent) c.chunk = 0;
+  }
+  return c;
+}
+
+std::vector<reorder_config> reorder_config_candidates(const reorder_problem& p, cpu_isa isa) {
+  const reorder_config def = default_reorder_config(p, isa);
+  std::vector<reorder_config> out;
+  auto plan = validate_reorder_problem(p) ? plan_walk(p.src, p.dst, reorder_keep_mask(p))
+                                          : result<walk_plan>(failure{});
+  if (!plan) return out;
+  const walk_plan& w = plan.value();
+  bool copies = reorder_is_raw(p) && w.inner == walk_plan::inner_kind::stream &&
+                w.loops.back().src_stride == 1 && w.loops.back().dst_stride == 1;
+  for (int d = 0; d < w.ndims; ++d) copies = copies && w.exact[d];
+  auto add = [&](reorder_config c) {
+    if (!validate_reorder_config(c)) return;
+    if (!copies) c.use_memcpy = def.use_memcpy;  // no effect on the code
+    if (w.inner == walk_plan::inner_kind::stream) canonicalize(c, w.loops.back().extent);
+    // Normalize the chunk as create() will, so equal code means equal config.
+    const std::int64_t extent = w.loops[w.split_loop()].extent;
+    c.chunk = walk_chunk(w, c.chunk, reorder_chunk_unit(w, c));
+    if (c.chunk >= extent) c.chunk = 0;
+    if (c == def || std::find(out.begin(), out.end(), c) != out.end()) return;
+    out.push_back(c);
+  };
+  const std::int64_t extent = w.loops[w.split_loop()].extent;
+  if (w.inner == walk_plan::inner_kind::tile) {
+    for (int t : {16, 8, 4}) {
+      reorder_config c = def;
+      c.tile = t;
+      add(c);
+    }
+    reorder_config c = def;
+    c.chunk = std::max<std::int64_t>(1, extent / 3);
+    add(c);
+  } else {
+    // Vector code instead of memcpy, where memcpy applies; elsewhere the
+    // flag changes nothing and these differ from the default by lanes.
+    for (int lanes : {def.vector_lanes / 2, def.vector_lanes * 2, 4}) {
+      reorder_config c = def;
+      c.vector_lanes = lanes;
+      c.use_memcpy = false;
+      add(c);
+    }
+    for (int u : {1, 2, 8}) {
+      reorder_config c = def;
+      c.unroll = u;
+      c.use_memcpy = false;
+      add(c);
+    }
+    reorder_config c = def;
+    c.chunk = std::max<std::int64_t>(1, extent / 3);
+    add(c);
+  }
+  return out;
+}
+}  // namespace primcache::cpu_internal

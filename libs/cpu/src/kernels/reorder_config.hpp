@@ -1,0 +1,27 @@
+// kernels/reorder_config.hpp — the facts about a reorder problem that its
+// configuration heuristic, its kernel and its reference share. The
+// heuristic (default_reorder_config) and the candidate space
+// (reorder_config_candidates) are declared with the configuration in
+// reorder_kernel.hpp and defined in reorder_config.cpp.
+//
+//   auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+//
+// Thread-safety: pure functions. Exceptions: none.
+#pragma once
+
+#include "kernels/layout_walk.hpp"
+#include "kernels/reorder_kernel.hpp"
+
+namespace primcache::cpu_internal {
+
+// Same data type and no scales: elements are copied bit for bit.
+bool reorder_is_raw(const reorder_problem& p);
+
+// The dims the walk must keep apart (bit d): the per-dim scale's.
+unsigned reorder_keep_mask(const reorder_problem& p);
+
+// The unit a work item's chunk is rounded to: a tile edge or an unrolled
+// vector.
+int reorder_chunk_unit(const walk_plan& plan, const reorder_config& c);
+
+}  // namespace primcache::cpu_internal

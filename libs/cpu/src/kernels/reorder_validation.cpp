@@ -1,0 +1,76 @@
+#include "kernels/reorder_validation.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "kernels/integer_math.hpp"
+#include "kernels/kernel_failure.hpp"
+#include "kernels/layout_walk.hpp"
+#include "kernels/reorder_config.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+failure invalid(const std::string& message) {
+  return kernel_invalid("reorder", message);
+}
+failure unimplemented(const std::string& message) {
+  return kernel_unimplemented("reorder", message);
+}
+
+}  // namespace
+
+result<bool> validate_reorder_problem(const reorder_problem& p) {
+  if (!p.src.is_blocked()) return invalid("src " + p.src.to_string() + " has no resolved layout");
+  if (!p.dst.is_blocked()) return invalid("dst " + p.dst.to_string() + " has no resolved layout");
+  if (p.src.ndims() != p.dst.ndims() ||
+      !std::equal(p.src.dims().begin(), p.src.dims().end(), p.dst.dims().begin())) {
+    return invalid("src " + p.src.to_string() + " and dst " + p.dst.to_string() +
+                   " have different dims");
+  }
+  if (p.nthr < 1) return invalid("nthr is " + std::to_string(p.nthr) + "; it must be >= 1");
+  switch (p.scales) {
+    case reorder_scales::none:
+    case reorder_scales::common: break;
+    case reorder_scales::per_dim:
+      if (p.scale_dim < 0 || p.scale_dim >= p.src.ndims()) {
+        return invalid("scale dimension " + std::to_string(p.scale_dim) + " is outside [0, " +
+                       std::to_string(p.src.ndims()) + ")");
+      }
+      break;
+    default:
+      return invalid("scale kind " + std::to_string(static_cast<int>(p.scales)) +
+                     " is not a known kind");
+  }
+  for (const memory_desc* md : {&p.src, &p.dst}) {
+    for (std::int64_t o : md->padded_offsets()) {
+      if (o != 0) return unimplemented(md->to_string() + " has non-zero padded offsets");
+    }
+  }
+  return true;
+}
+
+result<bool> validate_reorder_config(const reorder_config& c) {
+  if (c.tile != 4 && c.tile != 8 && c.tile != 16) {
+    return invalid("config tile " + std::to_string(c.tile) + " is not 4, 8 or 16");
+  }
+  if (!is_pow2(c.vector_lanes) || c.vector_lanes < 4 || c.vector_lanes > 64) {
+    return invalid("config vector_lanes " + std::to_string(c.vector_lanes) +
+                   " is not a power of two in [4, 64]");
+  }
+  if (c.unroll < 1 || c.unroll > 8) {
+    return invalid("config unroll " + std::to_string(c.unroll) + " is outside [1, 8]");
+  }
+  if (c.chunk < 0) return invalid("config chunk " + std::to_string(c.chunk) + " is negative");
+  return true;
+}
+
+result<bool> check_reorder_problem(const reorder_problem& p) {
+  if (auto ok = validate_reorder_problem(p); !ok) return ok.why();
+  auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+  if (!plan) return plan.why();
+  return true;
+}
+
+}  // namespace primcache::cpu_internal
