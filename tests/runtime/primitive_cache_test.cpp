@@ -273,3 +273,13 @@ TEST_CASE("a descriptor accepted while a setting changed is not filed under the 
   CHECK(fake::factory_calls_17.load() == 2);
   CHECK(first.impl_ptr() == again.impl_ptr());
 }
+
+TEST_CASE("the primitive caches count entries and report no weight in bytes",
+          "[runtime][primitive_cache][control]") {
+  fresh_cache guard;
+  reorder r(fake::copy_pd(63));
+  const cache_info info = control().find_cache("primitive").info();
+  CHECK(info.size >= 1);
+  CHECK_FALSE(info.weight_bytes.has_value());
+  CHECK_FALSE(control().find_cache("primitive_desc").info().weight_bytes.has_value());
+}

@@ -191,6 +191,9 @@ class concurrent_cache {
   // consistent triple.
   std::size_t size() const noexcept { return counters_.size.load(std::memory_order_relaxed); }
   std::size_t weight() const noexcept { return counters_.weight.load(std::memory_order_relaxed); }
+  // Whether entries are weighed (options.weigher); without a weigher each
+  // entry weighs 1 and weight() is the entry count.
+  bool weighed() const noexcept { return static_cast<bool>(options_.weigher); }
   std::size_t capacity() const noexcept {
     return counters_.capacity.load(std::memory_order_relaxed);
   }

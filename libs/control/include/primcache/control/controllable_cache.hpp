@@ -15,8 +15,9 @@
 // and, optionally (existing registrations without them keep compiling):
 //
 //   weight()           bytes the cache holds, convertible to std::uint64_t
-//                      (reported as weight_bytes; caches without it are not
-//                      weighed and report none)
+//                      (reported as weight_bytes; caches without it, or
+//                      whose weighed() is false at registration because
+//                      they count entries, report none)
 //   extra_stats()      a range of pairs (name, value): .first convertible to
 //                      std::string_view, .second to std::uint64_t, e.g. a
 //                      std::vector<std::pair<std::string, std::uint64_t>> or
@@ -113,10 +114,20 @@ cache_ops make_cache_ops(C& c) {
     return to_cache_counters(static_cast<C*>(p)->stats());
   };
   ops.clear = [](void* p) { (void)static_cast<C*>(p)->clear(); };
+  bool reports_weight = weighed_cache<C>;
+  // A cache that can run either way (weighed or counting entries) says
+  // which with weighed(); one counting entries has no weight in bytes.
+  if constexpr (requires {
+                  { c.weighed() } -> std::convertible_to<bool>;
+                }) {
+    reports_weight = reports_weight && static_cast<bool>(c.weighed());
+  }
   if constexpr (weighed_cache<C>) {
-    ops.weight = [](void* p) -> std::uint64_t {
-      return static_cast<std::uint64_t>(static_cast<C*>(p)->weight());
-    };
+    if (reports_weight) {
+      ops.weight = [](void* p) -> std::uint64_t {
+        return static_cast<std::uint64_t>(static_cast<C*>(p)->weight());
+      };
+    }
   }
   if constexpr (cache_with_extra_stats<C>) {
     ops.extra_stats = [](void* p) -> extra_stat_list {
