@@ -5,6 +5,7 @@
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitives/cpu_engine.hpp"
+#include "primitives/kernel_primitive.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -13,57 +14,40 @@ using runtime_internal::convolution_op;
 using runtime_internal::exec_ctx;
 using runtime_internal::op_desc;
 using runtime_internal::primitive_desc_impl;
-using runtime_internal::primitive_impl;
 using runtime_internal::primitive_kind;
 
-class conv_pd final : public primitive_desc_impl, public isa_bound_pd {
- public:
-  conv_pd(const primitive_attr& attr, const char* name, bool jit, conv_problem p, cpu_isa isa)
-      : primitive_desc_impl(primitive_kind::convolution, attr, name),
-        isa_bound_pd(isa),
-        jit_(jit),
-        problem_(std::move(p)),
-        isa_(isa) {}
+struct conv_traits {
+  using desc = conv_problem;
+  using kernel = conv_kernel;
+  static constexpr primitive_kind kind = primitive_kind::convolution;
+  static constexpr const char* jit_name = "jit:conv";
+  static constexpr const char* ref_name = "ref:conv";
 
-  memory_desc arg_md(int arg) const override {
+  static const conv_problem& problem(const desc& d) { return d; }
+  static memory_desc arg_md(const desc& p, int arg) {
     switch (arg) {
-      case PRIMCACHE_ARG_SRC: return problem_.src;
-      case PRIMCACHE_ARG_WEIGHTS: return problem_.weights;
-      case PRIMCACHE_ARG_BIAS: return problem_.bias;
-      case PRIMCACHE_ARG_DST: return problem_.dst;
+      case PRIMCACHE_ARG_SRC: return p.src;
+      case PRIMCACHE_ARG_WEIGHTS: return p.weights;
+      case PRIMCACHE_ARG_BIAS: return p.bias;
+      case PRIMCACHE_ARG_DST: return p.dst;
       default: return {};
     }
   }
-  void write_op_key(key_writer& w) const override {
-    write_isa_key(w);
-    problem_.src.write_key(w);
-    problem_.weights.write_key(w);
-    problem_.bias.write_key(w);
-    problem_.dst.write_key(w);
-    w.i64(problem_.stride_h).i64(problem_.stride_w);
-    w.i64(problem_.dilation_h).i64(problem_.dilation_w);
-    w.i64(problem_.pad_t).i64(problem_.pad_l).i64(problem_.pad_b).i64(problem_.pad_r);
-    w.i64(problem_.groups);
+  static void write_op_key(const desc& p, key_writer& w) {
+    p.src.write_key(w);
+    p.weights.write_key(w);
+    p.bias.write_key(w);
+    p.dst.write_key(w);
+    w.i64(p.stride_h).i64(p.stride_w);
+    w.i64(p.dilation_h).i64(p.dilation_w);
+    w.i64(p.pad_t).i64(p.pad_l).i64(p.pad_b).i64(p.pad_r);
+    w.i64(p.groups);
   }
-  std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
-  const conv_problem& problem() const noexcept { return problem_; }
-
- private:
-  bool jit_;
-  conv_problem problem_;
-  cpu_isa isa_;
-};
-
-class conv_impl final : public primitive_impl {
- public:
-  conv_impl(std::shared_ptr<const conv_pd> pd, std::unique_ptr<conv_kernel> kernel)
-      : primitive_impl(pd), pd_(std::move(pd)), kernel_(std::move(kernel)) {}
-
-  std::size_t scratchpad_bytes() const override {
-    return kernel_ ? kernel_->scratchpad_bytes() : 0;
+  static std::unique_ptr<kernel> create_kernel(const desc& p, cpu_isa isa) {
+    return create_default_kernel<kernel>(p, isa, default_conv_config);
   }
-  void execute(const exec_ctx& ctx) const override {
-    const conv_problem& p = pd_->problem();
+  static void execute(const kernel_pd<conv_traits>& pd, const exec_ctx& ctx, const kernel* k) {
+    const conv_problem& p = pd.problem();
     const auto operands = collect_binary_operands(ctx, p.post_ops, "convolution");
     conv_args args;
     args.src = required_arg(ctx, PRIMCACHE_ARG_SRC, "convolution", "src");
@@ -72,25 +56,13 @@ class conv_impl final : public primitive_impl {
         p.bias.is_zero() ? nullptr : required_arg(ctx, PRIMCACHE_ARG_BIAS, "convolution", "bias");
     args.dst = required_arg(ctx, PRIMCACHE_ARG_DST, "convolution", "dst");
     args.binary_operands = operands.data();
-    if (kernel_) {
-      kernel_->execute(args, ctx.scratchpad, default_thread_pool());
+    if (k) {
+      k->execute(args, ctx.scratchpad, default_thread_pool());
     } else {
       conv_reference(p, args);
     }
   }
-
- private:
-  std::shared_ptr<const conv_pd> pd_;
-  std::unique_ptr<conv_kernel> kernel_;
 };
-
-std::shared_ptr<const primitive_impl> conv_pd::create_impl(const engine&) const {
-  auto self = std::static_pointer_cast<const conv_pd>(shared_from_this());
-  if (!jit_) return std::make_shared<const conv_impl>(self, nullptr);
-  auto kernel = conv_kernel::create(problem_, default_conv_config(problem_, isa_), isa_);
-  if (!kernel) throw_failure(kernel.why());
-  return std::make_shared<const conv_impl>(self, std::move(kernel).value());
-}
 
 memory_desc resolve_activation(const memory_desc& md) {
   if (!md.is_any()) return md;
@@ -142,9 +114,8 @@ result<std::shared_ptr<const primitive_desc_impl>> make_conv_pd(
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT convolution needs avx2");
   // Accept only what the kernel and the reference handle (layouts, types).
   if (auto ok = check_conv_problem(p); !ok) return ok.why();
-  auto pd = std::make_shared<conv_pd>(attr, jit ? "jit:conv" : "ref:conv", jit, std::move(p), isa);
-  pd->finalize(eng, pd->problem().nthr);
-  return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+  const int nthr = p.nthr;
+  return make_kernel_pd<conv_traits>(attr, eng, jit, std::move(p), nthr, isa);
 }
 
 }  // namespace

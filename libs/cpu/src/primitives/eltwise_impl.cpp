@@ -11,6 +11,7 @@
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitives/cpu_engine.hpp"
+#include "primitives/kernel_primitive.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -32,66 +33,41 @@ result<eltwise_op> translate_alg(algorithm alg, float alpha, float beta) {
   return chain.value()[0].eltwise;
 }
 
-class eltwise_pd final : public primitive_desc_impl, public isa_bound_pd {
- public:
-  eltwise_pd(const primitive_attr& attr, const char* name, bool jit, eltwise_problem p, cpu_isa isa)
-      : primitive_desc_impl(primitive_kind::eltwise, attr, name),
-        isa_bound_pd(isa),
-        jit_(jit),
-        problem_(std::move(p)),
-        isa_(isa) {}
+struct eltwise_traits {
+  using desc = eltwise_problem;
+  using kernel = eltwise_kernel;
+  static constexpr primitive_kind kind = primitive_kind::eltwise;
+  static constexpr const char* jit_name = "jit:eltwise";
+  static constexpr const char* ref_name = "ref:eltwise";
 
-  memory_desc arg_md(int arg) const override {
-    if (arg == PRIMCACHE_ARG_SRC) return problem_.src;
-    if (arg == PRIMCACHE_ARG_DST) return problem_.dst;
+  static const eltwise_problem& problem(const desc& d) { return d; }
+  static memory_desc arg_md(const desc& p, int arg) {
+    if (arg == PRIMCACHE_ARG_SRC) return p.src;
+    if (arg == PRIMCACHE_ARG_DST) return p.dst;
     return {};
   }
-  void write_op_key(key_writer& w) const override {
-    write_isa_key(w);
-    problem_.src.write_key(w);
-    problem_.dst.write_key(w);
-    w.enumeration(problem_.op.alg).f32(problem_.op.alpha).f32(problem_.op.beta);
+  static void write_op_key(const desc& p, key_writer& w) {
+    p.src.write_key(w);
+    p.dst.write_key(w);
+    w.enumeration(p.op.alg).f32(p.op.alpha).f32(p.op.beta);
   }
-  std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
-  const eltwise_problem& problem() const noexcept { return problem_; }
-
- private:
-  bool jit_;
-  eltwise_problem problem_;
-  cpu_isa isa_;
-};
-
-class eltwise_impl final : public primitive_impl {
- public:
-  eltwise_impl(std::shared_ptr<const eltwise_pd> pd, std::unique_ptr<eltwise_kernel> kernel)
-      : primitive_impl(pd), pd_(std::move(pd)), kernel_(std::move(kernel)) {}
-
-  void execute(const exec_ctx& ctx) const override {
-    const eltwise_problem& p = pd_->problem();
+  static std::unique_ptr<kernel> create_kernel(const desc& p, cpu_isa isa) {
+    return create_default_kernel<kernel>(p, isa, default_eltwise_config);
+  }
+  static void execute(const kernel_pd<eltwise_traits>& pd, const exec_ctx& ctx, const kernel* k) {
+    const eltwise_problem& p = pd.problem();
     const auto operands = collect_binary_operands(ctx, p.post_ops, "eltwise");
     eltwise_args args;
     args.src = required_arg(ctx, PRIMCACHE_ARG_SRC, "eltwise", "src");
     args.dst = required_arg(ctx, PRIMCACHE_ARG_DST, "eltwise", "dst");
     args.binary_operands = operands.data();
-    if (kernel_) {
-      kernel_->execute(args, ctx.scratchpad, default_thread_pool());
+    if (k) {
+      k->execute(args, ctx.scratchpad, default_thread_pool());
     } else {
       eltwise_reference(p, args);
     }
   }
-
- private:
-  std::shared_ptr<const eltwise_pd> pd_;
-  std::unique_ptr<eltwise_kernel> kernel_;
 };
-
-std::shared_ptr<const primitive_impl> eltwise_pd::create_impl(const engine&) const {
-  auto self = std::static_pointer_cast<const eltwise_pd>(shared_from_this());
-  if (!jit_) return std::make_shared<const eltwise_impl>(self, nullptr);
-  auto kernel = eltwise_kernel::create(problem_, default_eltwise_config(problem_, isa_), isa_);
-  if (!kernel) throw_failure(kernel.why());
-  return std::make_shared<const eltwise_impl>(self, std::move(kernel).value());
-}
 
 // src → (nested reorder) → dst → (nested eltwise, in place) → dst.
 class eltwise_via_reorder_pd final : public primitive_desc_impl {
@@ -184,10 +160,8 @@ result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_pd(
   const cpu_isa isa = effective_isa();
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT eltwise needs avx2");
   if (auto ok = check_eltwise_problem(p); !ok) return ok.why();
-  auto pd = std::make_shared<eltwise_pd>(attr, jit ? "jit:eltwise" : "ref:eltwise", jit,
-                                         std::move(p), isa);
-  pd->finalize(eng, pd->problem().nthr);
-  return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+  const int nthr = p.nthr;
+  return make_kernel_pd<eltwise_traits>(attr, eng, jit, std::move(p), nthr, isa);
 }
 
 result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_via_reorder_pd(

@@ -6,6 +6,7 @@
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitives/cpu_engine.hpp"
+#include "primitives/kernel_primitive.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -14,7 +15,6 @@ using runtime_internal::exec_ctx;
 using runtime_internal::matmul_op;
 using runtime_internal::op_desc;
 using runtime_internal::primitive_desc_impl;
-using runtime_internal::primitive_impl;
 using runtime_internal::primitive_kind;
 
 // `any` becomes row-major; concrete layouts stay as they are.
@@ -24,54 +24,41 @@ void resolve_plain(memory_desc& md) {
   md = memory_desc(md.dims(), md.data_type(), kRowMajor[md.ndims() - 1]);
 }
 
-class matmul_pd final : public primitive_desc_impl, public isa_bound_pd {
- public:
-  matmul_pd(const primitive_attr& attr, const char* name, bool jit, matmul_op&& op,
-            matmul_problem problem, cpu_isa isa)
-      : primitive_desc_impl(primitive_kind::matmul, attr, name),
-        isa_bound_pd(isa),
-        jit_(jit),
-        op_(std::move(op)),
-        problem_(std::move(problem)),
-        isa_(isa) {}
+// What a matmul descriptor keeps: the op (its descriptors name the
+// arguments and enter the key) and the kernel's problem.
+struct matmul_desc {
+  matmul_op op;
+  matmul_problem problem;
+};
 
-  memory_desc arg_md(int arg) const override {
+struct matmul_traits {
+  using desc = matmul_desc;
+  using kernel = matmul_kernel;
+  static constexpr primitive_kind kind = primitive_kind::matmul;
+  static constexpr const char* jit_name = "jit:matmul";
+  static constexpr const char* ref_name = "ref:matmul";
+
+  static const matmul_problem& problem(const desc& d) { return d.problem; }
+  static memory_desc arg_md(const desc& d, int arg) {
     switch (arg) {
-      case PRIMCACHE_ARG_SRC: return op_.src;
-      case PRIMCACHE_ARG_WEIGHTS: return op_.weights;
-      case PRIMCACHE_ARG_BIAS: return op_.bias;
-      case PRIMCACHE_ARG_DST: return op_.dst;
+      case PRIMCACHE_ARG_SRC: return d.op.src;
+      case PRIMCACHE_ARG_WEIGHTS: return d.op.weights;
+      case PRIMCACHE_ARG_BIAS: return d.op.bias;
+      case PRIMCACHE_ARG_DST: return d.op.dst;
       default: return {};
     }
   }
-  void write_op_key(key_writer& w) const override {
-    write_isa_key(w);
-    op_.src.write_key(w);
-    op_.weights.write_key(w);
-    op_.bias.write_key(w);
-    op_.dst.write_key(w);
+  static void write_op_key(const desc& d, key_writer& w) {
+    d.op.src.write_key(w);
+    d.op.weights.write_key(w);
+    d.op.bias.write_key(w);
+    d.op.dst.write_key(w);
   }
-  std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
-
-  const matmul_problem& problem() const noexcept { return problem_; }
-
- private:
-  bool jit_;
-  matmul_op op_;
-  matmul_problem problem_;
-  cpu_isa isa_;
-};
-
-class matmul_impl final : public primitive_impl {
- public:
-  matmul_impl(std::shared_ptr<const matmul_pd> pd, std::unique_ptr<matmul_kernel> kernel)
-      : primitive_impl(pd), pd_(std::move(pd)), kernel_(std::move(kernel)) {}
-
-  std::size_t scratchpad_bytes() const override {
-    return kernel_ ? kernel_->scratchpad_bytes() : 0;
+  static std::unique_ptr<kernel> create_kernel(const desc& d, cpu_isa isa) {
+    return create_default_kernel<kernel>(d.problem, isa, default_matmul_config);
   }
-  void execute(const exec_ctx& ctx) const override {
-    const matmul_problem& p = pd_->problem();
+  static void execute(const kernel_pd<matmul_traits>& pd, const exec_ctx& ctx, const kernel* k) {
+    const matmul_problem& p = pd.problem();
     const auto operands = collect_binary_operands(ctx, p.post_ops, "matmul");
     matmul_args args;
     args.src = static_cast<const float*>(required_arg(ctx, PRIMCACHE_ARG_SRC, "matmul", "src"));
@@ -83,25 +70,13 @@ class matmul_impl final : public primitive_impl {
             : nullptr;
     args.dst = static_cast<float*>(required_arg(ctx, PRIMCACHE_ARG_DST, "matmul", "dst"));
     args.binary_operands = operands.data();
-    if (kernel_) {
-      kernel_->execute(args, ctx.scratchpad, default_thread_pool());
+    if (k) {
+      k->execute(args, ctx.scratchpad, default_thread_pool());
     } else {
       matmul_reference(p, args);
     }
   }
-
- private:
-  std::shared_ptr<const matmul_pd> pd_;
-  std::unique_ptr<matmul_kernel> kernel_;  // null for the reference
 };
-
-std::shared_ptr<const primitive_impl> matmul_pd::create_impl(const engine&) const {
-  auto self = std::static_pointer_cast<const matmul_pd>(shared_from_this());
-  if (!jit_) return std::make_shared<const matmul_impl>(self, nullptr);
-  auto kernel = matmul_kernel::create(problem_, default_matmul_config(problem_, isa_), isa_);
-  if (!kernel) throw_failure(kernel.why());
-  return std::make_shared<const matmul_impl>(self, std::move(kernel).value());
-}
 
 result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(
     const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng,
@@ -143,10 +118,9 @@ result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT matmul needs avx2");
   // Accept only what the kernel (or the reference) builds and runs.
   if (auto ok = check_matmul_problem(p, !jit); !ok) return ok.why();
-  auto pd = std::make_shared<matmul_pd>(attr, jit ? "jit:matmul" : "ref:matmul", jit, std::move(op),
-                                        std::move(p), isa);
-  pd->finalize(eng, pd->problem().nthr);
-  return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+  const int nthr = p.nthr;
+  return make_kernel_pd<matmul_traits>(attr, eng, jit, matmul_desc{std::move(op), std::move(p)},
+                                       nthr, isa);
 }
 
 }  // namespace

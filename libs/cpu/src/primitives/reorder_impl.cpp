@@ -5,6 +5,7 @@
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitives/cpu_engine.hpp"
+#include "primitives/kernel_primitive.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -12,69 +13,43 @@ namespace {
 using runtime_internal::exec_ctx;
 using runtime_internal::op_desc;
 using runtime_internal::primitive_desc_impl;
-using runtime_internal::primitive_impl;
 using runtime_internal::primitive_kind;
 using runtime_internal::reorder_op;
 
-class reorder_pd final : public primitive_desc_impl, public isa_bound_pd {
- public:
-  reorder_pd(const primitive_attr& attr, const char* name, bool jit, reorder_problem p, cpu_isa isa)
-      : primitive_desc_impl(primitive_kind::reorder, attr, name),
-        isa_bound_pd(isa),
-        jit_(jit),
-        problem_(std::move(p)),
-        isa_(isa) {}
+struct reorder_traits {
+  using desc = reorder_problem;
+  using kernel = reorder_kernel;
+  static constexpr primitive_kind kind = primitive_kind::reorder;
+  static constexpr const char* jit_name = "jit:reorder";
+  static constexpr const char* ref_name = "ref:reorder";
 
-  memory_desc arg_md(int arg) const override {
-    if (arg == PRIMCACHE_ARG_FROM) return problem_.src;
-    if (arg == PRIMCACHE_ARG_TO) return problem_.dst;
+  static const reorder_problem& problem(const desc& d) { return d; }
+  static memory_desc arg_md(const desc& p, int arg) {
+    if (arg == PRIMCACHE_ARG_FROM) return p.src;
+    if (arg == PRIMCACHE_ARG_TO) return p.dst;
     return {};
   }
-  void write_op_key(key_writer& w) const override {
-    write_isa_key(w);
-    problem_.src.write_key(w);
-    problem_.dst.write_key(w);
+  static void write_op_key(const desc& p, key_writer& w) {
+    p.src.write_key(w);
+    p.dst.write_key(w);
   }
-  std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
-  const reorder_problem& problem() const noexcept { return problem_; }
-
- private:
-  bool jit_;
-  reorder_problem problem_;
-  cpu_isa isa_;
-};
-
-class reorder_impl final : public primitive_impl {
- public:
-  reorder_impl(std::shared_ptr<const reorder_pd> pd, std::unique_ptr<reorder_kernel> kernel)
-      : primitive_impl(pd), pd_(std::move(pd)), kernel_(std::move(kernel)) {}
-
-  void execute(const exec_ctx& ctx) const override {
+  static std::unique_ptr<kernel> create_kernel(const desc& p, cpu_isa isa) {
+    return create_default_kernel<kernel>(p, isa, default_reorder_config);
+  }
+  static void execute(const kernel_pd<reorder_traits>& pd, const exec_ctx& ctx, const kernel* k) {
     reorder_args args;
     args.src = required_arg(ctx, PRIMCACHE_ARG_FROM, "reorder", "src");
     args.dst = required_arg(ctx, PRIMCACHE_ARG_TO, "reorder", "dst");
     // The executing primitive's scales: they are not part of the key.
-    const auto& scales = ctx.run_time_attr(*pd_).get_output_scales();
+    const auto& scales = ctx.run_time_attr(pd).get_output_scales();
     args.scales = scales.empty() ? nullptr : scales.data();
-    if (kernel_) {
-      kernel_->execute(args, ctx.scratchpad, default_thread_pool());
+    if (k) {
+      k->execute(args, ctx.scratchpad, default_thread_pool());
     } else {
-      reorder_reference(pd_->problem(), args);
+      reorder_reference(pd.problem(), args);
     }
   }
-
- private:
-  std::shared_ptr<const reorder_pd> pd_;
-  std::unique_ptr<reorder_kernel> kernel_;
 };
-
-std::shared_ptr<const primitive_impl> reorder_pd::create_impl(const engine&) const {
-  auto self = std::static_pointer_cast<const reorder_pd>(shared_from_this());
-  if (!jit_) return std::make_shared<const reorder_impl>(self, nullptr);
-  auto kernel = reorder_kernel::create(problem_, default_reorder_config(problem_, isa_), isa_);
-  if (!kernel) throw_failure(kernel.why());
-  return std::make_shared<const reorder_impl>(self, std::move(kernel).value());
-}
 
 result<std::shared_ptr<const primitive_desc_impl>> make_reorder_pd(
     const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng,
@@ -115,10 +90,8 @@ result<std::shared_ptr<const primitive_desc_impl>> make_reorder_pd(
   const cpu_isa isa = effective_isa();
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT reorder needs avx2");
   if (auto ok = check_reorder_problem(p); !ok) return ok.why();
-  auto pd = std::make_shared<reorder_pd>(attr, jit ? "jit:reorder" : "ref:reorder", jit,
-                                         std::move(p), isa);
-  pd->finalize(eng, pd->problem().nthr);
-  return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+  const int nthr = p.nthr;
+  return make_kernel_pd<reorder_traits>(attr, eng, jit, std::move(p), nthr, isa);
 }
 
 }  // namespace
