@@ -10,6 +10,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include "jit/ir_loop.hpp"
 #include "kernels/conv_geometry.hpp"
 #include "kernels/integer_math.hpp"
 
@@ -85,20 +86,10 @@ class conv_codegen {
   // for (iv = begin; iv < end; iv += step) body(iv), in i64.
   template <typename Body>
   void loop(llvm::Value* begin, llvm::Value* end, std::int64_t step, Body&& body) {
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* head = llvm::BasicBlock::Create(ctx_, "head", fn_);
-    auto* bodyb = llvm::BasicBlock::Create(ctx_, "body", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
-    b_.CreateBr(head);
-    b_.SetInsertPoint(head);
-    llvm::PHINode* iv = b_.CreatePHI(i64_, 2);
-    iv->addIncoming(begin, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), bodyb, exit);
-    b_.SetInsertPoint(bodyb);
-    body(static_cast<llvm::Value*>(iv));
-    iv->addIncoming(b_.CreateAdd(iv, c64(step)), b_.GetInsertBlock());
-    b_.CreateBr(head);
-    b_.SetInsertPoint(exit);
+    emit_counted_loop(b_, begin, end, step, {}, [&](llvm::Value* iv, const ir_values&) {
+      body(iv);
+      return ir_values{};
+    });
   }
 
   llvm::Value* splat(float v) { return llvm::ConstantFP::get(v16_, v); }

@@ -7,6 +7,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
+#include "jit/ir_loop.hpp"
 #include "jit/ir_math.hpp"
 #include "kernels/integer_math.hpp"
 #include "kernels/layout_walk.hpp"
@@ -94,21 +95,14 @@ class walk_emitter {
 
 llvm::Value* walk_emitter::emit_loop(llvm::Value* start, llvm::Value* end, std::int64_t step,
                                      const body_fn& body) {
-  llvm::BasicBlock* pre = b_.GetInsertBlock();
-  auto* head = llvm::BasicBlock::Create(ctx_, "loop.head", fn_);
-  auto* body_bb = llvm::BasicBlock::Create(ctx_, "loop.body", fn_);
-  auto* exit = llvm::BasicBlock::Create(ctx_, "loop.exit", fn_);
-  b_.CreateBr(head);
-  b_.SetInsertPoint(head);
-  llvm::PHINode* v = b_.CreatePHI(b_.getInt64Ty(), 2);
-  v->addIncoming(start, pre);
-  b_.CreateCondBr(b_.CreateICmpSLE(b_.CreateAdd(v, c64(step)), end), body_bb, exit);
-  b_.SetInsertPoint(body_bb);
-  body(v);
-  v->addIncoming(b_.CreateAdd(v, c64(step)), b_.GetInsertBlock());
-  b_.CreateBr(head);
-  b_.SetInsertPoint(exit);
-  return v;
+  return emit_counted_loop(
+             b_, start, end, step, {},
+             [&](llvm::Value* v, const ir_values&) {
+               body(v);
+               return ir_values{};
+             },
+             loop_test::step_within_end, "loop")
+      .index;
 }
 
 void walk_emitter::emit_if(llvm::Value* cond, const std::function<void()>& then_fn,

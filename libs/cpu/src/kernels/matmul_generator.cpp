@@ -11,6 +11,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include "jit/ir_loop.hpp"
 #include "kernels/integer_math.hpp"
 #include "kernels/matmul_config.hpp"
 
@@ -18,7 +19,7 @@ namespace primcache::cpu_internal {
 
 namespace {
 
-using values = std::vector<llvm::Value*>;
+using values = ir_values;
 
 class matmul_generator {
  public:
@@ -105,34 +106,9 @@ class matmul_generator {
   // for (i = begin; i < end; i += step) carried = body(i, carried);
   // returns the carried values at exit. begin/end are i64 values.
   values emit_loop(llvm::Value* begin, llvm::Value* end, std::int64_t step, const values& init,
-                   const std::function<values(llvm::Value*, const values&)>& body,
-                   const char* name) {
-    llvm::Function* fn = b_.GetInsertBlock()->getParent();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* head = llvm::BasicBlock::Create(ctx_, std::string(name) + ".head", fn);
-    auto* loop = llvm::BasicBlock::Create(ctx_, std::string(name) + ".body", fn);
-    auto* exit = llvm::BasicBlock::Create(ctx_, std::string(name) + ".exit", fn);
-    b_.CreateBr(head);
-    b_.SetInsertPoint(head);
-    llvm::PHINode* i = b_.CreatePHI(i64_, 2, name);
-    i->addIncoming(begin, pre);
-    values cur;
-    std::vector<llvm::PHINode*> phis;
-    for (llvm::Value* v : init) {
-      llvm::PHINode* phi = b_.CreatePHI(v->getType(), 2);
-      phi->addIncoming(v, pre);
-      phis.push_back(phi);
-      cur.push_back(phi);
-    }
-    b_.CreateCondBr(b_.CreateICmpSLT(i, end), loop, exit);
-    b_.SetInsertPoint(loop);
-    values next = body(i, cur);
-    llvm::BasicBlock* latch = b_.GetInsertBlock();
-    i->addIncoming(b_.CreateAdd(i, i64c(step)), latch);
-    for (std::size_t j = 0; j < phis.size(); ++j) phis[j]->addIncoming(next[j], latch);
-    b_.CreateBr(head);
-    b_.SetInsertPoint(exit);
-    return cur;
+                   const loop_body& body, const char* name) {
+    return emit_counted_loop(b_, begin, end, step, init, body, loop_test::index_below_end, name)
+        .carried;
   }
 
   // Emits then() when cond holds (no values flow out).
