@@ -13,6 +13,7 @@
 
 #include "jit/object_symbols.hpp"
 #include "kernels/conv_kernel.hpp"
+#include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 
@@ -172,7 +173,7 @@ std::vector<float> run_kernel(const ci::conv_kernel& k, const tensors& t) {
 
 std::vector<float> run_reference(const ci::conv_problem& p, const tensors& t) {
   std::vector<float> dst(p.dst.size_bytes() / 4, -777.f);
-  ci::conv_reference(p, t.args(dst.data()));
+  cpu_test::naive_conv(p, t.args(dst.data()));
   return dst;
 }
 

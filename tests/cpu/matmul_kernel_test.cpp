@@ -12,6 +12,7 @@
 
 #include "jit/object_symbols.hpp"
 #include "kernels/matmul_kernel.hpp"
+#include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/keyhash/key.hpp"
 #include "primcache/runtime/thread_pool.hpp"
@@ -84,7 +85,7 @@ struct tensors {
     // NaN marks dst elements no kernel may write (row padding).
     dst.assign(static_cast<std::size_t>(dst_size), std::nanf(""));
     ref = dst;
-    ci::matmul_reference(p, args(ref.data()));
+    cpu_test::naive_matmul(p, args(ref.data()));
   }
   ci::matmul_args args(float* out) const {
     return {src.data(), wei.data(), bias.data(), out, binary_ptrs.data()};

@@ -10,17 +10,19 @@
 
 #include "jit/object_symbols.hpp"
 #include "kernels/reorder_kernel.hpp"
+#include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 #include "primcache/tensor/numeric.hpp"
 
-// Every check here is bitwise against reorder_reference: the kernel and the
-// reference apply the same single f32 multiply (correctly rounded in both)
-// and the same exactly specified conversions (round to nearest even, then
-// saturate), so no tolerance is needed or allowed. Destination buffers start
-// as the same garbage in both runs, so gaps a layout leaves must stay
-// untouched and padding must become zeros in both.
+// Every check here is bitwise against naive_reorder (naive_reference.hpp,
+// which shares no code with the kernel): the kernel and the reference apply
+// the same single f32 multiply (correctly rounded in both) and the same
+// exactly specified conversions (round to nearest even, then saturate), so
+// no tolerance is needed or allowed. Destination buffers start as the same
+// garbage in both runs, so gaps a layout leaves must stay untouched and
+// padding must become zeros in both.
 
 namespace {
 
@@ -125,7 +127,7 @@ outcome run_both(const ci::reorder_kernel& k, const ci::reorder_problem& p, std:
   std::vector<std::byte> got(p.dst.size_bytes() + 64, std::byte{0x5a});
   std::vector<std::byte> want = got;
   k.execute({src.data(), got.data(), scales.data()}, nullptr, pool());
-  ci::reorder_reference(p, {src.data(), want.data(), scales.data()});
+  cpu_test::naive_reorder(p, {src.data(), want.data(), scales.data()});
   return {std::move(got), std::move(want)};
 }
 
@@ -346,7 +348,7 @@ TEST_CASE("one reorder kernel executes from many threads at once", "[cpu][reorde
   auto k = make_kernel(p, ci::default_reorder_config(p, isa), isa);
   auto src = random_buffer(p.src, 5);
   std::vector<std::byte> want(p.dst.size_bytes(), std::byte{0});
-  ci::reorder_reference(p, {src.data(), want.data(), nullptr});
+  cpu_test::naive_reorder(p, {src.data(), want.data(), nullptr});
   constexpr int kThreads = 4;
   std::vector<std::vector<std::byte>> got(kThreads,
                                           std::vector<std::byte>(p.dst.size_bytes(), std::byte{0}));
