@@ -1,0 +1,99 @@
+#include "device_list.hpp"
+
+#include <algorithm>
+
+#include "cl_error.hpp"
+#include "primcache/base/env.hpp"
+
+namespace primcache::ocl_internal {
+namespace {
+
+std::string platform_string(cl_platform_id p, cl_platform_info what) {
+  std::size_t n = 0;
+  check(clGetPlatformInfo(p, what, 0, nullptr, &n), "clGetPlatformInfo");
+  std::string s(n, '\0');
+  check(clGetPlatformInfo(p, what, n, s.data(), nullptr), "clGetPlatformInfo");
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::vector<device_entry> discover() {
+  std::vector<device_entry> gpus, others;
+  cl_uint np = 0;
+  // No ICD registered is no device, not an error.
+  if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return {};
+  std::vector<cl_platform_id> platforms(np);
+  check(clGetPlatformIDs(np, platforms.data(), nullptr), "clGetPlatformIDs");
+  for (cl_platform_id p : platforms) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
+    std::vector<cl_device_id> devices(nd);
+    check(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, devices.data(), nullptr), "clGetDeviceIDs");
+    for (cl_device_id d : devices) {
+      device_entry e = describe_device(d);
+      ((e.type & CL_DEVICE_TYPE_GPU) ? gpus : others).push_back(std::move(e));
+    }
+  }
+  gpus.insert(gpus.end(), others.begin(), others.end());
+  return gpus;
+}
+
+std::vector<device_entry> select(std::vector<device_entry> all) {
+  const auto value = env_string("PRIMCACHE_OCL_DEVICE");
+  if (!value || value->empty()) return all;
+  const std::string fallback = "every device";
+  if (std::all_of(value->begin(), value->end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    auto index = parse_int(*value, 0, 1 << 20);
+    if (index && static_cast<std::size_t>(index.value()) < all.size()) {
+      return {all[static_cast<std::size_t>(index.value())]};
+    }
+    report_malformed_env(
+        "PRIMCACHE_OCL_DEVICE", *value,
+        "no OpenCL device has that index (" + std::to_string(all.size()) + " found)", fallback);
+    return all;
+  }
+  std::vector<device_entry> chosen;
+  for (const auto& e : all) {
+    if (e.platform_name.find(*value) != std::string::npos ||
+        e.device_name.find(*value) != std::string::npos) {
+      chosen.push_back(e);
+    }
+  }
+  if (chosen.empty()) {
+    report_malformed_env("PRIMCACHE_OCL_DEVICE", *value,
+                         "no OpenCL platform or device name contains it", fallback);
+    return all;
+  }
+  return chosen;
+}
+
+}  // namespace
+
+std::string device_string(cl_device_id device, cl_device_info what) {
+  std::size_t n = 0;
+  check(clGetDeviceInfo(device, what, 0, nullptr, &n), "clGetDeviceInfo");
+  std::string s(n, '\0');
+  check(clGetDeviceInfo(device, what, n, s.data(), nullptr), "clGetDeviceInfo");
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+device_entry describe_device(cl_device_id device) {
+  device_entry e;
+  e.device = device;
+  check(clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof e.platform, &e.platform, nullptr),
+        "clGetDeviceInfo(CL_DEVICE_PLATFORM)");
+  check(clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof e.type, &e.type, nullptr),
+        "clGetDeviceInfo(CL_DEVICE_TYPE)");
+  e.platform_name = platform_string(e.platform, CL_PLATFORM_NAME);
+  e.device_name = device_string(device, CL_DEVICE_NAME);
+  e.driver_version = device_string(device, CL_DRIVER_VERSION);
+  return e;
+}
+
+const std::vector<device_entry>& engine_devices() {
+  static const std::vector<device_entry> devices = select(discover());
+  return devices;
+}
+
+}  // namespace primcache::ocl_internal

@@ -1,0 +1,42 @@
+#include <memory>
+
+#include "device_list.hpp"
+#include "ocl_engine.hpp"
+#include "ocl_stream.hpp"
+#include "primcache/ocl/ocl.hpp"
+#include "primcache/runtime/backend/engine_impl.hpp"
+
+namespace primcache::ocl_interop {
+
+engine make_engine(cl_device_id device, cl_context context) {
+  ocl_internal::device_entry dev = ocl_internal::describe_device(device);
+  // The index is the device's place among discovered devices (0 if absent):
+  // informative only; interop engines are told apart by their impl.
+  std::size_t index = 0;
+  const auto& all = ocl_internal::engine_devices();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].device == device) index = i;
+  }
+  return runtime_internal::wrap_engine(
+      std::make_shared<const ocl_internal::ocl_engine>(index, std::move(dev), context));
+}
+
+stream make_stream(const engine& eng, cl_command_queue queue) {
+  ocl_internal::ocl_engine_of(eng.impl());
+  return runtime_internal::wrap_stream(
+      eng, std::make_shared<ocl_internal::queue_stream>(queue, /*adopt=*/false));
+}
+
+cl_context get_context(const engine& eng) {
+  return ocl_internal::ocl_engine_of(eng.impl()).context();
+}
+
+cl_device_id get_device(const engine& eng) {
+  return ocl_internal::ocl_engine_of(eng.impl()).device();
+}
+
+cl_command_queue get_queue(const stream& strm) {
+  return ocl_internal::queue_of(strm.impl());
+}
+
+}  // namespace primcache::ocl_interop

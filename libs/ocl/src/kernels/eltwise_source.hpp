@@ -1,0 +1,24 @@
+// kernels/eltwise_source.hpp — the OpenCL C of an eltwise forward: one
+// work-item per logical element, src and dst addressed through their own
+// layouts, the algorithm and alpha/beta baked in.
+#pragma once
+
+#include "primcache/runtime/attr.hpp"
+#include "primcache/tensor/memory_desc.hpp"
+#include "program_binary.hpp"
+
+namespace primcache::ocl_internal {
+
+struct eltwise_problem {
+  memory_desc src;
+  memory_desc dst;
+  algorithm alg = algorithm::eltwise_relu;
+  float alpha = 0.f;
+  float beta = 0.f;
+};
+
+// Whether the generator has an expression for `alg`.
+bool eltwise_supported(algorithm alg) noexcept;
+kernel_plan eltwise_plan(const eltwise_problem& p);
+
+}  // namespace primcache::ocl_internal

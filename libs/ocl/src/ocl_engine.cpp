@@ -1,0 +1,93 @@
+#include "ocl_engine.hpp"
+
+#include <cstdlib>
+
+#include "cl_error.hpp"
+#include "ocl_storage.hpp"
+#include "ocl_stream.hpp"
+#include "primcache/base/error.hpp"
+
+namespace primcache::ocl_internal {
+
+ocl_engine::ocl_engine(std::size_t index, device_entry dev)
+    : engine_impl(engine_kind::gpu, index), dev_(std::move(dev)) {
+  cl_int err = CL_SUCCESS;
+  const cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                         reinterpret_cast<cl_context_properties>(dev_.platform), 0};
+  context_ = clCreateContext(props, 1, &dev_.device, nullptr, nullptr, &err);
+  check(err, "clCreateContext for " + dev_.device_name);
+  try {
+    service_queue_ = make_queue();
+  } catch (...) {
+    clReleaseContext(context_);
+    throw;
+  }
+}
+
+ocl_engine::ocl_engine(std::size_t index, device_entry dev, cl_context user_context)
+    : engine_impl(engine_kind::gpu, index), dev_(std::move(dev)), context_(user_context) {
+  check(clRetainContext(context_), "clRetainContext");
+  try {
+    service_queue_ = make_queue();
+  } catch (...) {
+    clReleaseContext(context_);
+    throw;
+  }
+}
+
+ocl_engine::~ocl_engine() {
+  clReleaseCommandQueue(service_queue_);
+  clReleaseContext(context_);
+}
+
+cl_command_queue ocl_engine::make_queue() const {
+  cl_int err = CL_SUCCESS;
+  cl_command_queue q = clCreateCommandQueue(context_, dev_.device, CL_QUEUE_PROFILING_ENABLE, &err);
+  check(err, "clCreateCommandQueue");
+  return q;
+}
+
+void ocl_engine::write_identity(key_writer& w) const {
+  w.str("ocl").str(dev_.platform_name).str(dev_.device_name).str(dev_.driver_version);
+}
+
+std::string ocl_engine::describe() const {
+  return "ocl:" + dev_.device_name;
+}
+
+void* ocl_engine::allocate(std::size_t bytes) const {
+  const std::size_t rounded = (bytes + 63) & ~std::size_t{63};
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (p == nullptr) {
+    throw error(status::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
+  }
+  return p;
+}
+
+void ocl_engine::deallocate(void* p) const noexcept {
+  std::free(p);
+}
+
+std::unique_ptr<runtime_internal::memory_storage> ocl_engine::allocate_storage(
+    std::size_t bytes) const {
+  return std::make_unique<buffer_storage>(*this, bytes);
+}
+
+std::unique_ptr<runtime_internal::memory_storage> ocl_engine::wrap_storage(std::size_t bytes,
+                                                                           void* handle) const {
+  return std::make_unique<buffer_storage>(*this, bytes, static_cast<cl_mem>(handle));
+}
+
+std::unique_ptr<runtime_internal::stream_impl> ocl_engine::create_stream() const {
+  return std::make_unique<queue_stream>(make_queue(), /*adopt=*/true);
+}
+
+const ocl_engine& ocl_engine_of(const runtime_internal::engine_impl& e) {
+  const auto* o = dynamic_cast<const ocl_engine*>(&e);
+  if (o == nullptr) {
+    throw error(status::invalid_arguments, "engine " + e.describe() + " is not an OpenCL engine");
+  }
+  return *o;
+}
+
+}  // namespace primcache::ocl_internal

@@ -1,0 +1,43 @@
+// ocl_storage.hpp — a device buffer (cl_mem) as a memory object's storage.
+//
+// Allocated buffers are released with the storage; wrapped ones (the
+// caller's cl_mem) are not retained and never released. map() is a blocking
+// clEnqueueMapBuffer of the whole buffer on the engine's service queue: the
+// caller waits for the streams writing the buffer first (stream::wait()), as
+// with any device memory. host_ptr() is nullptr.
+//
+// Thread-safety: as memory_storage's contract; map/unmap pairs may run from
+// several threads (the service queue is thread-safe).
+#pragma once
+
+#include <CL/cl.h>
+
+#include "primcache/runtime/backend/memory_storage.hpp"
+
+namespace primcache::ocl_internal {
+
+class ocl_engine;
+
+class buffer_storage final : public runtime_internal::memory_storage {
+ public:
+  buffer_storage(const ocl_engine& eng, std::size_t bytes);               // allocates
+  buffer_storage(const ocl_engine& eng, std::size_t bytes, cl_mem user);  // wraps (may be null)
+  ~buffer_storage() override;
+
+  void* handle() const noexcept override { return mem_; }
+  void set_handle(void* handle) override;
+  void* host_ptr() const noexcept override { return nullptr; }
+  void* map() override;
+  void unmap(void* mapped) noexcept override;
+
+  cl_mem mem() const noexcept { return mem_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  const ocl_engine& ocl_;
+  std::size_t bytes_;
+  cl_mem mem_ = nullptr;
+  bool owned_ = false;
+};
+
+}  // namespace primcache::ocl_internal

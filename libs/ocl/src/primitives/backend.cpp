@@ -1,0 +1,43 @@
+// The OpenCL backend's registration: engine_kind::gpu engines (one per
+// discovered device, each with its own context) and the implementations.
+#include <memory>
+
+#include "device_list.hpp"
+#include "ocl_engine.hpp"
+#include "primcache/base/export.hpp"
+#include "primcache/runtime/backend/registry.hpp"
+#include "primitives/registration.hpp"
+
+namespace primcache::ocl_internal {
+namespace {
+
+std::size_t device_count() {
+  try {
+    return engine_devices().size();
+  } catch (...) {
+    return 0;  // a broken ICD is no device
+  }
+}
+
+std::shared_ptr<const runtime_internal::engine_impl> create_engine(std::size_t index) {
+  const auto& devices = engine_devices();
+  if (index >= devices.size()) {
+    throw error(status::invalid_arguments, "no OpenCL device " + std::to_string(index) + " (" +
+                                               std::to_string(devices.size()) + " found)");
+  }
+  return std::make_shared<const ocl_engine>(index, devices[index]);
+}
+
+void register_ocl_backend() {
+  runtime_internal::register_engine_factory(engine_kind::gpu, &device_count, &create_engine);
+  register_eltwise_impls();
+  register_reorder_impls();
+}
+
+const bool registered = (register_ocl_backend(), true);
+
+}  // namespace
+}  // namespace primcache::ocl_internal
+
+// Referenced by -Wl,--undefined in static links (libs/ocl/CMakeLists.txt).
+extern "C" PRIMCACHE_API void primcache_ocl_backend_anchor() {}

@@ -1,0 +1,50 @@
+// eltwise forward on an OpenCL device ("ocl:eltwise"): f32, any resolved
+// layouts for src and dst (each addressed through its own strides and
+// blocks), every eltwise algorithm of the runtime. No post-ops yet.
+#include "kernel_primitive.hpp"
+#include "kernels/eltwise_source.hpp"
+#include "primcache/runtime/backend/registry.hpp"
+#include "primitives/registration.hpp"
+
+namespace primcache::ocl_internal {
+namespace {
+
+using runtime_internal::eltwise_fwd_op;
+using runtime_internal::primitive_kind;
+
+result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_eltwise_pd(
+    const runtime_internal::op_desc& desc, const primitive_attr& attr,
+    const runtime_internal::engine_impl& eng) {
+  const eltwise_fwd_op& op = std::get<eltwise_fwd_op>(desc);
+  if (!attr.get_post_ops().entries().empty()) return unimplemented("post-ops on OpenCL eltwise");
+  if (attr.has_output_scales()) return unimplemented("output scales on OpenCL eltwise");
+  if (op.src.is_any()) return failure{status::invalid_arguments, "eltwise src cannot be any"};
+  if (!eltwise_supported(op.alg)) {
+    return unimplemented("OpenCL eltwise algorithm " + std::string(to_string(op.alg)));
+  }
+  eltwise_problem p;
+  p.src = op.src;
+  p.dst = op.dst.is_any() ? op.src.with_data_type(op.dst.data_type()) : op.dst;
+  if (p.src.data_type() != data_type::f32 || p.dst.data_type() != data_type::f32) {
+    return unimplemented("OpenCL eltwise supports f32 only");
+  }
+  p.alg = op.alg;
+  p.alpha = op.alpha;
+  p.beta = op.beta;
+  key_writer w;
+  p.src.write_key(w);
+  p.dst.write_key(w);
+  w.enumeration(p.alg).f32(p.alpha).f32(p.beta);
+  return make_kernel_pd(primitive_kind::eltwise, "ocl:eltwise", attr, eng,
+                        {{PRIMCACHE_ARG_SRC, p.src}, {PRIMCACHE_ARG_DST, p.dst}}, eltwise_plan(p),
+                        std::move(w));
+}
+
+}  // namespace
+
+void register_eltwise_impls() {
+  runtime_internal::register_implementation(
+      {"ocl:eltwise", engine_kind::gpu, primitive_kind::eltwise, 100, &make_eltwise_pd});
+}
+
+}  // namespace primcache::ocl_internal

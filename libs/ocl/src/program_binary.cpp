@@ -1,0 +1,148 @@
+#include "program_binary.hpp"
+
+#include <atomic>
+
+#include "cl_error.hpp"
+#include "ocl_engine.hpp"
+#include "primcache/base/error.hpp"
+#include "primcache/ocl/ocl.hpp"
+
+namespace primcache::ocl_internal {
+namespace {
+
+std::atomic<std::uint64_t> source_builds{0};
+std::atomic<std::uint64_t> binary_loads{0};
+
+std::string build_log(cl_program program, cl_device_id device) {
+  std::size_t n = 0;
+  if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n) != CL_SUCCESS) {
+    return "(no build log)";
+  }
+  std::string log(n, '\0');
+  clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return "build log:\n" + log;
+}
+
+void build(cl_program program, cl_device_id device, const std::string& what) {
+  const cl_int err = clBuildProgram(program, 1, &device, "-cl-std=CL1.2", nullptr, nullptr);
+  if (err != CL_SUCCESS) {
+    const std::string log = build_log(program, device);
+    clReleaseProgram(program);
+    throw_cl_error(err, "clBuildProgram of " + what, log);
+  }
+}
+
+// Releases OpenCL objects at scope exit.
+struct releaser {
+  std::vector<cl_mem> mems;
+  cl_kernel kernel = nullptr;
+  cl_program program = nullptr;
+  cl_command_queue queue = nullptr;
+  ~releaser() {
+    for (cl_mem m : mems) clReleaseMemObject(m);
+    if (kernel) clReleaseKernel(kernel);
+    if (program) clReleaseProgram(program);
+    if (queue) clReleaseCommandQueue(queue);
+  }
+};
+
+void enqueue_kernel(cl_command_queue queue, cl_kernel kernel, const kernel_plan& plan,
+                    const std::vector<cl_mem>& mems) {
+  for (std::size_t i = 0; i < mems.size(); ++i) {
+    check(clSetKernelArg(kernel, static_cast<cl_uint>(i), sizeof(cl_mem), &mems[i]),
+          "clSetKernelArg of " + plan.name);
+  }
+  check(clEnqueueNDRangeKernel(queue, kernel, plan.work_dims, nullptr, plan.global.data(),
+                               plan.fixed_local ? plan.local.data() : nullptr, 0, nullptr, nullptr),
+        "clEnqueueNDRangeKernel of " + plan.name);
+}
+
+}  // namespace
+
+program_binary build_binary(const ocl_engine& eng, const kernel_plan& plan) {
+  releaser r;
+  cl_int err = CL_SUCCESS;
+  const char* src = plan.source.c_str();
+  const std::size_t len = plan.source.size();
+  r.program = clCreateProgramWithSource(eng.context(), 1, &src, &len, &err);
+  check(err, "clCreateProgramWithSource of " + plan.name);
+  source_builds.fetch_add(1, std::memory_order_relaxed);
+  cl_program p = r.program;
+  r.program = nullptr;  // build() releases it on failure
+  build(p, eng.device(), plan.name);
+  r.program = p;
+  r.kernel = clCreateKernel(r.program, plan.name.c_str(), &err);
+  check(err, "clCreateKernel " + plan.name);
+
+  // One launch on scratch buffers, so that the binary carries the compiled
+  // work-group function (PoCL builds it at the first enqueue).
+  for (std::size_t bytes : plan.arg_bytes) {
+    cl_mem m =
+        clCreateBuffer(eng.context(), CL_MEM_READ_WRITE, bytes == 0 ? 1 : bytes, nullptr, &err);
+    check(err, "clCreateBuffer (capture launch of " + plan.name + ")");
+    r.mems.push_back(m);
+  }
+  r.queue = eng.make_queue();
+  enqueue_kernel(r.queue, r.kernel, plan, r.mems);
+  check(clFinish(r.queue), "clFinish (capture launch of " + plan.name + ")");
+
+  std::size_t size = 0;
+  check(clGetProgramInfo(r.program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr),
+        "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)");
+  if (size == 0) {
+    throw error(status::runtime_error,
+                "the OpenCL driver of " + eng.describe() + " returned no binary for " + plan.name);
+  }
+  program_binary binary(size);
+  unsigned char* ptr = binary.data();
+  check(clGetProgramInfo(r.program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr),
+        "clGetProgramInfo(CL_PROGRAM_BINARIES)");
+  return binary;
+}
+
+realized_kernel::realized_kernel(const ocl_engine& eng, const program_binary& binary,
+                                 const std::string& name) {
+  cl_int err = CL_SUCCESS, binary_status = CL_SUCCESS;
+  const unsigned char* ptr = binary.data();
+  const std::size_t size = binary.size();
+  cl_device_id dev = eng.device();
+  program_ = clCreateProgramWithBinary(eng.context(), 1, &dev, &size, &ptr, &binary_status, &err);
+  check(err, "clCreateProgramWithBinary of " + name);
+  binary_loads.fetch_add(1, std::memory_order_relaxed);
+  if (binary_status != CL_SUCCESS) {
+    clReleaseProgram(program_);
+    throw_cl_error(binary_status, "loading the binary of " + name);
+  }
+  cl_program p = program_;
+  program_ = nullptr;
+  build(p, dev, name);
+  program_ = p;
+  kernel_ = clCreateKernel(program_, name.c_str(), &err);
+  if (err != CL_SUCCESS) {
+    clReleaseProgram(program_);
+    throw_cl_error(err, "clCreateKernel " + name);
+  }
+}
+
+realized_kernel::~realized_kernel() {
+  clReleaseKernel(kernel_);
+  clReleaseProgram(program_);
+}
+
+void realized_kernel::enqueue(cl_command_queue queue, const kernel_plan& plan,
+                              const std::vector<cl_mem>& mems) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  enqueue_kernel(queue, kernel_, plan, mems);
+}
+
+}  // namespace primcache::ocl_internal
+
+namespace primcache::ocl_interop {
+
+program_counts get_program_counts() {
+  return {ocl_internal::source_builds.load(std::memory_order_relaxed),
+          ocl_internal::binary_loads.load(std::memory_order_relaxed)};
+}
+
+}  // namespace primcache::ocl_interop

@@ -1,0 +1,65 @@
+// program_binary.hpp — OpenCL programs as context-independent binaries.
+//
+// A kernel_plan is everything a generated kernel needs: its OpenCL C source
+// (shapes and configuration baked in as constants), its name, the execution
+// arguments bound to its parameters in order, and its ND-range.
+//
+// build_binary compiles the source on an engine's context, launches the
+// kernel once on scratch buffers (PoCL compiles the work-group function at
+// the first launch, not at clBuildProgram; the launch makes it part of the
+// binary), and returns clGetProgramInfo(CL_PROGRAM_BINARIES). A failed build
+// throws primcache::error with CL_BUILD_PROGRAM_FAILURE and the build log.
+// realize turns a binary into a cl_kernel of another (or the same) context.
+//
+// Thread-safety: free functions, safe from any thread.
+#pragma once
+
+#include <CL/cl.h>
+
+#include <array>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace primcache::ocl_internal {
+
+class ocl_engine;
+
+struct kernel_plan {
+  std::string source;
+  std::string name;
+  // PRIMCACHE_ARG_* of each cl_mem parameter, in order, with its size in
+  // bytes (for the capture launch's scratch buffers).
+  std::vector<int> args;
+  std::vector<std::size_t> arg_bytes;
+  cl_uint work_dims = 1;
+  std::array<std::size_t, 3> global{1, 1, 1};
+  std::array<std::size_t, 3> local{1, 1, 1};
+  bool fixed_local = false;  // false: the runtime picks the work-group size
+};
+
+using program_binary = std::vector<unsigned char>;
+
+program_binary build_binary(const ocl_engine& eng, const kernel_plan& plan);
+
+// A kernel realized in one context. Setting arguments and enqueueing happen
+// under one lock, since a cl_kernel's arguments are shared state.
+class realized_kernel {
+ public:
+  realized_kernel(const ocl_engine& eng, const program_binary& binary, const std::string& name);
+  ~realized_kernel();
+  realized_kernel(const realized_kernel&) = delete;
+  realized_kernel& operator=(const realized_kernel&) = delete;
+
+  // Sets the buffers and enqueues the plan's ND-range on `queue`.
+  void enqueue(cl_command_queue queue, const kernel_plan& plan,
+               const std::vector<cl_mem>& mems) const;
+
+ private:
+  cl_program program_ = nullptr;
+  cl_kernel kernel_ = nullptr;
+  mutable std::mutex mu_;
+};
+
+}  // namespace primcache::ocl_internal

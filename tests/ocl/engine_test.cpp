@@ -1,0 +1,48 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "host_reference.hpp"
+#include "primcache/ocl/ocl.hpp"
+#include "primcache/runtime/backend/engine_impl.hpp"
+
+using namespace primcache;
+
+TEST_CASE("the OpenCL backend sees at least one device as a gpu engine", "[ocl][engine]") {
+  REQUIRE(engine::get_count(engine_kind::gpu) >= 1);
+  engine eng(engine_kind::gpu, 0);
+  REQUIRE(eng.get_kind() == engine_kind::gpu);
+  SECTION("its identity names the device and never a pointer") {
+    key_writer a, b;
+    eng.impl().write_identity(a);
+    ocl_interop::make_engine(ocl_interop::get_device(eng), ocl_interop::get_context(eng))
+        .impl()
+        .write_identity(b);
+    REQUIRE(a.finish() == b.finish());
+    REQUIRE(eng.impl().describe().rfind("ocl:", 0) == 0);
+  }
+  SECTION("a device index past the last one is a clear error") {
+    REQUIRE_THROWS_WITH(engine(engine_kind::gpu, 1000), Catch::Contains("out of range"));
+  }
+}
+
+TEST_CASE("device memory round-trips through map and unmap", "[ocl][memory]") {
+  engine eng(engine_kind::gpu, 0);
+  memory::desc md({3, 7}, data_type::f32, format_tag::ab);
+  memory m(md, eng);
+  REQUIRE(m.get_data_handle() != nullptr);
+  const auto values = ocl_test::pattern(21, 1);
+  ocl_test::write_all(m, values);
+  REQUIRE(ocl_test::read_all(m) == values);
+}
+
+TEST_CASE("an OpenCL failure is a primcache error naming the CL code", "[ocl][errors]") {
+  engine eng(engine_kind::gpu, 0);
+  cl_int err = CL_SUCCESS;
+  // A queue of another device is refused by OpenCL; a null device is the
+  // portable way to provoke CL_INVALID_DEVICE.
+  cl_command_queue q = clCreateCommandQueue(ocl_interop::get_context(eng), nullptr, 0, &err);
+  REQUIRE(q == nullptr);
+  REQUIRE_THROWS_WITH(ocl_interop::make_engine(nullptr, ocl_interop::get_context(eng)),
+                      Catch::Contains("CL_INVALID_DEVICE"));
+}

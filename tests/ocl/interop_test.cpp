@@ -1,0 +1,82 @@
+#include <catch2/catch.hpp>
+
+#include <optional>
+
+#include "host_reference.hpp"
+#include "primcache/ocl/ocl.hpp"
+
+using namespace primcache;
+
+namespace {
+
+// A fresh context and queue on the device of gpu engine 0.
+struct user_context {
+  cl_device_id device = nullptr;
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  user_context() {
+    device = ocl_interop::get_device(engine(engine_kind::gpu, 0));
+    cl_int err = CL_SUCCESS;
+    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+    queue = clCreateCommandQueue(context, device, 0, &err);
+    REQUIRE(err == CL_SUCCESS);
+  }
+  ~user_context() {
+    clReleaseCommandQueue(queue);
+    clReleaseContext(context);
+  }
+};
+
+// Runs relu with slope `alpha` on `eng`/`strm` over `n` values; checks them.
+void check_relu(const eltwise_forward& prim, const engine& eng, stream& strm, float alpha) {
+  const auto md = prim.get_primitive_desc().src_desc();
+  memory src(md, eng), dst(md, eng);
+  const auto in = ocl_test::pattern(md.size_bytes() / 4, 11);
+  ocl_test::write_all(src, in);
+  prim.execute(strm, {{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_DST, dst}});
+  strm.wait();
+  const auto out = ocl_test::read_all(dst);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    REQUIRE(out[i] == (in[i] > 0 ? in[i] : alpha * in[i]));  // one product: exact
+  }
+}
+
+}  // namespace
+
+TEST_CASE("two contexts on one device share one cache entry, realized in each",
+          "[ocl][interop][cache]") {
+  set_primitive_cache_capacity(1024);
+  user_context c1, c2;
+  std::optional<engine> e1 = ocl_interop::make_engine(c1.device, c1.context);
+  engine e2 = ocl_interop::make_engine(c2.device, c2.context);
+  REQUIRE_FALSE(*e1 == e2);
+  std::optional<stream> s1 = ocl_interop::make_stream(*e1, c1.queue);
+  stream s2 = ocl_interop::make_stream(e2, c2.queue);
+  REQUIRE(ocl_interop::get_queue(s2) == c2.queue);
+
+  // An alpha no other test uses: a key of its own.
+  const float alpha = 0.3125f;
+  const memory::desc md({5, 37}, data_type::f32, format_tag::ab);
+  const eltwise_forward::desc d(prop_kind::forward_inference, algorithm::eltwise_relu, md, alpha);
+  const auto before = ocl_interop::get_program_counts();
+  const int size_before = get_primitive_cache_size();
+
+  std::optional<eltwise_forward> p1(eltwise_forward::primitive_desc(d, *e1));
+  eltwise_forward p2(eltwise_forward::primitive_desc(d, e2));
+
+  const auto after = ocl_interop::get_program_counts();
+  REQUIRE(get_primitive_cache_size() == size_before + 1);
+  REQUIRE(after.source_builds == before.source_builds + 1);
+  REQUIRE(after.binary_loads == before.binary_loads + 2);
+
+  check_relu(*p1, *e1, *s1, alpha);
+  check_relu(p2, e2, s2, alpha);
+
+  SECTION("destroying one engine leaves the other's primitives working") {
+    p1.reset();
+    s1.reset();
+    e1.reset();
+    check_relu(p2, e2, s2, alpha);
+  }
+}
