@@ -98,6 +98,9 @@ TEST_CASE_METHOD(server_fixture, "oversized headers get 431 and oversized bodies
   CHECK(status_of(exchange(server.port(), "GET", "/healthz")) == 200);
 }
 
+// A TLS ClientHello's first bytes (NULs included) sent to the plain-HTTP port.
+constexpr char kTlsHello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n";
+
 TEST_CASE_METHOD(server_fixture,
                  "conflicting lengths and garbage bytes get 400, and the server stays up",
                  "[admin][server][limits]") {
@@ -107,7 +110,7 @@ TEST_CASE_METHOD(server_fixture,
       "POST /api/v1/caches/primitive/flush HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
       "POST /api/v1/caches/primitive/flush HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n",
       "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
-      std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", 24),
+      std::string(kTlsHello, sizeof kTlsHello - 1),
       "GET\r\n\r\n",
       "HELLO WORLD\r\n\r\n",
   };
