@@ -9,6 +9,7 @@
 
 #include "jit/object_symbols.hpp"
 #include "kernels/eltwise_kernel.hpp"
+#include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primcache/tensor/memory_desc.hpp"
@@ -177,7 +178,7 @@ outcome run_both(const ci::eltwise_kernel& k, const ci::eltwise_problem& p, floa
   r.got.assign(p.dst.size_bytes(), std::byte{0x5a});
   r.want = r.got;
   k.execute({src.data(), r.got.data(), ops.pointers.data()}, nullptr, pool());
-  ci::eltwise_reference(p, {src.data(), r.want.data(), ops.pointers.data()});
+  cpu_test::naive_eltwise(p, {src.data(), r.want.data(), ops.pointers.data()});
   return r;
 }
 

@@ -192,4 +192,33 @@ void naive_reorder(const ci::reorder_problem& p, const ci::reorder_args& args) {
   }
 }
 
+void naive_eltwise(const ci::eltwise_problem& p, const ci::eltwise_args& args) {
+  const memory_desc& s = p.src;
+  const memory_desc& d = p.dst;
+  const int nd = d.ndims();
+  const auto padded = d.padded_dims();
+  std::int64_t total = 1;
+  for (int k = 0; k < nd; ++k) total *= padded[k];
+  std::vector<std::int64_t> i(static_cast<std::size_t>(nd), 0);
+  for (std::int64_t e = 0; e < total; ++e) {
+    std::int64_t rest = e;
+    bool real = true;
+    for (int k = nd - 1; k >= 0; --k) {
+      i[k] = rest % padded[k];
+      rest /= padded[k];
+      real = real && i[k] < d.dims()[k];
+    }
+    const std::int64_t doff = naive_offset(d, i);
+    if (!real) {
+      store_from_f32(args.dst, d.data_type(), doff, 0.f);
+      continue;
+    }
+    const float x = load_as_f32(args.src, s.data_type(), naive_offset(s, i));
+    const float y = ci::eltwise_reference(x, p.op);
+    const std::int64_t channel = nd > 1 ? i[1] : 0;
+    store_from_f32(args.dst, d.data_type(), doff,
+                   with_post_ops(y, p.post_ops, args.binary_operands, doff, channel));
+  }
+}
+
 }  // namespace cpu_test

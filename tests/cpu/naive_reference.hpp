@@ -12,6 +12,7 @@
 #include <span>
 
 #include "kernels/conv_kernel.hpp"
+#include "kernels/eltwise_kernel.hpp"
 #include "kernels/matmul_kernel.hpp"
 #include "kernels/reorder_kernel.hpp"
 #include "primcache/tensor/memory_desc.hpp"
@@ -38,5 +39,11 @@ void naive_conv(const primcache::cpu_internal::conv_problem& p,
 // the scale applied (round to nearest even, saturating, NaN to 0).
 void naive_reorder(const primcache::cpu_internal::reorder_problem& p,
                    const primcache::cpu_internal::reorder_args& args);
+
+// Element by element over dst's padded index space: padding zero, each
+// element the eltwise op (scalar semantics of post_ops.hpp) of the source
+// element, then the post-ops; f32 or bf16 (round to nearest even) in memory.
+void naive_eltwise(const primcache::cpu_internal::eltwise_problem& p,
+                   const primcache::cpu_internal::eltwise_args& args);
 
 }  // namespace cpu_test
