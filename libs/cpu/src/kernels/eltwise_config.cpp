@@ -1,0 +1,99 @@
+#include "kernels/eltwise_config.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "jit/target.hpp"
+#include "kernels/eltwise_validation.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+bool has_per_channel(const post_op_chain& chain) {
+  for (const post_op& op : chain) {
+    if (op.what == post_op::kind::binary_add &&
+        op.binary.broadcast == binary_broadcast::per_channel) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Vectors wider than the innermost loop, or unrolling past it, give the
+// same code as narrower ones: such configs are brought to the narrower form
+// so that different configs mean different code.
+void canonicalize(eltwise_config& c, std::int64_t extent) {
+  while (c.vector_lanes > 4 && c.vector_lanes > extent) c.vector_lanes /= 2;
+  while (c.unroll > 1 && static_cast<std::int64_t>(c.vector_lanes) * c.unroll > extent) --c.unroll;
+}
+
+}  // namespace
+
+result<walk_plan> eltwise_walk_plan(const eltwise_problem& p) {
+  return plan_walk(p.src, p.dst, has_per_channel(p.post_ops) ? 2u : 0u);
+}
+
+void eltwise_problem::write_key(key_writer& w) const {
+  w.str("eltwise");
+  src.write_key(w);
+  dst.write_key(w);
+  w.enumeration(op.alg).f32(op.alpha).f32(op.beta).f32(op.scale);
+  cpu_internal::write_key(w, post_ops);
+  w.i32(nthr);
+}
+
+void eltwise_config::write_key(key_writer& w) const {
+  w.i32(vector_lanes).i32(unroll).i64(chunk);
+}
+
+eltwise_config default_eltwise_config(const eltwise_problem& p, cpu_isa isa) {
+  eltwise_config c;
+  c.vector_lanes = static_cast<int>(std::max(4u, isa_vector_bits(isa) / 32));
+  c.unroll = 2;
+  if (!validate_eltwise_problem(p)) return c;
+  auto plan = eltwise_walk_plan(p);
+  if (!plan) return c;
+  const walk_plan& w = plan.value();
+  const std::int64_t extent = w.loops.back().extent;
+  canonicalize(c, extent);
+  const std::int64_t outer = w.work_items(extent);
+  const std::int64_t want = 4 * static_cast<std::int64_t>(p.nthr);
+  if (p.nthr > 1 && outer < want) {
+    const std::int64_t pieces = (want + outer - 1) / outer;
+    const std::int64_t chunk = std::max<std::int64_t>(4096, (extent + pieces - 1) / pieces);
+    c.chunk = walk_chunk(w, chunk, c.vector_lanes * c.unroll);
+    if (c.chunk >= extent) c.chunk = 0;
+  }
+  return c;
+}
+
+std::vector<eltwise_config> eltwise_config_candidates(const eltwise_problem& p, cpu_isa isa) {
+  const eltwise_config def = default_eltwise_config(p, isa);
+  std::vector<eltwise_config> out;
+  if (!validate_eltwise_problem(p)) return out;
+  auto plan = eltwise_walk_plan(p);
+  if (!plan) return out;
+  const walk_plan& w = plan.value();
+  const std::int64_t extent = w.loops.back().extent;
+  auto add = [&](eltwise_config c) {
+    if (!validate_eltwise_config(c) || out.size() >= 6) return;
+    canonicalize(c, extent);
+    c.chunk = walk_chunk(w, c.chunk, c.vector_lanes * c.unroll);
+    if (c.chunk >= extent) c.chunk = 0;
+    if (c == def || std::find(out.begin(), out.end(), c) != out.end()) return;
+    out.push_back(c);
+  };
+  for (int lanes : {4, 8, 16, 32}) {
+    for (int u : {1, 2, 4}) {
+      eltwise_config c = def;
+      c.vector_lanes = lanes;
+      c.unroll = u;
+      add(c);
+    }
+  }
+  eltwise_config c = def;
+  c.chunk = std::max<std::int64_t>(1, extent / 3);
+  add(c);
+  return out;
+}
+}  // namespace primcache::cpu_internal

@@ -1,0 +1,57 @@
+#include "kernels/eltwise_generator.hpp"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "kernels/post_ops.hpp"
+
+namespace primcache::cpu_internal {
+namespace {
+
+// n lanes of f32 starting at element `first`, `step` apart.
+llvm::Value* load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* first,
+                            std::int64_t step, unsigned n) {
+  llvm::Type* f32 = b.getFloatTy();
+  if (n == 1 || step == 0) {
+    llvm::Value* s = b.CreateAlignedLoad(f32, b.CreateGEP(f32, base, first), llvm::Align(4));
+    return n == 1 ? s : b.CreateVectorSplat(n, s);
+  }
+  if (step == 1) {
+    return b.CreateAlignedLoad(llvm::FixedVectorType::get(f32, n), b.CreateGEP(f32, base, first),
+                               llvm::Align(4));
+  }
+  llvm::Value* v = llvm::PoisonValue::get(llvm::FixedVectorType::get(f32, n));
+  for (unsigned e = 0; e < n; ++e) {
+    llvm::Value* p = b.CreateGEP(f32, base, b.CreateAdd(first, b.getInt64(e * step)));
+    v = b.CreateInsertElement(v, b.CreateAlignedLoad(f32, p, llvm::Align(4)), e);
+  }
+  return v;
+}
+
+}  // namespace
+
+void generate_eltwise(llvm::Module& m, const eltwise_problem& p, const walk_plan& plan,
+                      walk_codegen& gen) {
+  gen.transform = [&p](llvm::IRBuilderBase& b, llvm::Value* x, const walk_lanes& lanes) {
+    const unsigned n = x->getType()->isVectorTy()
+                           ? llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements()
+                           : 1;
+    llvm::Value* y = emit_eltwise(b, x, p.op);
+    return emit_post_ops(b, y, p.post_ops, [&](int, const binary_add_op& op) -> llvm::Value* {
+      llvm::Type* ptr = llvm::PointerType::get(b.getContext(), 0);
+      llvm::Value* base = b.CreateAlignedLoad(
+          ptr,
+          b.CreateGEP(ptr, lanes.operands, b.getInt64(static_cast<std::uint64_t>(op.arg_index))),
+          llvm::Align(8));
+      switch (op.broadcast) {
+        case binary_broadcast::per_channel:
+          return load_f32_lanes(b, base, lanes.index[1], lanes.index_step[1], n);
+        case binary_broadcast::scalar: return load_f32_lanes(b, base, b.getInt64(0), 0, n);
+        default: return load_f32_lanes(b, base, lanes.dst_offset, lanes.dst_step, n);
+      }
+    });
+  };
+  emit_walk_function(m, eltwise_symbol, plan, gen);
+}
+
+}  // namespace primcache::cpu_internal
