@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "host_reference.hpp"
+#include "kernel_primitive.hpp"
 #include "primcache/ocl/ocl.hpp"
+#include "primcache/runtime/backend/registry.hpp"
 
 using namespace primcache;
 
@@ -40,4 +42,70 @@ TEST_CASE("many threads creating one OpenCL primitive build it once and all run 
   for (auto& t : threads) t.join();
   REQUIRE(correct.load() == 6);
   REQUIRE(ocl_interop::get_program_counts().source_builds == before.source_builds + 1);
+}
+
+namespace {
+
+// An implementation whose OpenCL C does not compile, for eltwise_exp with
+// alpha 1234.5 only (no other test asks for that).
+result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_broken_pd(
+    const runtime_internal::op_desc& desc, const primitive_attr& attr,
+    const runtime_internal::engine_impl& eng) {
+  const auto& op = std::get<runtime_internal::eltwise_fwd_op>(desc);
+  if (op.alg != algorithm::eltwise_exp || op.alpha != 1234.5f) {
+    return failure{status::unimplemented, "not the broken test kernel"};
+  }
+  ocl_internal::kernel_plan plan;
+  plan.name = "primcache_broken";
+  plan.source = "__kernel void primcache_broken(__global float* p) { p[0] = undeclared_name; }\n";
+  plan.args = {PRIMCACHE_ARG_SRC};
+  plan.arg_bytes = {op.src.size_bytes()};
+  key_writer w;
+  op.src.write_key(w);
+  return ocl_internal::make_kernel_pd(
+      runtime_internal::primitive_kind::eltwise, "test:broken", attr, eng,
+      {{PRIMCACHE_ARG_SRC, op.src}, {PRIMCACHE_ARG_DST, op.src}}, std::move(plan), std::move(w));
+}
+
+}  // namespace
+
+TEST_CASE("a failing program build reaches every waiter and is not cached",
+          "[ocl][concurrency][errors]") {
+  static const bool registered = [] {
+    runtime_internal::register_implementation({"test:broken", engine_kind::gpu,
+                                               runtime_internal::primitive_kind::eltwise, 1000,
+                                               &make_broken_pd});
+    return true;
+  }();
+  REQUIRE(registered);
+  set_primitive_cache_capacity(1024);
+  engine eng(engine_kind::gpu, 0);
+  const memory::desc md({4, 4}, data_type::f32, format_tag::ab);
+  const eltwise_forward::desc d(prop_kind::forward_inference, algorithm::eltwise_exp, md, 1234.5f);
+  const int size_before = get_primitive_cache_size();
+
+  for (int round = 0; round < 3; ++round) {
+    const auto before = ocl_interop::get_program_counts();
+    std::atomic<int> reported{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+      threads.emplace_back([&] {
+        try {
+          eltwise_forward prim(eltwise_forward::primitive_desc(d, eng));
+        } catch (const error& e) {
+          const std::string what = e.what();
+          if (what.find("CL_BUILD_PROGRAM_FAILURE") != std::string::npos &&
+              what.find("undeclared_name") != std::string::npos) {
+            reported.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    REQUIRE(reported.load() == 6);
+    REQUIRE(get_primitive_cache_size() == size_before);
+    // Waiters share the creator's failure; nothing cached, so each round
+    // builds again (a waiter arriving after the failure may build again too).
+    REQUIRE(ocl_interop::get_program_counts().source_builds > before.source_builds);
+  }
 }

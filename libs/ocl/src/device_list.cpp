@@ -85,6 +85,15 @@ device_entry describe_device(cl_device_id device) {
         "clGetDeviceInfo(CL_DEVICE_PLATFORM)");
   check(clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof e.type, &e.type, nullptr),
         "clGetDeviceInfo(CL_DEVICE_TYPE)");
+  check(clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof e.max_work_group_size,
+                        &e.max_work_group_size, nullptr),
+        "clGetDeviceInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE)");
+  check(clGetDeviceInfo(device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof e.local_mem_size,
+                        &e.local_mem_size, nullptr),
+        "clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE)");
+  check(clGetDeviceInfo(device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof e.compute_units,
+                        &e.compute_units, nullptr),
+        "clGetDeviceInfo(CL_DEVICE_MAX_COMPUTE_UNITS)");
   e.platform_name = platform_string(e.platform, CL_PLATFORM_NAME);
   e.device_name = device_string(device, CL_DEVICE_NAME);
   e.driver_version = device_string(device, CL_DRIVER_VERSION);

@@ -24,6 +24,9 @@ struct device_entry {
   std::string device_name;
   std::string driver_version;
   cl_device_type type = 0;
+  std::size_t max_work_group_size = 1;
+  cl_ulong local_mem_size = 0;
+  cl_uint compute_units = 1;
 };
 
 // The devices engine(engine_kind::gpu, i) can pick, after PRIMCACHE_OCL_DEVICE.

@@ -24,7 +24,7 @@ std::shared_ptr<const runtime_internal::primitive_impl> kernel_pd::create_impl(
 
 kernel_resource::kernel_resource(const engine& eng, const program_binary& binary,
                                  const std::string& name)
-    : engine_(eng), kernel_(ocl_engine_of(eng.impl()), binary, name) {}
+    : engine_(eng), kernel_(ocl_engine_of(eng.impl()).program_for(binary, name), name) {}
 
 void kernel_impl::create_resource(const engine& eng,
                                   runtime_internal::resource_mapper& mapper) const {

@@ -82,6 +82,36 @@ std::unique_ptr<runtime_internal::stream_impl> ocl_engine::create_stream() const
   return std::make_unique<queue_stream>(make_queue(), /*adopt=*/true);
 }
 
+std::shared_ptr<const realized_program> ocl_engine::program_for(const program_binary& binary,
+                                                                const std::string& name) const {
+  // Keyed by the binary's address: while a realized program is alive, the
+  // impl that owns the binary is alive too (its users hold both), so a live
+  // entry never belongs to another binary.
+  std::shared_ptr<program_slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(programs_mu_);
+    auto& entry = programs_[binary.data()];
+    if (!entry) entry = std::make_shared<program_slot>();
+    slot = entry;
+    if (programs_.size() > 64) {
+      // Drop slots whose programs are gone (none is being built: a slot
+      // being built is held by its builder, use_count > 1).
+      for (auto it = programs_.begin(); it != programs_.end();) {
+        if (it->second.use_count() == 1 && it->second->program.expired()) {
+          it = programs_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(slot->mu);
+  if (auto p = slot->program.lock()) return p;
+  auto p = std::make_shared<const realized_program>(*this, binary, name);
+  slot->program = p;
+  return p;
+}
+
 const ocl_engine& ocl_engine_of(const runtime_internal::engine_impl& e) {
   const auto* o = dynamic_cast<const ocl_engine*>(&e);
   if (o == nullptr) {

@@ -14,9 +14,13 @@
 #include <CL/cl.h>
 
 #include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 #include "device_list.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
+#include "program_binary.hpp"
 
 namespace primcache::ocl_internal {
 
@@ -43,6 +47,13 @@ class ocl_engine final : public runtime_internal::engine_impl {
   const device_entry& device_info() const noexcept { return dev_; }
   // An in-order queue for the engine's own host transfers.
   cl_command_queue service_queue() const noexcept { return service_queue_; }
+  // The program of `binary` realized in this engine's context: one per
+  // binary while any primitive of this engine holds it, built by the first
+  // asker while others asking for the same binary wait (no engine-wide lock
+  // is held during the build). `binary` must outlive the returned program's
+  // users (it is the cached impl's, which they hold).
+  std::shared_ptr<const realized_program> program_for(const program_binary& binary,
+                                                      const std::string& name) const;
   // A new in-order queue with profiling enabled (the caller releases it).
   cl_command_queue make_queue() const;
 
@@ -50,6 +61,13 @@ class ocl_engine final : public runtime_internal::engine_impl {
   device_entry dev_;
   cl_context context_ = nullptr;
   cl_command_queue service_queue_ = nullptr;
+
+  struct program_slot {
+    std::mutex mu;                                  // held while the slot's program is built
+    std::weak_ptr<const realized_program> program;  // guarded by mu
+  };
+  mutable std::mutex programs_mu_;  // guards programs_
+  mutable std::unordered_map<const void*, std::shared_ptr<program_slot>> programs_;
 };
 
 // The engine_impl of a memory or stream known to be on an OpenCL engine.

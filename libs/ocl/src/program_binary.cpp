@@ -101,33 +101,38 @@ program_binary build_binary(const ocl_engine& eng, const kernel_plan& plan) {
   return binary;
 }
 
-realized_kernel::realized_kernel(const ocl_engine& eng, const program_binary& binary,
-                                 const std::string& name) {
+realized_program::realized_program(const ocl_engine& eng, const program_binary& binary,
+                                   const std::string& name) {
   cl_int err = CL_SUCCESS, binary_status = CL_SUCCESS;
   const unsigned char* ptr = binary.data();
   const std::size_t size = binary.size();
   cl_device_id dev = eng.device();
-  program_ = clCreateProgramWithBinary(eng.context(), 1, &dev, &size, &ptr, &binary_status, &err);
+  cl_program p =
+      clCreateProgramWithBinary(eng.context(), 1, &dev, &size, &ptr, &binary_status, &err);
   check(err, "clCreateProgramWithBinary of " + name);
   binary_loads.fetch_add(1, std::memory_order_relaxed);
   if (binary_status != CL_SUCCESS) {
-    clReleaseProgram(program_);
+    clReleaseProgram(p);
     throw_cl_error(binary_status, "loading the binary of " + name);
   }
-  cl_program p = program_;
-  program_ = nullptr;
-  build(p, dev, name);
+  build(p, dev, name);  // releases p on failure
   program_ = p;
-  kernel_ = clCreateKernel(program_, name.c_str(), &err);
-  if (err != CL_SUCCESS) {
-    clReleaseProgram(program_);
-    throw_cl_error(err, "clCreateKernel " + name);
-  }
+}
+
+realized_program::~realized_program() {
+  clReleaseProgram(program_);
+}
+
+realized_kernel::realized_kernel(std::shared_ptr<const realized_program> program,
+                                 const std::string& name)
+    : program_(std::move(program)) {
+  cl_int err = CL_SUCCESS;
+  kernel_ = clCreateKernel(program_->get(), name.c_str(), &err);
+  check(err, "clCreateKernel " + name);
 }
 
 realized_kernel::~realized_kernel() {
   clReleaseKernel(kernel_);
-  clReleaseProgram(program_);
 }
 
 void realized_kernel::enqueue(cl_command_queue queue, const kernel_plan& plan,

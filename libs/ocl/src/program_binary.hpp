@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -43,11 +44,26 @@ using program_binary = std::vector<unsigned char>;
 
 program_binary build_binary(const ocl_engine& eng, const kernel_plan& plan);
 
-// A kernel realized in one context. Setting arguments and enqueueing happen
-// under one lock, since a cl_kernel's arguments are shared state.
+// A binary loaded and built in one engine's context. Engines share one per
+// binary among the primitives that use it (ocl_engine::program_for).
+class realized_program {
+ public:
+  realized_program(const ocl_engine& eng, const program_binary& binary, const std::string& name);
+  ~realized_program();
+  realized_program(const realized_program&) = delete;
+  realized_program& operator=(const realized_program&) = delete;
+  cl_program get() const noexcept { return program_; }
+
+ private:
+  cl_program program_ = nullptr;
+};
+
+// One primitive's kernel object. Setting arguments and enqueueing happen
+// under one lock, since a cl_kernel's arguments are shared state between
+// the threads executing that primitive.
 class realized_kernel {
  public:
-  realized_kernel(const ocl_engine& eng, const program_binary& binary, const std::string& name);
+  realized_kernel(std::shared_ptr<const realized_program> program, const std::string& name);
   ~realized_kernel();
   realized_kernel(const realized_kernel&) = delete;
   realized_kernel& operator=(const realized_kernel&) = delete;
@@ -57,7 +73,7 @@ class realized_kernel {
                const std::vector<cl_mem>& mems) const;
 
  private:
-  cl_program program_ = nullptr;
+  std::shared_ptr<const realized_program> program_;
   cl_kernel kernel_ = nullptr;
   mutable std::mutex mu_;
 };

@@ -32,6 +32,7 @@ void register_ocl_backend() {
   runtime_internal::register_engine_factory(engine_kind::gpu, &device_count, &create_engine);
   register_eltwise_impls();
   register_reorder_impls();
+  register_matmul_impls();
 }
 
 const bool registered = (register_ocl_backend(), true);

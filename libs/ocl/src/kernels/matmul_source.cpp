@@ -1,0 +1,181 @@
+#include "kernels/matmul_source.hpp"
+
+#include "kernels/addressing.hpp"
+#include "kernels/eltwise_expression.hpp"
+#include "primcache/runtime/args.h"
+
+namespace primcache::ocl_internal {
+namespace {
+
+std::string l(std::int64_t v) {
+  return std::to_string(v) + "L";
+}
+
+// Strides of a 2-D or 3-D plain descriptor as (batch, row, col); a batch of
+// one (broadcast) gets stride 0.
+struct strides3 {
+  std::int64_t b = 0, r = 0, c = 0;
+};
+strides3 strides_of(const memory_desc& md) {
+  const int n = md.ndims();
+  strides3 s;
+  s.r = md.strides()[n - 2];
+  s.c = md.strides()[n - 1];
+  if (n == 3 && md.dims()[0] != 1) s.b = md.strides()[0];
+  return s;
+}
+
+const char* lane(int e) {
+  static const char* names[] = {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7",
+                                "s8", "s9", "sa", "sb", "sc", "sd", "se", "sf"};
+  return names[e];
+}
+
+}  // namespace
+
+kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
+  const std::int64_t M = p.m(), N = p.n(), K = p.k(), B = p.batch();
+  const int bm = c.wg_m * c.tile_m, bn = c.wg_n * c.tile_n, v = c.vec_width;
+  const std::string vt = v == 1 ? "float" : "float" + std::to_string(v);
+  const strides3 sa = strides_of(p.src), sw = strides_of(p.weights), sd = strides_of(p.dst);
+
+  kernel_plan plan;
+  plan.name = "primcache_matmul";
+  std::string s;
+  s += "#define TM " + std::to_string(c.tile_m) + "\n#define TN " + std::to_string(c.tile_n) +
+       "\n#define TNV " + std::to_string(c.tile_n / v) + "\n#define WGM " + std::to_string(c.wg_m) +
+       "\n#define WGN " + std::to_string(c.wg_n) + "\n#define TK " + std::to_string(c.tile_k) +
+       "\n#define BM " + std::to_string(bm) + "\n#define BN " + std::to_string(bn) + "\n";
+  s += "#define A_AT(m, k) A[(long)(m) * " + l(sa.r) + " + (long)(k) * " + l(sa.c) + "]\n";
+  s += "#define W_AT(k, n) W[(long)(k) * " + l(sw.r) + " + (long)(n) * " + l(sw.c) + "]\n";
+
+  std::string params = "__global const float* A, __global const float* W";
+  plan.args = {PRIMCACHE_ARG_SRC, PRIMCACHE_ARG_WEIGHTS};
+  plan.arg_bytes = {p.src.size_bytes(), p.weights.size_bytes()};
+  if (!p.bias.is_zero()) {
+    params += ", __global const float* bias";
+    plan.args.push_back(PRIMCACHE_ARG_BIAS);
+    plan.arg_bytes.push_back(p.bias.size_bytes());
+  }
+  for (std::size_t i = 0; i < p.post_ops.size(); ++i) {
+    if (!p.post_ops[i].binary) continue;
+    params += ", __global const float* po" + std::to_string(i);
+    plan.args.push_back(p.post_ops[i].arg);
+    plan.arg_bytes.push_back(p.post_ops[i].src1.size_bytes());
+  }
+  params += ", __global float* C";
+  plan.args.push_back(PRIMCACHE_ARG_DST);
+  plan.arg_bytes.push_back(p.dst.size_bytes());
+
+  s += "__kernel __attribute__((reqd_work_group_size(WGN, WGM, 1)))\n";
+  s += "void primcache_matmul(" + params + ") {\n";
+  s += "  const int ln = get_local_id(0), lm = get_local_id(1);\n";
+  s += "  const long n0 = (long)get_group_id(0) * BN, m0 = (long)get_group_id(1) * BM;\n";
+  s += "  const long b = get_global_id(2);\n";
+  s += "  A += " + l(p.src.offset0()) + " + b * " + l(sa.b) + ";\n";
+  s += "  W += " + l(p.weights.offset0()) + " + b * " + l(sw.b) + ";\n";
+  s += "  " + vt + " acc[TM][TNV];\n";
+  s += "  for (int i = 0; i < TM; ++i) for (int j = 0; j < TNV; ++j) acc[i][j] = (" + vt +
+       ")(0.0f);\n";
+  if (c.local_tiling) {
+    s += "  __local float As[TK][BM];\n  __local float Ws[TK][BN];\n";
+    s += "  const int lid = lm * WGN + ln;\n";
+    s += "  for (long k0 = 0; k0 < " + l(K) + "; k0 += TK) {\n";
+    s += "    for (int i = lid; i < TK * BM; i += WGM * WGN) {\n";
+    s += "      const int kk = i / BM, mm = i % BM;\n";
+    s += "      const long m = m0 + mm, k = k0 + kk;\n";
+    s += "      As[kk][mm] = (m < " + l(M) + " && k < " + l(K) + ") ? A_AT(m, k) : 0.0f;\n";
+    s += "    }\n";
+    s += "    for (int i = lid; i < TK * BN; i += WGM * WGN) {\n";
+    s += "      const int kk = i / BN, nn = i % BN;\n";
+    s += "      const long n = n0 + nn, k = k0 + kk;\n";
+    s += "      Ws[kk][nn] = (n < " + l(N) + " && k < " + l(K) + ") ? W_AT(k, n) : 0.0f;\n";
+    s += "    }\n";
+    s += "    barrier(CLK_LOCAL_MEM_FENCE);\n";
+    s += "    for (int kk = 0; kk < TK; ++kk) {\n";
+    s += "      float a[TM];\n";
+    s += "      for (int i = 0; i < TM; ++i) a[i] = As[kk][lm + i * WGM];\n";
+    s += "      for (int j = 0; j < TNV; ++j) {\n";
+    if (v == 1) {
+      s += "        const float w = Ws[kk][ln * TN + j];\n";
+    } else {
+      s += "        const " + vt + " w = vload" + std::to_string(v) + "(0, &Ws[kk][ln * TN + j * " +
+           std::to_string(v) + "]);\n";
+    }
+    s +=
+        "        for (int i = 0; i < TM; ++i) acc[i][j] = fma((" + vt + ")(a[i]), w, acc[i][j]);\n";
+    s += "      }\n    }\n";
+    s += "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n";
+  } else {
+    s += "  for (long k = 0; k < " + l(K) + "; ++k) {\n";
+    s += "    float a[TM];\n";
+    s += "    for (int i = 0; i < TM; ++i) {\n";
+    s += "      const long m = m0 + lm + i * WGM;\n";
+    s += "      a[i] = m < " + l(M) + " ? A_AT(m, k) : 0.0f;\n    }\n";
+    s += "    for (int j = 0; j < TNV; ++j) {\n";
+    s += "      " + vt + " w;\n";
+    for (int e = 0; e < v; ++e) {
+      const std::string n =
+          "(n0 + ln * TN + j * " + std::to_string(v) + " + " + std::to_string(e) + ")";
+      s += "      w" + (v == 1 ? std::string() : "." + std::string(lane(e))) + " = " + n + " < " +
+           l(N) + " ? W_AT(k, " + n + ") : 0.0f;\n";
+    }
+    s += "      for (int i = 0; i < TM; ++i) acc[i][j] = fma((" + vt + ")(a[i]), w, acc[i][j]);\n";
+    s += "    }\n  }\n";
+  }
+
+  // Store: bias, then the post-ops in order, then dst.
+  const int dn = p.dst.ndims();
+  for (std::size_t i = 0; i < p.post_ops.size(); ++i) {
+    if (!p.post_ops[i].binary) continue;
+    const memory_desc& o = p.post_ops[i].src1;
+    s += "  po" + std::to_string(i) + " += " + l(o.offset0()) + ";\n";
+  }
+  s += "  for (int i = 0; i < TM; ++i) {\n";
+  s += "    const long m = m0 + lm + i * WGM;\n";
+  s += "    if (m >= " + l(M) + ") break;\n";
+  for (int t = 0; t < c.tile_n; ++t) {
+    const std::string n = "(n0 + ln * TN + " + std::to_string(t) + ")";
+    s += "    if (" + n + " < " + l(N) + ") {\n";
+    s += "      const long n = " + n + ";\n";
+    s += "      float v = acc[i][" + std::to_string(t / v) + "]" +
+         (v == 1 ? std::string() : "." + std::string(lane(t % v))) + ";\n";
+    if (!p.bias.is_zero()) {
+      const int bn_ = p.bias.ndims();
+      s += "      v += bias[" + l(p.bias.offset0()) + " + n * " + l(p.bias.strides()[bn_ - 1]) +
+           "];\n";
+    }
+    for (std::size_t k = 0; k < p.post_ops.size(); ++k) {
+      const matmul_post_op& op = p.post_ops[k];
+      if (op.binary) {
+        const memory_desc& o = op.src1;
+        std::string off;
+        const std::string idx[3] = {"b", "m", "n"};
+        for (int d = 0; d < dn; ++d) {
+          if (o.dims()[d] == 1) continue;
+          off += " + " + idx[d + (3 - dn)] + " * " + l(o.strides()[d]);
+        }
+        s += "      v += po" + std::to_string(k) + "[0" + off + "];\n";
+      } else {
+        s += "      v = " + eltwise_expression(op.alg, op.alpha, op.beta) + ";\n";
+        if (op.scale != 1.f) s += "      v *= " + float_literal(op.scale) + ";\n";
+      }
+    }
+    s += "      C[" + l(p.dst.offset0()) + " + b * " + l(sd.b) + " + m * " + l(sd.r) + " + n * " +
+         l(sd.c) + "] = v;\n    }\n";
+  }
+  s += "  }\n}\n";
+
+  plan.source = std::move(s);
+  plan.work_dims = 3;
+  plan.fixed_local = true;
+  plan.local = {static_cast<std::size_t>(c.wg_n), static_cast<std::size_t>(c.wg_m), 1};
+  plan.global = {static_cast<std::size_t>((N + bn - 1) / bn) * c.wg_n,
+                 static_cast<std::size_t>((M + bm - 1) / bm) * c.wg_m, static_cast<std::size_t>(B)};
+  if (plan.global[0] == 0) plan.global[0] = c.wg_n;
+  if (plan.global[1] == 0) plan.global[1] = c.wg_m;
+  if (plan.global[2] == 0) plan.global[2] = 1;
+  return plan;
+}
+
+}  // namespace primcache::ocl_internal

@@ -1,0 +1,132 @@
+#include "primitives/matmul_impl.hpp"
+
+#include "kernel_primitive.hpp"
+#include "kernels/eltwise_expression.hpp"
+#include "kernels/matmul_source.hpp"
+#include "ocl_engine.hpp"
+#include "primcache/runtime/backend/registry.hpp"
+#include "primitives/registration.hpp"
+
+namespace primcache::ocl_internal {
+namespace {
+
+using runtime_internal::matmul_op;
+using runtime_internal::primitive_kind;
+
+memory_desc row_major(const memory_desc& like) {
+  std::vector<std::int64_t> dims(like.dims().begin(), like.dims().end());
+  std::vector<std::int64_t> strides(dims.size());
+  std::int64_t s = 1;
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    strides[static_cast<std::size_t>(d)] = s;
+    s *= dims[static_cast<std::size_t>(d)];
+  }
+  return memory_desc(dims, like.data_type(), strides);
+}
+
+result<bool> plain_f32(const memory_desc& md, const char* what) {
+  if (md.data_type() != data_type::f32) {
+    return unimplemented(std::string("OpenCL matmul ") + what + " is not f32");
+  }
+  if (!md.is_plain()) return unimplemented(std::string("OpenCL matmul ") + what + " is blocked");
+  return true;
+}
+
+result<std::vector<matmul_post_op>> translate_post_ops(const primitive_attr& attr,
+                                                       const memory_desc& dst) {
+  std::vector<matmul_post_op> out;
+  const auto& entries = attr.get_post_ops().entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    matmul_post_op op;
+    if (e.kind == post_ops::kind::eltwise) {
+      if (eltwise_expression(e.alg, 0.f, 0.f).empty()) {
+        return unimplemented("OpenCL post-op " + std::string(to_string(e.alg)));
+      }
+      op.alg = e.alg;
+      op.scale = e.scale;
+      op.alpha = e.alpha;
+      op.beta = e.beta;
+    } else {
+      if (e.alg != algorithm::binary_add) {
+        return unimplemented("OpenCL binary post-op " + std::string(to_string(e.alg)));
+      }
+      if (e.src1.ndims() != dst.ndims()) {
+        return failure{status::invalid_arguments, "binary post-op operand " + e.src1.to_string() +
+                                                      " and dst " + dst.to_string() +
+                                                      " differ in rank"};
+      }
+      for (int d = 0; d < dst.ndims(); ++d) {
+        if (e.src1.dims()[d] != 1 && e.src1.dims()[d] != dst.dims()[d]) {
+          return failure{status::invalid_arguments, "binary post-op operand " + e.src1.to_string() +
+                                                        " does not broadcast to dst " +
+                                                        dst.to_string()};
+        }
+      }
+      if (auto ok = plain_f32(e.src1, "binary post-op operand"); !ok) return ok.why();
+      op.binary = true;
+      op.alg = e.alg;
+      op.src1 = e.src1;
+      op.arg = PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | PRIMCACHE_ARG_SRC_1;
+    }
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+}  // namespace
+
+result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_matmul_pd(
+    const runtime_internal::op_desc& desc, const primitive_attr& attr,
+    const runtime_internal::engine_impl& eng, const matmul_config* forced_config) {
+  const matmul_op& op = std::get<matmul_op>(desc);
+  if (attr.has_output_scales()) return unimplemented("output scales on OpenCL matmul");
+  if (op.src.is_any()) return failure{status::invalid_arguments, "matmul src cannot be any"};
+  matmul_problem p;
+  p.src = op.src;
+  p.weights = op.weights.is_any() ? row_major(op.weights) : op.weights;
+  p.dst = op.dst.is_any() ? row_major(op.dst) : op.dst;
+  p.bias = op.bias.is_zero() ? memory_desc() : (op.bias.is_any() ? row_major(op.bias) : op.bias);
+  for (auto [md, what] :
+       {std::pair{&p.src, "src"}, std::pair{&p.weights, "weights"}, std::pair{&p.dst, "dst"}}) {
+    if (auto ok = plain_f32(*md, what); !ok) return ok.why();
+  }
+  if (!p.bias.is_zero()) {
+    if (auto ok = plain_f32(p.bias, "bias"); !ok) return ok.why();
+  }
+  auto chain = translate_post_ops(attr, p.dst);
+  if (!chain) return chain.why();
+  p.post_ops = std::move(chain).value();
+
+  const ocl_engine& ocl = ocl_engine_of(eng);
+  const matmul_config c =
+      forced_config ? *forced_config : default_matmul_config(ocl.device_info(), p);
+  if (auto ok = check_matmul_config(c, ocl.device_info()); !ok) return ok.why();
+
+  std::map<int, memory_desc> mds = {
+      {PRIMCACHE_ARG_SRC, p.src}, {PRIMCACHE_ARG_WEIGHTS, p.weights}, {PRIMCACHE_ARG_DST, p.dst}};
+  if (!p.bias.is_zero()) mds[PRIMCACHE_ARG_BIAS] = p.bias;
+  for (const auto& po : p.post_ops) {
+    if (po.binary) mds[po.arg] = po.src1;
+  }
+  key_writer w;
+  p.src.write_key(w);
+  p.weights.write_key(w);
+  w.boolean(!p.bias.is_zero());
+  if (!p.bias.is_zero()) p.bias.write_key(w);
+  p.dst.write_key(w);
+  c.write_key(w);
+  return make_kernel_pd(primitive_kind::matmul, "ocl:matmul", attr, eng, std::move(mds),
+                        matmul_plan(p, c), std::move(w));
+}
+
+void register_matmul_impls() {
+  runtime_internal::register_implementation(
+      {"ocl:matmul", engine_kind::gpu, primitive_kind::matmul, 100,
+       [](const runtime_internal::op_desc& op, const primitive_attr& attr,
+          const runtime_internal::engine_impl& eng) {
+         return make_matmul_pd(op, attr, eng, nullptr);
+       }});
+}
+
+}  // namespace primcache::ocl_internal

@@ -1,0 +1,177 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "host_reference.hpp"
+#include "primcache/ocl/ocl.hpp"
+#include "primitives/matmul_impl.hpp"
+
+using namespace primcache;
+
+namespace {
+
+struct shape {
+  std::int64_t b, m, n, k;
+};
+
+// dst(b, m, n) = sum_k src(b|0, m, k) * weights(b|0, k, n) + bias(n), post-ops,
+// in double, with |terms| summed for the error bound.
+struct reference_result {
+  std::vector<double> value, magnitude;
+};
+
+reference_result matmul_reference(const shape& s, const memory::desc& a_md,
+                                  const std::vector<float>& a, const memory::desc& w_md,
+                                  const std::vector<float>& w, const std::vector<float>* bias,
+                                  bool relu_post_op, const memory::desc* add_md,
+                                  const std::vector<float>* add) {
+  const bool batched = a_md.ndims() == 3;
+  reference_result r;
+  for (std::int64_t b = 0; b < s.b; ++b) {
+    for (std::int64_t m = 0; m < s.m; ++m) {
+      for (std::int64_t n = 0; n < s.n; ++n) {
+        double acc = 0, mag = 0;
+        for (std::int64_t k = 0; k < s.k; ++k) {
+          const auto ab = a_md.ndims() == 3 && a_md.dims()[0] == 1 ? 0 : b;
+          const auto wb = w_md.ndims() == 3 && w_md.dims()[0] == 1 ? 0 : b;
+          const double x = batched ? a[a_md.offset_of({ab, m, k})] : a[a_md.offset_of({m, k})];
+          const double y = batched ? w[w_md.offset_of({wb, k, n})] : w[w_md.offset_of({k, n})];
+          acc += x * y;
+          mag += std::abs(x * y);
+        }
+        if (bias) acc += (*bias)[static_cast<std::size_t>(n)];
+        if (relu_post_op) acc = acc > 0 ? acc : 0.5 * acc;
+        if (add)
+          acc += (*add)[add_md->offset_of(batched ? std::vector<std::int64_t>{0, 0, n}
+                                                  : std::vector<std::int64_t>{0, n})];
+        r.value.push_back(acc);
+        r.magnitude.push_back(mag);
+      }
+    }
+  }
+  return r;
+}
+
+void run_and_check(const shape& s, bool transposed_weights, bool with_bias, bool with_post_ops,
+                   const runtime_internal::matmul_op* forced_op = nullptr,
+                   const ocl_internal::matmul_config* config = nullptr) {
+  engine eng(engine_kind::gpu, 0);
+  stream strm(eng);
+  const bool batched = s.b > 1;
+  auto dims3 = [&](std::int64_t b, std::int64_t r, std::int64_t c) {
+    return batched ? memory::dims{b, r, c} : memory::dims{r, c};
+  };
+  const auto plain = batched ? format_tag::abc : format_tag::ab;
+  const memory::desc a_md(dims3(s.b, s.m, s.k), data_type::f32, plain);
+  // Weights broadcast over the batch when batched.
+  const memory::desc w_md(
+      dims3(1, s.k, s.n), data_type::f32,
+      transposed_weights ? (batched ? format_tag::acb : format_tag::ba) : plain);
+  const memory::desc d_md(dims3(s.b, s.m, s.n), data_type::f32, plain);
+  const memory::desc bias_md =
+      with_bias ? memory::desc(dims3(1, 1, s.n), data_type::f32, plain) : memory::desc();
+  const memory::desc add_md(dims3(1, 1, s.n), data_type::f32, plain);
+
+  primitive_attr attr;
+  if (with_post_ops) {
+    post_ops ops;
+    ops.append_eltwise(1.f, algorithm::eltwise_relu, 0.5f, 0.f);
+    ops.append_binary(algorithm::binary_add, add_md);
+    attr.set_post_ops(ops);
+  }
+  runtime_internal::matmul_op op{a_md, w_md, bias_md, d_md};
+  if (forced_op) op = *forced_op;
+  primitive_desc pd;
+  if (config) {
+    auto impl = ocl_internal::make_matmul_pd(op, attr, eng.impl(), config);
+    REQUIRE(impl.has_value());
+    pd = primitive_desc(impl.value(), eng);
+  } else {
+    pd = matmul::primitive_desc(matmul::desc(a_md, w_md, bias_md, d_md), attr, eng);
+  }
+  primitive prim(pd);
+
+  memory a(a_md, eng), w(w_md, eng), d(d_md, eng), bias, add(add_md, eng);
+  const auto av = ocl_test::pattern(a_md.size_bytes() / 4, 21);
+  const auto wv = ocl_test::pattern(w_md.size_bytes() / 4, 22);
+  const auto addv = ocl_test::pattern(add_md.size_bytes() / 4, 24);
+  std::vector<float> bv;
+  ocl_test::write_all(a, av);
+  ocl_test::write_all(w, wv);
+  ocl_test::write_all(add, addv);
+  std::unordered_map<int, memory> args = {
+      {PRIMCACHE_ARG_SRC, a}, {PRIMCACHE_ARG_WEIGHTS, w}, {PRIMCACHE_ARG_DST, d}};
+  if (with_bias) {
+    bias = memory(bias_md, eng);
+    bv = ocl_test::pattern(bias_md.size_bytes() / 4, 23);
+    ocl_test::write_all(bias, bv);
+    args[PRIMCACHE_ARG_BIAS] = bias;
+  }
+  if (with_post_ops) args[PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(1) | PRIMCACHE_ARG_SRC_1] = add;
+  prim.execute(strm, args);
+  strm.wait();
+
+  const auto out = ocl_test::read_all(d);
+  const auto want = matmul_reference(s, a_md, av, w_md, wv, with_bias ? &bv : nullptr,
+                                     with_post_ops, &add_md, with_post_ops ? &addv : nullptr);
+  std::size_t i = 0;
+  for (std::int64_t b = 0; b < s.b; ++b) {
+    for (std::int64_t m = 0; m < s.m; ++m) {
+      for (std::int64_t n = 0; n < s.n; ++n, ++i) {
+        const float got = out[d_md.offset_of(batched ? std::vector<std::int64_t>{b, m, n}
+                                                     : std::vector<std::int64_t>{m, n})];
+        // f32 accumulation of K products in any order: each partial sum
+        // rounds once (2^-24 relative), so the error is at most about
+        // (K + 3) * 2^-24 * sum |a_k w_k|, plus the bias, post-op and
+        // final roundings: bounded by (K + 8) * 2^-23 * (sum|.| + 1).
+        const double bound = (s.k + 8) * std::ldexp(1.0, -23) * (want.magnitude[i] + 4.0);
+        INFO("b " << b << " m " << m << " n " << n);
+        REQUIRE(std::abs(got - want.value[i]) <= bound);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("matmul on OpenCL equals the host reference over odd shapes", "[ocl][matmul]") {
+  const auto s =
+      GENERATE(shape{1, 1, 1, 1}, shape{1, 7, 13, 5}, shape{1, 33, 17, 65}, shape{1, 64, 64, 64},
+               shape{1, 97, 131, 29}, shape{3, 5, 11, 7}, shape{2, 19, 37, 41});
+  const bool transposed = GENERATE(false, true);
+  SECTION("without bias or post-ops") {
+    run_and_check(s, transposed, false, false);
+  }
+  SECTION("with bias, an eltwise and a binary-add post-op") {
+    run_and_check(s, transposed, true, true);
+  }
+}
+
+TEST_CASE("every matmul configuration computes the same product", "[ocl][matmul][config]") {
+  using ocl_internal::matmul_config;
+  const auto c =
+      GENERATE(matmul_config{1, 1, 1, 1, 1, 1, false}, matmul_config{4, 4, 2, 4, 4, 8, true},
+               matmul_config{8, 2, 3, 8, 8, 5, true}, matmul_config{2, 8, 4, 2, 2, 16, false},
+               matmul_config{8, 8, 1, 16, 16, 4, true});
+  const auto s = GENERATE(shape{1, 1, 1, 1}, shape{1, 31, 23, 67}, shape{2, 9, 40, 13});
+  INFO("config wg " << c.wg_m << "x" << c.wg_n << " tile " << c.tile_m << "x" << c.tile_n << " vec "
+                    << c.vec_width << " k " << c.tile_k << " local " << c.local_tiling);
+  run_and_check(s, false, true, true, nullptr, &c);
+}
+
+TEST_CASE("a matmul configuration the device cannot run is refused with a reason",
+          "[ocl][matmul][config]") {
+  engine eng(engine_kind::gpu, 0);
+  const memory::desc md({4, 4}, data_type::f32, format_tag::ab);
+  const runtime_internal::matmul_op op{md, md, memory::desc(), md};
+  ocl_internal::matmul_config c;
+  c.vec_width = 3;
+  auto r = ocl_internal::make_matmul_pd(op, primitive_attr(), eng.impl(), &c);
+  REQUIRE_FALSE(r.has_value());
+  REQUIRE(r.why().message.find("vec_width") != std::string::npos);
+  c = {};
+  c.wg_m = c.wg_n = 4096;
+  r = ocl_internal::make_matmul_pd(op, primitive_attr(), eng.impl(), &c);
+  REQUIRE_FALSE(r.has_value());
+  REQUIRE(r.why().message.find("exceeds the device") != std::string::npos);
+}
