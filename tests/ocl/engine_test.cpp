@@ -3,6 +3,7 @@
 #include <string>
 
 #include "host_reference.hpp"
+#include "primcache/base/env.hpp"
 #include "primcache/ocl/ocl.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
 
@@ -45,4 +46,37 @@ TEST_CASE("an OpenCL failure is a primcache error naming the CL code", "[ocl][er
   REQUIRE(q == nullptr);
   REQUIRE_THROWS_WITH(ocl_interop::make_engine(nullptr, ocl_interop::get_context(eng)),
                       Catch::Contains("CL_INVALID_DEVICE"));
+}
+
+// Run by CTest with PRIMCACHE_OCL_DEVICE set (the variable is read once per
+// process): see tests/ocl/CMakeLists.txt.
+TEST_CASE("PRIMCACHE_OCL_DEVICE narrows the devices to those whose names contain it",
+          "[.][ocl][env][env_name]") {
+  const auto wanted = env_string("PRIMCACHE_OCL_DEVICE");
+  REQUIRE(wanted.has_value());
+  const std::size_t count = engine::get_count(engine_kind::gpu);
+  REQUIRE(count >= 1);
+  for (std::size_t i = 0; i < count; ++i) {
+    cl_device_id dev = ocl_interop::get_device(engine(engine_kind::gpu, i));
+    cl_platform_id platform = nullptr;
+    REQUIRE(clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof platform, &platform, nullptr) ==
+            CL_SUCCESS);
+    char name[256] = {}, pname[256] = {};
+    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name - 1, name, nullptr);
+    clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof pname - 1, pname, nullptr);
+    INFO("device " << name << " on " << pname);
+    REQUIRE((std::string(name).find(*wanted) != std::string::npos ||
+             std::string(pname).find(*wanted) != std::string::npos));
+  }
+  REQUIRE(env_reports().empty());
+}
+
+TEST_CASE("a malformed PRIMCACHE_OCL_DEVICE is reported once and every device stays",
+          "[.][ocl][env][env_malformed]") {
+  const std::size_t count = engine::get_count(engine_kind::gpu);
+  REQUIRE(count >= 1);
+  engine eng(engine_kind::gpu, 0);
+  const auto reports = env_reports();
+  REQUIRE(reports.size() == 1);
+  REQUIRE(reports[0].find("PRIMCACHE_OCL_DEVICE") != std::string::npos);
 }
