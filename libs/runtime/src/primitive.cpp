@@ -31,6 +31,24 @@ void primitive_desc_impl::finalize(const engine_impl& eng, int nthr) {
   w.enumeration(eng.kind());
   eng.write_identity(w);
   key_ = w.finish();
+
+  required_.clear();
+  auto add = [&](int index, required_arg::on engine) {
+    memory_desc md = arg_md(index);
+    if (!md.is_zero()) required_.push_back({index, std::move(md), engine, -1});
+  };
+  add(PRIMCACHE_ARG_SRC, required_arg::on::src_engine);
+  add(PRIMCACHE_ARG_WEIGHTS, required_arg::on::primitive_engine);
+  add(PRIMCACHE_ARG_BIAS, required_arg::on::primitive_engine);
+  add(PRIMCACHE_ARG_DST, required_arg::on::dst_engine);
+  const auto& ops = attr_.get_post_ops().entries();
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind != post_ops::kind::binary) continue;
+    const int index =
+        PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | PRIMCACHE_ARG_SRC_1;
+    required_.push_back(
+        {index, ops[i].src1, required_arg::on::primitive_engine, static_cast<int>(i)});
+  }
 }
 
 void primitive_impl::create_resource(const engine& eng, resource_mapper& mapper) const {
@@ -222,44 +240,26 @@ const engine& primitive_desc::get_dst_engine() const {
 
 namespace {
 
-// One argument execute() requires, as the primitive descriptor states it.
-struct expected_arg {
-  int index;
-  std::string name;  // for messages: "src (PRIMCACHE_ARG_SRC)"
-  memory_desc md;
-  const runtime_internal::engine_impl* engine;
-};
+using required_arg = runtime_internal::primitive_desc_impl::required_arg;
 
-std::vector<expected_arg> expected_args(const primitive_desc& pd) {
-  const auto& impl = pd.impl();
-  std::vector<expected_arg> out;
-  auto add = [&](int index, std::string name, const memory_desc& md, const engine& eng) {
-    if (!md.is_zero()) out.push_back({index, std::move(name), md, &eng.impl()});
-  };
-  add(PRIMCACHE_ARG_SRC, "src (PRIMCACHE_ARG_SRC)", impl.arg_md(PRIMCACHE_ARG_SRC),
-      pd.get_src_engine());
-  add(PRIMCACHE_ARG_WEIGHTS, "weights (PRIMCACHE_ARG_WEIGHTS)", impl.arg_md(PRIMCACHE_ARG_WEIGHTS),
-      pd.get_engine());
-  add(PRIMCACHE_ARG_BIAS, "bias (PRIMCACHE_ARG_BIAS)", impl.arg_md(PRIMCACHE_ARG_BIAS),
-      pd.get_engine());
-  add(PRIMCACHE_ARG_DST, "dst (PRIMCACHE_ARG_DST)", impl.arg_md(PRIMCACHE_ARG_DST),
-      pd.get_dst_engine());
-  const auto& ops = impl.attr().get_post_ops().entries();
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].kind != post_ops::kind::binary) continue;
-    const std::string n = std::to_string(i);
-    add(PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | PRIMCACHE_ARG_SRC_1,
-        "the operand of binary post-op " + n + " (PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(" + n +
-            ") | PRIMCACHE_ARG_SRC_1)",
-        ops[i].src1, pd.get_engine());
+// Built only when a check fails: the hot path formats nothing.
+std::string arg_name(const required_arg& a) {
+  switch (a.index) {
+    case PRIMCACHE_ARG_SRC: return "src (PRIMCACHE_ARG_SRC)";
+    case PRIMCACHE_ARG_WEIGHTS: return "weights (PRIMCACHE_ARG_WEIGHTS)";
+    case PRIMCACHE_ARG_BIAS: return "bias (PRIMCACHE_ARG_BIAS)";
+    case PRIMCACHE_ARG_DST: return "dst (PRIMCACHE_ARG_DST)";
+    default: break;
   }
-  return out;
+  const std::string n = std::to_string(a.post_op);
+  return "the operand of binary post-op " + n + " (PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(" + n +
+         ") | PRIMCACHE_ARG_SRC_1)";
 }
 
-[[noreturn]] void bad_argument(const primitive_desc& pd, const expected_arg& e,
+[[noreturn]] void bad_argument(const primitive_desc& pd, const required_arg& a,
                                const std::string& why) {
   throw error(status::invalid_arguments, std::string(to_string(pd.impl().kind())) + " (" +
-                                             pd.impl().name() + "): " + e.name + " " + why);
+                                             pd.impl().name() + "): " + arg_name(a) + " " + why);
 }
 
 }  // namespace
@@ -268,7 +268,6 @@ struct primitive::state {
   primitive_desc pd;
   std::shared_ptr<const runtime_internal::primitive_impl> impl;
   runtime_internal::resource_mapper resources;
-  std::vector<expected_arg> expected;
   const metric_counter* executions = nullptr;  // never destroyed (metrics())
   lookup_outcome outcome = lookup_outcome::miss;
 
@@ -282,7 +281,9 @@ struct primitive::state {
                       std::string(to_string(pd.get_engine().get_kind())) + ":" +
                       std::to_string(pd.get_engine().get_index()) + ")");
     }
-    for (const expected_arg& e : expected) {
+    const runtime_internal::engine_impl* engines[] = {
+        &pd.get_engine().impl(), &pd.get_src_engine().impl(), &pd.get_dst_engine().impl()};
+    for (const required_arg& e : pd.impl().required_args()) {
       auto it = arguments.find(e.index);
       if (it == arguments.end() || !it->second) bad_argument(pd, e, "is missing");
       const memory& m = it->second;
@@ -292,7 +293,7 @@ struct primitive::state {
             pd, e,
             "has descriptor " + md.to_string() + ", the primitive expects " + e.md.to_string());
       }
-      if (&m.get_engine().impl() != e.engine) {
+      if (&m.get_engine().impl() != engines[static_cast<int>(e.engine)]) {
         bad_argument(pd, e, "is a memory of another engine than the one the primitive expects");
       }
       if (m.get_data_handle() == nullptr && md.size_bytes() != 0) {
@@ -310,7 +311,6 @@ primitive::primitive(const primitive_desc& pd) {
   s->pd = pd;
   s->impl = std::move(r.value);
   s->outcome = r.outcome;
-  s->expected = expected_args(pd);
   s->executions = &runtime_internal::metrics().executed(pd_impl.kind());
   s->impl->create_resource(pd.get_engine(), s->resources);
   state_ = std::move(s);

@@ -72,12 +72,25 @@ class PRIMCACHE_API primitive_desc_impl : public std::enable_shared_from_this<pr
   void finalize(const engine_impl& eng, int nthr);
   int nthr() const noexcept { return nthr_; }
 
+  // One argument execute() requires: its index (PRIMCACHE_ARG_*), its
+  // descriptor, and which engine its memory must be on. Computed once by
+  // finalize(), so checking a primitive's arguments allocates nothing.
+  struct required_arg {
+    enum class on { primitive_engine, src_engine, dst_engine };
+    int index;
+    memory_desc md;
+    on engine;
+    int post_op;  // the binary post-op whose operand it is, else -1
+  };
+  const std::vector<required_arg>& required_args() const noexcept { return required_; }
+
  private:
   primitive_kind kind_;
   primitive_attr attr_;
   const char* name_;
   int nthr_ = 1;
   key key_;
+  std::vector<required_arg> required_;
 };
 
 // Per-engine state of one primitive_impl.
