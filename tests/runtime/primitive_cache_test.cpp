@@ -283,3 +283,16 @@ TEST_CASE("the primitive caches count entries and report no weight in bytes",
   CHECK_FALSE(info.weight_bytes.has_value());
   CHECK_FALSE(control().find_cache("primitive_desc").info().weight_bytes.has_value());
 }
+
+TEST_CASE("the default pool's size is a setting operators read and change",
+          "[runtime][thread_pool][control]") {
+  const int before = get_num_threads();
+  set_num_threads(3);
+  CHECK(std::get<std::int64_t>(control().get_setting("num_threads").value) == 3);
+  control().set_setting("num_threads", std::int64_t{2});
+  CHECK(get_num_threads() == 2);
+  CHECK_THROWS_AS(control().set_setting("num_threads", std::int64_t{0}), error);
+  CHECK(get_num_threads() == 2);
+  set_num_threads(before);
+  CHECK(std::get<std::int64_t>(control().get_setting("num_threads").value) == before);
+}

@@ -8,6 +8,7 @@
 #include "primcache/base/env.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
+#include "primcache/runtime/thread_pool.hpp"
 #include "primcache/runtime/version.hpp"
 #include "primitive_cache_internal.hpp"
 
@@ -70,6 +71,13 @@ const runtime_metrics& metrics() {
           c.counter("primcache_primitive_executions_total", "Primitive executions",
                     {{"kind", std::string(to_string(k))}});
     }
+    auto spec = setting_spec::integer(
+        "num_threads", "threads of the default pool that CPU kernels run on (set_num_threads)",
+        get_num_threads(), 1, 1023);
+    spec.on_change = [](const setting_value& v) {
+      default_thread_pool().resize(static_cast<int>(std::get<std::int64_t>(v)));
+    };
+    r->num_threads = c.register_setting(std::move(spec));
     const version_info& v = version();
     c.set_info("build", "version", v.version);
     c.set_info("build", "llvm", v.llvm);

@@ -8,6 +8,7 @@
 
 #include "primcache/cache/concurrent_cache.hpp"
 #include "primcache/control/metric.hpp"
+#include "primcache/control/setting.hpp"
 #include "primcache/keyhash/key.hpp"
 #include "primcache/runtime/backend/op_desc.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
@@ -40,6 +41,9 @@ struct runtime_metrics {
   const metric_counter& executed(primitive_kind kind) const noexcept {
     return executions[static_cast<int>(kind) - 1];
   }
+  // The setting "num_threads": the default pool's size, changed live by an
+  // operator (set_num_threads keeps it current).
+  setting_registration num_threads;
 };
 const runtime_metrics& metrics();
 

@@ -21,6 +21,8 @@
 
 #include "primcache/base/env.hpp"
 #include "primcache/base/error.hpp"
+#include "primcache/control/registry.hpp"
+#include "primitive_cache_internal.hpp"
 
 namespace primcache {
 namespace {
@@ -498,6 +500,10 @@ thread_pool& default_thread_pool() {
 
 void set_num_threads(int n) {
   pool_instance().resize(n);
+  // The operators' view (the "num_threads" setting) follows the API; its
+  // on_change resizes again, which is a no-op at the same size.
+  runtime_internal::metrics();  // registers the setting on first use
+  control().set_setting("num_threads", std::int64_t{n});
 }
 
 int get_num_threads() {
