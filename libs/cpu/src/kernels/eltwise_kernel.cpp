@@ -80,16 +80,8 @@ result<std::unique_ptr<eltwise_kernel>> eltwise_kernel::load(const eltwise_probl
 
 void eltwise_kernel::execute(const eltwise_args& args, void* /*scratchpad*/,
                              thread_pool& pool) const {
-  const std::int64_t n = work_items_;
-  fn_type* fn = fn_;
-  const int nthr = static_cast<int>(std::min<std::int64_t>(problem_.nthr, n));
-  if (nthr <= 1) {
-    fn(args.src, args.dst, nullptr, args.binary_operands, 0, n);
-    return;
-  }
-  pool.parallel_for(nthr, [&](int ithr, int nt) {
-    const range r = balance(n, ithr, nt);
-    if (r.begin < r.end) fn(args.src, args.dst, nullptr, args.binary_operands, r.begin, r.end);
-  });
+  run_walk(fn_, args.src, args.dst, nullptr, args.binary_operands, work_items_, problem_.nthr,
+           pool);
 }
+
 }  // namespace primcache::cpu_internal

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "jit/jit_module.hpp"
+#include "kernels/layout_walk.hpp"
 #include "kernels/post_ops.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
@@ -86,8 +87,7 @@ class eltwise_kernel {
   const eltwise_config& config() const { return config_; }
 
  private:
-  using fn_type = void(const void*, void*, const float*, const float* const*, std::int64_t,
-                       std::int64_t);
+  using fn_type = walk_function;
   eltwise_kernel() = default;
   // The kernel around a linked module: looks its entry point up.
   static result<std::unique_ptr<eltwise_kernel>> finish(const eltwise_problem& p,

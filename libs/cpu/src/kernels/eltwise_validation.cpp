@@ -27,14 +27,7 @@ result<bool> validate_op(const eltwise_op& op, const std::string& what) {
 }  // namespace
 
 result<bool> validate_eltwise_problem(const eltwise_problem& p) {
-  if (!p.src.is_blocked()) return invalid("src " + p.src.to_string() + " has no resolved layout");
-  if (!p.dst.is_blocked()) return invalid("dst " + p.dst.to_string() + " has no resolved layout");
-  if (p.src.ndims() != p.dst.ndims() ||
-      !std::equal(p.src.dims().begin(), p.src.dims().end(), p.dst.dims().begin())) {
-    return invalid("src " + p.src.to_string() + " and dst " + p.dst.to_string() +
-                   " have different dims");
-  }
-  if (p.nthr < 1) return invalid("nthr is " + std::to_string(p.nthr) + "; it must be >= 1");
+  if (auto ok = validate_walk_tensors("eltwise", p.src, p.dst, p.nthr); !ok) return ok;
   for (const memory_desc* md : {&p.src, &p.dst}) {
     if (md->data_type() != data_type::f32 && md->data_type() != data_type::bf16) {
       return unimplemented(md->to_string() + ": only f32 and bf16 are supported");
@@ -77,15 +70,7 @@ result<bool> validate_eltwise_problem(const eltwise_problem& p) {
 }
 
 result<bool> validate_eltwise_config(const eltwise_config& c) {
-  if (!is_pow2(c.vector_lanes) || c.vector_lanes < 4 || c.vector_lanes > 64) {
-    return invalid("config vector_lanes " + std::to_string(c.vector_lanes) +
-                   " is not a power of two in [4, 64]");
-  }
-  if (c.unroll < 1 || c.unroll > 8) {
-    return invalid("config unroll " + std::to_string(c.unroll) + " is outside [1, 8]");
-  }
-  if (c.chunk < 0) return invalid("config chunk " + std::to_string(c.chunk) + " is negative");
-  return true;
+  return validate_walk_vectors("eltwise", c.vector_lanes, c.unroll, c.chunk);
 }
 
 result<bool> check_eltwise_problem(const eltwise_problem& p) {

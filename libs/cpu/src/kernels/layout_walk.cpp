@@ -166,4 +166,52 @@ result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsi
   }
   return plan;
 }
+void run_walk(walk_function* fn, const void* src, void* dst, const float* scales,
+              const float* const* operands, std::int64_t work_items, int nthr, thread_pool& pool) {
+  const std::int64_t n = work_items;
+  const int threads = static_cast<int>(std::min<std::int64_t>(nthr, n));
+  if (threads <= 1) {
+    fn(src, dst, scales, operands, 0, n);
+    return;
+  }
+  pool.parallel_for(threads, [&](int ithr, int nt) {
+    const range r = balance(n, ithr, nt);
+    if (r.begin < r.end) fn(src, dst, scales, operands, r.begin, r.end);
+  });
+}
+
+result<bool> validate_walk_tensors(std::string_view kernel, const memory_desc& src,
+                                   const memory_desc& dst, int nthr) {
+  if (!src.is_blocked()) {
+    return kernel_invalid(kernel, "src " + src.to_string() + " has no resolved layout");
+  }
+  if (!dst.is_blocked()) {
+    return kernel_invalid(kernel, "dst " + dst.to_string() + " has no resolved layout");
+  }
+  if (src.ndims() != dst.ndims() ||
+      !std::equal(src.dims().begin(), src.dims().end(), dst.dims().begin())) {
+    return kernel_invalid(
+        kernel, "src " + src.to_string() + " and dst " + dst.to_string() + " have different dims");
+  }
+  if (nthr < 1) {
+    return kernel_invalid(kernel, "nthr is " + std::to_string(nthr) + "; it must be >= 1");
+  }
+  return true;
+}
+
+result<bool> validate_walk_vectors(std::string_view kernel, int vector_lanes, int unroll,
+                                   std::int64_t chunk) {
+  if (!is_pow2(vector_lanes) || vector_lanes < 4 || vector_lanes > 64) {
+    return kernel_invalid(kernel, "config vector_lanes " + std::to_string(vector_lanes) +
+                                      " is not a power of two in [4, 64]");
+  }
+  if (unroll < 1 || unroll > 8) {
+    return kernel_invalid(kernel, "config unroll " + std::to_string(unroll) + " is outside [1, 8]");
+  }
+  if (chunk < 0) {
+    return kernel_invalid(kernel, "config chunk " + std::to_string(chunk) + " is negative");
+  }
+  return true;
+}
+
 }  // namespace primcache::cpu_internal

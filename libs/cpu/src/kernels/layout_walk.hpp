@@ -22,9 +22,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "primcache/base/result.hpp"
+#include "primcache/runtime/thread_pool.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 
 namespace llvm {
@@ -108,5 +110,25 @@ void emit_walk_function(llvm::Module& m, const std::string& symbol, const walk_p
 // The chunk a config asks for, rounded for the plan: 0 or beyond the split
 // loop gives the whole loop.
 std::int64_t walk_chunk(const walk_plan& plan, std::int64_t chunk, int unit);
+
+// What every walk needs of its tensors: resolved layouts of the same dims,
+// and at least one thread. Failures (invalid_arguments) name `kernel`.
+result<bool> validate_walk_tensors(std::string_view kernel, const memory_desc& src,
+                                   const memory_desc& dst, int nthr);
+
+// A streaming walk's vector shape: lanes a power of two in [4, 64], unroll
+// in [1, 8], a non-negative chunk. Failures (invalid_arguments) name `kernel`.
+result<bool> validate_walk_vectors(std::string_view kernel, int vector_lanes, int unroll,
+                                   std::int64_t chunk);
+
+// The function emit_walk_function defines.
+using walk_function = void(const void* src, void* dst, const float* scales,
+                           const float* const* operands, std::int64_t begin, std::int64_t end);
+
+// Runs work items [0, work_items) of a walk function, split evenly over up
+// to nthr threads of the pool; on the calling thread alone when one thread
+// (or one item) is all there is.
+void run_walk(walk_function* fn, const void* src, void* dst, const float* scales,
+              const float* const* operands, std::int64_t work_items, int nthr, thread_pool& pool);
 
 }  // namespace primcache::cpu_internal

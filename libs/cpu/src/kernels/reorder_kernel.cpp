@@ -87,16 +87,7 @@ result<std::unique_ptr<reorder_kernel>> reorder_kernel::load(const reorder_probl
 
 void reorder_kernel::execute(const reorder_args& args, void* /*scratchpad*/,
                              thread_pool& pool) const {
-  const std::int64_t n = work_items_;
-  fn_type* fn = fn_;
-  const int nthr = static_cast<int>(std::min<std::int64_t>(problem_.nthr, n));
-  if (nthr <= 1) {
-    fn(args.src, args.dst, args.scales, nullptr, 0, n);
-    return;
-  }
-  pool.parallel_for(nthr, [&](int ithr, int nt) {
-    const range r = balance(n, ithr, nt);
-    if (r.begin < r.end) fn(args.src, args.dst, args.scales, nullptr, r.begin, r.end);
-  });
+  run_walk(fn_, args.src, args.dst, args.scales, nullptr, work_items_, problem_.nthr, pool);
 }
+
 }  // namespace primcache::cpu_internal

@@ -108,8 +108,7 @@ class reorder_kernel {
   const reorder_config& config() const { return config_; }
 
  private:
-  using fn_type = void(const void*, void*, const float*, const float* const*, std::int64_t,
-                       std::int64_t);
+  using fn_type = walk_function;
   reorder_kernel() = default;
   static result<std::unique_ptr<reorder_kernel>> finish(const reorder_problem& p,
                                                         const reorder_config& c,

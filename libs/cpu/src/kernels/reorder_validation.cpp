@@ -22,14 +22,7 @@ failure unimplemented(const std::string& message) {
 }  // namespace
 
 result<bool> validate_reorder_problem(const reorder_problem& p) {
-  if (!p.src.is_blocked()) return invalid("src " + p.src.to_string() + " has no resolved layout");
-  if (!p.dst.is_blocked()) return invalid("dst " + p.dst.to_string() + " has no resolved layout");
-  if (p.src.ndims() != p.dst.ndims() ||
-      !std::equal(p.src.dims().begin(), p.src.dims().end(), p.dst.dims().begin())) {
-    return invalid("src " + p.src.to_string() + " and dst " + p.dst.to_string() +
-                   " have different dims");
-  }
-  if (p.nthr < 1) return invalid("nthr is " + std::to_string(p.nthr) + "; it must be >= 1");
+  if (auto ok = validate_walk_tensors("reorder", p.src, p.dst, p.nthr); !ok) return ok;
   switch (p.scales) {
     case reorder_scales::none:
     case reorder_scales::common: break;
@@ -55,15 +48,7 @@ result<bool> validate_reorder_config(const reorder_config& c) {
   if (c.tile != 4 && c.tile != 8 && c.tile != 16) {
     return invalid("config tile " + std::to_string(c.tile) + " is not 4, 8 or 16");
   }
-  if (!is_pow2(c.vector_lanes) || c.vector_lanes < 4 || c.vector_lanes > 64) {
-    return invalid("config vector_lanes " + std::to_string(c.vector_lanes) +
-                   " is not a power of two in [4, 64]");
-  }
-  if (c.unroll < 1 || c.unroll > 8) {
-    return invalid("config unroll " + std::to_string(c.unroll) + " is outside [1, 8]");
-  }
-  if (c.chunk < 0) return invalid("config chunk " + std::to_string(c.chunk) + " is negative");
-  return true;
+  return validate_walk_vectors("reorder", c.vector_lanes, c.unroll, c.chunk);
 }
 
 result<bool> check_reorder_problem(const reorder_problem& p) {
