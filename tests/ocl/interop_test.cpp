@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <iostream>
 #include <optional>
 
 #include "host_reference.hpp"
@@ -79,4 +80,30 @@ TEST_CASE("two contexts on one device share one cache entry, realized in each",
     e1.reset();
     check_relu(p2, e2, s2, alpha);
   }
+}
+
+// Run by CTest with POCL_DEBUG (see CMakeLists.txt), which fails the test if
+// PoCL generates code between the markers: a primitive realized from a
+// cached binary and run once compiles nothing.
+TEST_CASE("a primitive realized from a cached binary runs without compiling",
+          "[.][ocl][interop][binary_load]") {
+  set_primitive_cache_capacity(1024);
+  user_context c1, c2;
+  engine e1 = ocl_interop::make_engine(c1.device, c1.context);
+  engine e2 = ocl_interop::make_engine(c2.device, c2.context);
+  stream s1 = ocl_interop::make_stream(e1, c1.queue);
+  stream s2 = ocl_interop::make_stream(e2, c2.queue);
+  const float alpha = 0.1875f;
+  const memory::desc md({3, 61}, data_type::f32, format_tag::ab);
+  const eltwise_forward::desc d(prop_kind::forward_inference, algorithm::eltwise_relu, md, alpha);
+  eltwise_forward p1(eltwise_forward::primitive_desc(d, e1));  // source build + capture
+  check_relu(p1, e1, s1, alpha);
+  std::cerr << "BEGIN-FROM-BINARY" << std::endl;
+  const auto before = ocl_interop::get_program_counts();
+  eltwise_forward p2(eltwise_forward::primitive_desc(d, e2));  // from the binary
+  check_relu(p2, e2, s2, alpha);
+  const auto after = ocl_interop::get_program_counts();
+  std::cerr << "END-FROM-BINARY" << std::endl;
+  REQUIRE(after.source_builds == before.source_builds);
+  REQUIRE(after.binary_loads == before.binary_loads + 1);
 }
