@@ -130,6 +130,27 @@ void naive_conv(const ci::conv_problem& p, const ci::conv_args& args) {
 
 namespace {
 
+// Calls f(index, real) for every index of md's padded dims, last dimension
+// fastest; `real` is false in the padding.
+template <class F>
+void for_each_padded_index(const memory_desc& md, F&& f) {
+  const int nd = md.ndims();
+  const auto padded = md.padded_dims();
+  std::int64_t total = 1;
+  for (int k = 0; k < nd; ++k) total *= padded[k];
+  std::vector<std::int64_t> i(static_cast<std::size_t>(nd), 0);
+  for (std::int64_t e = 0; e < total; ++e) {
+    std::int64_t rest = e;
+    bool real = true;
+    for (int k = nd - 1; k >= 0; --k) {
+      i[k] = rest % padded[k];
+      rest /= padded[k];
+      real = real && i[k] < md.dims()[k];
+    }
+    f(std::span<const std::int64_t>(i), real);
+  }
+}
+
 float load_as_f32(const void* base, data_type dt, std::int64_t off) {
   switch (dt) {
     case data_type::f32: return static_cast<const float*>(base)[off];
@@ -158,67 +179,43 @@ void store_from_f32(void* base, data_type dt, std::int64_t off, float v) {
 void naive_reorder(const ci::reorder_problem& p, const ci::reorder_args& args) {
   const memory_desc& s = p.src;
   const memory_desc& d = p.dst;
-  const int nd = d.ndims();
   const std::size_t bytes = primcache::size_of(d.data_type());
   const bool copy = s.data_type() == d.data_type() && p.scales == ci::reorder_scales::none;
-  const auto padded = d.padded_dims();
-  std::int64_t total = 1;
-  for (int k = 0; k < nd; ++k) total *= padded[k];
-  std::vector<std::int64_t> i(static_cast<std::size_t>(nd), 0);
-  for (std::int64_t e = 0; e < total; ++e) {
-    std::int64_t rest = e;
-    bool real = true;
-    for (int k = nd - 1; k >= 0; --k) {
-      i[k] = rest % padded[k];
-      rest /= padded[k];
-      real = real && i[k] < d.dims()[k];
-    }
+  for_each_padded_index(d, [&](std::span<const std::int64_t> i, bool real) {
     char* out =
         static_cast<char*>(args.dst) + naive_offset(d, i) * static_cast<std::int64_t>(bytes);
     if (!real) {
       std::memset(out, 0, bytes);
-      continue;
+      return;
     }
     const std::int64_t soff = naive_offset(s, i);
     if (copy) {
       std::memcpy(out, static_cast<const char*>(args.src) + soff * static_cast<std::int64_t>(bytes),
                   bytes);
-      continue;
+      return;
     }
     float v = load_as_f32(args.src, s.data_type(), soff);
     if (p.scales == ci::reorder_scales::common) v *= args.scales[0];
     if (p.scales == ci::reorder_scales::per_dim) v *= args.scales[i[p.scale_dim]];
     store_from_f32(args.dst, d.data_type(), naive_offset(d, i), v);
-  }
+  });
 }
 
 void naive_eltwise(const ci::eltwise_problem& p, const ci::eltwise_args& args) {
   const memory_desc& s = p.src;
   const memory_desc& d = p.dst;
-  const int nd = d.ndims();
-  const auto padded = d.padded_dims();
-  std::int64_t total = 1;
-  for (int k = 0; k < nd; ++k) total *= padded[k];
-  std::vector<std::int64_t> i(static_cast<std::size_t>(nd), 0);
-  for (std::int64_t e = 0; e < total; ++e) {
-    std::int64_t rest = e;
-    bool real = true;
-    for (int k = nd - 1; k >= 0; --k) {
-      i[k] = rest % padded[k];
-      rest /= padded[k];
-      real = real && i[k] < d.dims()[k];
-    }
+  for_each_padded_index(d, [&](std::span<const std::int64_t> i, bool real) {
     const std::int64_t doff = naive_offset(d, i);
     if (!real) {
       store_from_f32(args.dst, d.data_type(), doff, 0.f);
-      continue;
+      return;
     }
     const float x = load_as_f32(args.src, s.data_type(), naive_offset(s, i));
     const float y = ci::eltwise_reference(x, p.op);
-    const std::int64_t channel = nd > 1 ? i[1] : 0;
+    const std::int64_t channel = i.size() > 1 ? i[1] : 0;
     store_from_f32(args.dst, d.data_type(), doff,
                    with_post_ops(y, p.post_ops, args.binary_operands, doff, channel));
-  }
+  });
 }
 
 }  // namespace cpu_test
