@@ -82,12 +82,22 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
     s += "  const int lid = lm * WGN + ln;\n";
     s += "  for (long k0 = 0; k0 < " + l(K) + "; k0 += TK) {\n";
     s += "    for (int i = lid; i < TK * BM; i += WGM * WGN) {\n";
-    s += "      const int kk = i / BM, mm = i % BM;\n";
+    // Neighbouring work-items read neighbouring addresses: along k when src
+    // is k-contiguous (row-major), along m otherwise.
+    if (sa.c == 1) {
+      s += "      const int kk = i % TK, mm = i / TK;\n";
+    } else {
+      s += "      const int kk = i / BM, mm = i % BM;\n";
+    }
     s += "      const long m = m0 + mm, k = k0 + kk;\n";
     s += "      As[kk][mm] = (m < " + l(M) + " && k < " + l(K) + ") ? A_AT(m, k) : 0.0f;\n";
     s += "    }\n";
     s += "    for (int i = lid; i < TK * BN; i += WGM * WGN) {\n";
-    s += "      const int kk = i / BN, nn = i % BN;\n";
+    if (sw.c == 1 || sw.r != 1) {
+      s += "      const int kk = i / BN, nn = i % BN;\n";
+    } else {
+      s += "      const int kk = i % TK, nn = i / TK;\n";
+    }
     s += "      const long n = n0 + nn, k = k0 + kk;\n";
     s += "      Ws[kk][nn] = (n < " + l(N) + " && k < " + l(K) + ") ? W_AT(k, n) : 0.0f;\n";
     s += "    }\n";
