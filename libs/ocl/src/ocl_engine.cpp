@@ -82,6 +82,18 @@ std::unique_ptr<runtime_internal::stream_impl> ocl_engine::create_stream() const
   return std::make_unique<queue_stream>(make_queue(), /*adopt=*/true);
 }
 
+namespace {
+
+// Whether a slot no one else holds has lost its program. The slot's lock is
+// free: a builder would hold the slot (use_count > 1).
+template <class Slot>
+bool slot_expired(Slot& slot) {
+  lock_guard<mutex> lock(slot.mu);
+  return slot.program.expired();
+}
+
+}  // namespace
+
 std::shared_ptr<const realized_program> ocl_engine::program_for(const program_binary& binary,
                                                                 const std::string& name) const {
   // Keyed by the binary's address: while a realized program is alive, the
@@ -89,7 +101,7 @@ std::shared_ptr<const realized_program> ocl_engine::program_for(const program_bi
   // entry never belongs to another binary.
   std::shared_ptr<program_slot> slot;
   {
-    std::lock_guard<std::mutex> lock(programs_mu_);
+    lock_guard<mutex> lock(programs_mu_);
     auto& entry = programs_[binary.data()];
     if (!entry) entry = std::make_shared<program_slot>();
     slot = entry;
@@ -97,7 +109,7 @@ std::shared_ptr<const realized_program> ocl_engine::program_for(const program_bi
       // Drop slots whose programs are gone (none is being built: a slot
       // being built is held by its builder, use_count > 1).
       for (auto it = programs_.begin(); it != programs_.end();) {
-        if (it->second.use_count() == 1 && it->second->program.expired()) {
+        if (it->second.use_count() == 1 && slot_expired(*it->second)) {
           it = programs_.erase(it);
         } else {
           ++it;
@@ -105,7 +117,7 @@ std::shared_ptr<const realized_program> ocl_engine::program_for(const program_bi
       }
     }
   }
-  std::lock_guard<std::mutex> lock(slot->mu);
+  lock_guard<mutex> lock(slot->mu);
   if (auto p = slot->program.lock()) return p;
   auto p = std::make_shared<const realized_program>(*this, binary, name);
   slot->program = p;

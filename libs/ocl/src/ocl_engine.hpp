@@ -14,11 +14,11 @@
 #include <CL/cl.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "device_list.hpp"
+#include "primcache/base/thread_annotations.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
 #include "program_binary.hpp"
 
@@ -63,11 +63,13 @@ class ocl_engine final : public runtime_internal::engine_impl {
   cl_command_queue service_queue_ = nullptr;
 
   struct program_slot {
-    std::mutex mu;                                  // held while the slot's program is built
-    std::weak_ptr<const realized_program> program;  // guarded by mu
+    mutex mu;  // held while the slot's program is built
+    std::weak_ptr<const realized_program> program PRIMCACHE_GUARDED_BY(mu);
   };
-  mutable std::mutex programs_mu_;  // guards programs_
-  mutable std::unordered_map<const void*, std::shared_ptr<program_slot>> programs_;
+  // Held only to find or add a slot, never during a build.
+  mutable mutex programs_mu_;
+  mutable std::unordered_map<const void*, std::shared_ptr<program_slot>> programs_
+      PRIMCACHE_GUARDED_BY(programs_mu_);
 };
 
 // The engine_impl of a memory or stream known to be on an OpenCL engine.

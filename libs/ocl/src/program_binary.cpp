@@ -137,7 +137,7 @@ realized_kernel::~realized_kernel() {
 
 void realized_kernel::enqueue(cl_command_queue queue, const kernel_plan& plan,
                               const std::vector<cl_mem>& mems) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  lock_guard<mutex> lock(mu_);
   enqueue_kernel(queue, kernel_, plan, mems);
 }
 

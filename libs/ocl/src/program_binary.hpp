@@ -19,9 +19,10 @@
 #include <array>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "primcache/base/thread_annotations.hpp"
 
 namespace primcache::ocl_internal {
 
@@ -75,7 +76,7 @@ class realized_kernel {
  private:
   std::shared_ptr<const realized_program> program_;
   cl_kernel kernel_ = nullptr;
-  mutable std::mutex mu_;
+  mutable mutex mu_;  // serializes argument setting and enqueue on kernel_
 };
 
 }  // namespace primcache::ocl_internal
