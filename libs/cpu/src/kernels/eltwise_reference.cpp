@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "kernels/eltwise_kernel.hpp"
+#include "kernels/padded_index_walk.hpp"
 #include "primcache/tensor/numeric.hpp"
 
 namespace primcache::cpu_internal {
@@ -9,9 +10,6 @@ namespace primcache::cpu_internal {
 void eltwise_reference(const eltwise_problem& p, const eltwise_args& args) {
   const memory_desc& s = p.src;
   const memory_desc& d = p.dst;
-  const int nd = d.ndims();
-  dims_array i{};
-  const auto bound = d.padded_dims();
   auto read = [&](std::int64_t off) {
     return s.data_type() == data_type::f32
                ? static_cast<const float*>(args.src)[off]
@@ -25,34 +23,27 @@ void eltwise_reference(const eltwise_problem& p, const eltwise_args& args) {
     }
   };
   std::vector<float> operands(p.post_ops.size());
-  for (;;) {
-    bool real = true;
-    for (int k = 0; k < nd; ++k) real = real && i[k] < d.dims()[k];
-    const dims_view index(std::span(i.data(), static_cast<std::size_t>(nd)));
+  for_each_padded_index(d, [&](dims_view index, bool real) {
     const std::int64_t doff = d.offset_of(index);
     if (!real) {
       write(doff, 0.f);
-    } else {
-      for (std::size_t k = 0; k < p.post_ops.size(); ++k) {
-        const post_op& op = p.post_ops[k];
-        if (op.what != post_op::kind::binary_add) continue;
-        const float* base = args.binary_operands[op.binary.arg_index];
-        switch (op.binary.broadcast) {
-          case binary_broadcast::per_channel: operands[k] = base[i[1]]; break;
-          case binary_broadcast::scalar: operands[k] = base[0]; break;
-          default: operands[k] = base[doff]; break;
-        }
+      return;
+    }
+    for (std::size_t k = 0; k < p.post_ops.size(); ++k) {
+      const post_op& op = p.post_ops[k];
+      if (op.what != post_op::kind::binary_add) continue;
+      const float* base = args.binary_operands[op.binary.arg_index];
+      switch (op.binary.broadcast) {
+        case binary_broadcast::per_channel:
+          operands[k] = base[index.size() > 1 ? index[1] : 0];
+          break;
+        case binary_broadcast::scalar: operands[k] = base[0]; break;
+        default: operands[k] = base[doff]; break;
       }
-      const float y = eltwise_reference(read(s.offset_of(index)), p.op);
-      write(doff, apply_post_ops_reference(y, p.post_ops, operands.data()));
     }
-    int k = nd - 1;
-    for (; k >= 0; --k) {
-      if (++i[k] < bound[k]) break;
-      i[k] = 0;
-    }
-    if (k < 0) break;
-  }
+    const float y = eltwise_reference(read(s.offset_of(index)), p.op);
+    write(doff, apply_post_ops_reference(y, p.post_ops, operands.data()));
+  });
 }
 
 }  // namespace primcache::cpu_internal

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -11,14 +12,9 @@
 namespace primcache::cpu_internal {
 namespace {
 
-// The walk is the reorder kernel's; the eltwise kernel's messages about it
-// say so too.
-failure invalid(const std::string& message) {
-  return kernel_invalid("reorder", message);
-}
-failure unimplemented(const std::string& message) {
-  return kernel_unimplemented("reorder", message);
-}
+// The walk is the reorder kernel's: plan_walk's failures name it, for the
+// eltwise kernel too.
+constexpr std::string_view walk_owner = "reorder";
 
 // One level of a layout's addressing of a dimension: index i contributes
 // ((i / lo) % (next level's lo / lo)) * stride, the top level (i / lo) * stride.
@@ -96,7 +92,7 @@ result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsi
   plan.src_offset0 = src.offset0();
   plan.dst_offset0 = dst.offset0();
   if (dst_overlaps(dst)) {
-    return invalid("dst " + dst.to_string() + " has overlapping strides");
+    return kernel_invalid(walk_owner, "dst " + dst.to_string() + " has overlapping strides");
   }
   std::vector<walk_loop> loops;
   for (int d = 0; d < plan.ndims; ++d) {
@@ -109,8 +105,9 @@ result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsi
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     for (std::size_t k = 1; k < cuts.size(); ++k) {
       if (cuts[k] % cuts[k - 1] != 0) {
-        return unimplemented("the blocks of dimension " + std::to_string(d) + " in " +
-                             src.to_string() + " and " + dst.to_string() + " do not nest");
+        return kernel_unimplemented(walk_owner, "the blocks of dimension " + std::to_string(d) +
+                                                    " in " + src.to_string() + " and " +
+                                                    dst.to_string() + " do not nest");
       }
     }
     plan.dims[d] = dst.dims()[d];

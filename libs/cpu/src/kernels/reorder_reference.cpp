@@ -1,6 +1,7 @@
 #include <cstring>
 #include <span>
 
+#include "kernels/padded_index_walk.hpp"
 #include "kernels/reorder_config.hpp"
 #include "kernels/reorder_kernel.hpp"
 #include "primcache/tensor/numeric.hpp"
@@ -36,36 +37,27 @@ void write_f32(void* base, data_type dt, std::int64_t off, float v) {
 void reorder_reference(const reorder_problem& p, const reorder_args& args) {
   const memory_desc& s = p.src;
   const memory_desc& d = p.dst;
-  const int nd = d.ndims();
   const bool raw = reorder_is_raw(p);
   const std::size_t es = size_of(d.data_type());
-  dims_array i{};
-  const auto bound = d.padded_dims();
-  for (;;) {
-    bool real = true;
-    for (int k = 0; k < nd; ++k) real = real && i[k] < d.dims()[k];
-    const std::int64_t doff = d.offset_of(dims_view(std::span(i.data(), nd)));
+  for_each_padded_index(d, [&](dims_view i, bool real) {
+    const std::int64_t doff = d.offset_of(i);
     if (!real) {
       std::memset(static_cast<char*>(args.dst) + doff * static_cast<std::int64_t>(es), 0, es);
-    } else {
-      const std::int64_t soff = s.offset_of(dims_view(std::span(i.data(), nd)));
-      if (raw) {
-        std::memcpy(static_cast<char*>(args.dst) + doff * static_cast<std::int64_t>(es),
-                    static_cast<const char*>(args.src) + soff * static_cast<std::int64_t>(es), es);
-      } else {
-        float v = read_f32(args.src, s.data_type(), soff);
-        if (p.scales == reorder_scales::common) v *= args.scales[0];
-        if (p.scales == reorder_scales::per_dim) v *= args.scales[i[p.scale_dim]];
-        write_f32(args.dst, d.data_type(), doff, v);
-      }
+      return;
     }
-    int k = nd - 1;
-    for (; k >= 0; --k) {
-      if (++i[k] < bound[k]) break;
-      i[k] = 0;
+    const std::int64_t soff = s.offset_of(i);
+    if (raw) {
+      std::memcpy(static_cast<char*>(args.dst) + doff * static_cast<std::int64_t>(es),
+                  static_cast<const char*>(args.src) + soff * static_cast<std::int64_t>(es), es);
+      return;
     }
-    if (k < 0) break;
-  }
+    float v = read_f32(args.src, s.data_type(), soff);
+    if (p.scales == reorder_scales::common) v *= args.scales[0];
+    if (p.scales == reorder_scales::per_dim) {
+      v *= args.scales[i[static_cast<std::size_t>(p.scale_dim)]];
+    }
+    write_f32(args.dst, d.data_type(), doff, v);
+  });
 }
 
 }  // namespace primcache::cpu_internal
