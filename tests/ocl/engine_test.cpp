@@ -80,3 +80,22 @@ TEST_CASE("a malformed PRIMCACHE_OCL_DEVICE is reported once and every device st
   REQUIRE(reports.size() == 1);
   REQUIRE(reports[0].find("PRIMCACHE_OCL_DEVICE") != std::string::npos);
 }
+
+TEST_CASE("a buffer larger than the device can hold is an out-of-memory error",
+          "[ocl][memory][errors]") {
+  engine eng(engine_kind::gpu, 0);
+  cl_ulong max_alloc = 0;
+  REQUIRE(clGetDeviceInfo(ocl_interop::get_device(eng), CL_DEVICE_MAX_MEM_ALLOC_SIZE,
+                          sizeof max_alloc, &max_alloc, nullptr) == CL_SUCCESS);
+  // One f32 row more than the largest allocation.
+  const auto elems = static_cast<std::int64_t>(max_alloc / 4 + 1);
+  memory::desc md({elems}, data_type::f32, format_tag::a);
+  try {
+    memory m(md, eng);
+    FAIL("the allocation succeeded");
+  } catch (const error& e) {
+    REQUIRE(e.code() == status::out_of_memory);
+    REQUIRE_THAT(e.message(), Catch::Contains("CL_DEVICE_MAX_MEM_ALLOC_SIZE") &&
+                                  Catch::Contains(std::to_string(elems * 4)));
+  }
+}

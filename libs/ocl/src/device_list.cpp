@@ -94,6 +94,9 @@ device_entry describe_device(cl_device_id device) {
   check(clGetDeviceInfo(device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof e.compute_units,
                         &e.compute_units, nullptr),
         "clGetDeviceInfo(CL_DEVICE_MAX_COMPUTE_UNITS)");
+  check(clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof e.max_mem_alloc_size,
+                        &e.max_mem_alloc_size, nullptr),
+        "clGetDeviceInfo(CL_DEVICE_MAX_MEM_ALLOC_SIZE)");
   e.platform_name = platform_string(e.platform, CL_PLATFORM_NAME);
   e.device_name = device_string(device, CL_DEVICE_NAME);
   e.driver_version = device_string(device, CL_DRIVER_VERSION);

@@ -27,6 +27,7 @@ struct device_entry {
   std::size_t max_work_group_size = 1;
   cl_ulong local_mem_size = 0;
   cl_uint compute_units = 1;
+  cl_ulong max_mem_alloc_size = 0;
 };
 
 // The devices engine(engine_kind::gpu, i) can pick, after PRIMCACHE_OCL_DEVICE.

@@ -8,6 +8,12 @@ namespace primcache::ocl_internal {
 
 buffer_storage::buffer_storage(const ocl_engine& eng, std::size_t bytes)
     : memory_storage(eng), ocl_(eng), bytes_(bytes), owned_(true) {
+  if (bytes > eng.device_info().max_mem_alloc_size) {
+    throw error(status::out_of_memory,
+                "cannot allocate " + std::to_string(bytes) + " bytes on " + eng.describe() +
+                    ": the device's largest allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE) is " +
+                    std::to_string(eng.device_info().max_mem_alloc_size) + " bytes");
+  }
   cl_int err = CL_SUCCESS;
   // OpenCL refuses zero-sized buffers; an empty tensor still gets a handle.
   mem_ = clCreateBuffer(eng.context(), CL_MEM_READ_WRITE, bytes == 0 ? 1 : bytes, nullptr, &err);
