@@ -15,17 +15,29 @@ kernel_plan eltwise_plan(const eltwise_problem& p) {
   plan.name = "primcache_eltwise";
   const int n = p.src.ndims();
   const std::int64_t count = p.src.nelems();
-  std::string s = offset_function(p.src, "src_off") + offset_function(p.dst, "dst_off");
-  s += "__kernel void primcache_eltwise(__global const float* src, __global float* dst) {\n";
+  std::vector<std::string> index;
+  for (int d = 0; d < n; ++d) index.push_back("i" + std::to_string(d));
+  std::string s = offset_function(p.src, "src_off") + offset_function(p.dst, "dst_off") +
+                  post_op_functions(p.post_ops);
+  s += "__kernel void primcache_eltwise(__global const float* src" + post_op_params(p.post_ops) +
+       ", __global float* dst) {\n";
   s += "  const long gid = get_global_id(0);\n";
   s += "  if (gid >= " + std::to_string(count) + "L) return;\n";
   s += index_split(p.src.dims(), "gid", "i");
-  s += "  const float v = src[src_off(" + index_list(n, "i") + ")];\n";
-  s += "  dst[dst_off(" + index_list(n, "i") +
-       ")] = " + eltwise_expression(p.alg, p.alpha, p.beta) + ";\n}\n";
+  s += "  float v = src[src_off(" + index_list(n, "i") + ")];\n";
+  s += "  v = " + eltwise_expression(p.alg, p.alpha, p.beta) + ";\n";
+  s += post_op_statements(p.post_ops, index);
+  s += "  dst[dst_off(" + index_list(n, "i") + ")] = v;\n}\n";
   plan.source = std::move(s);
-  plan.args = {PRIMCACHE_ARG_SRC, PRIMCACHE_ARG_DST};
-  plan.arg_bytes = {p.src.size_bytes(), p.dst.size_bytes()};
+  plan.args = {PRIMCACHE_ARG_SRC};
+  plan.arg_bytes = {p.src.size_bytes()};
+  for (const auto& op : p.post_ops) {
+    if (!op.binary) continue;
+    plan.args.push_back(op.arg);
+    plan.arg_bytes.push_back(op.src1.size_bytes());
+  }
+  plan.args.push_back(PRIMCACHE_ARG_DST);
+  plan.arg_bytes.push_back(p.dst.size_bytes());
   plan.global[0] = static_cast<std::size_t>(count == 0 ? 1 : count);
   return plan;
 }

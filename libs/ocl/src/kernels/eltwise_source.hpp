@@ -1,8 +1,11 @@
 // kernels/eltwise_source.hpp — the OpenCL C of an eltwise forward: one
 // work-item per logical element, src and dst addressed through their own
-// layouts, the algorithm and alpha/beta baked in.
+// layouts, the algorithm and alpha/beta baked in, then the post-op chain.
 #pragma once
 
+#include <vector>
+
+#include "kernels/post_op_source.hpp"
 #include "primcache/runtime/attr.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 #include "program_binary.hpp"
@@ -15,6 +18,7 @@ struct eltwise_problem {
   algorithm alg = algorithm::eltwise_relu;
   float alpha = 0.f;
   float beta = 0.f;
+  std::vector<post_op_entry> post_ops;  // applied after the algorithm
 };
 
 // Whether the generator has an expression for `alg`.

@@ -5,25 +5,18 @@
 
 #include <vector>
 
+#include "kernels/post_op_source.hpp"
 #include "primcache/runtime/attr.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 
 namespace primcache::ocl_internal {
-
-struct matmul_post_op {
-  bool binary = false;  // false: eltwise
-  algorithm alg = algorithm::undef;
-  float scale = 1.f, alpha = 0.f, beta = 0.f;
-  memory_desc src1;  // binary add: dims 1 or dst's, any strides
-  int arg = 0;       // binary: PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(i) | SRC_1
-};
 
 struct matmul_problem {
   memory_desc src;      // (M, K) or (B | 1, M, K)
   memory_desc weights;  // (K, N) or (B | 1, K, N)
   memory_desc bias;     // empty, (1, N) or (1, 1, N)
   memory_desc dst;      // (M, N) or (B, M, N)
-  std::vector<matmul_post_op> post_ops;
+  std::vector<post_op_entry> post_ops;
 
   std::int64_t batch() const { return dst.ndims() == 3 ? dst.dims()[0] : 1; }
   std::int64_t m() const { return dst.dims()[dst.ndims() - 2]; }

@@ -1,7 +1,7 @@
 #include "kernels/matmul_source.hpp"
 
 #include "kernels/addressing.hpp"
-#include "kernels/eltwise_expression.hpp"
+#include "kernels/post_op_source.hpp"
 #include "primcache/runtime/args.h"
 
 namespace primcache::ocl_internal {
@@ -57,16 +57,17 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
     plan.args.push_back(PRIMCACHE_ARG_BIAS);
     plan.arg_bytes.push_back(p.bias.size_bytes());
   }
-  for (std::size_t i = 0; i < p.post_ops.size(); ++i) {
-    if (!p.post_ops[i].binary) continue;
-    params += ", __global const float* po" + std::to_string(i);
-    plan.args.push_back(p.post_ops[i].arg);
-    plan.arg_bytes.push_back(p.post_ops[i].src1.size_bytes());
+  params += post_op_params(p.post_ops);
+  for (const auto& op : p.post_ops) {
+    if (!op.binary) continue;
+    plan.args.push_back(op.arg);
+    plan.arg_bytes.push_back(op.src1.size_bytes());
   }
   params += ", __global float* C";
   plan.args.push_back(PRIMCACHE_ARG_DST);
   plan.arg_bytes.push_back(p.dst.size_bytes());
 
+  s += post_op_functions(p.post_ops);
   s += "__kernel __attribute__((reqd_work_group_size(WGN, WGM, 1)))\n";
   s += "void primcache_matmul(" + params + ") {\n";
   s += "  const int ln = get_local_id(0), lm = get_local_id(1);\n";
@@ -136,11 +137,6 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
 
   // Store: bias, then the post-ops in order, then dst.
   const int dn = p.dst.ndims();
-  for (std::size_t i = 0; i < p.post_ops.size(); ++i) {
-    if (!p.post_ops[i].binary) continue;
-    const memory_desc& o = p.post_ops[i].src1;
-    s += "  po" + std::to_string(i) + " += " + l(o.offset0()) + ";\n";
-  }
   s += "  for (int i = 0; i < TM; ++i) {\n";
   s += "    const long m = m0 + lm + i * WGM;\n";
   s += "    if (m >= " + l(M) + ") break;\n";
@@ -155,22 +151,8 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
       s += "      v += bias[" + l(p.bias.offset0()) + " + n * " + l(p.bias.strides()[bn_ - 1]) +
            "];\n";
     }
-    for (std::size_t k = 0; k < p.post_ops.size(); ++k) {
-      const matmul_post_op& op = p.post_ops[k];
-      if (op.binary) {
-        const memory_desc& o = op.src1;
-        std::string off;
-        const std::string idx[3] = {"b", "m", "n"};
-        for (int d = 0; d < dn; ++d) {
-          if (o.dims()[d] == 1) continue;
-          off += " + " + idx[d + (3 - dn)] + " * " + l(o.strides()[d]);
-        }
-        s += "      v += po" + std::to_string(k) + "[0" + off + "];\n";
-      } else {
-        s += "      v = " + eltwise_expression(op.alg, op.alpha, op.beta) + ";\n";
-        if (op.scale != 1.f) s += "      v *= " + float_literal(op.scale) + ";\n";
-      }
-    }
+    s += post_op_statements(p.post_ops, dn == 3 ? std::vector<std::string>{"b", "m", "n"}
+                                                : std::vector<std::string>{"m", "n"});
     s += "      C[" + l(p.dst.offset0()) + " + b * " + l(sd.b) + " + m * " + l(sd.r) + " + n * " +
          l(sd.c) + "] = v;\n    }\n";
   }

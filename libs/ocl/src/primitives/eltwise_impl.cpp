@@ -4,6 +4,7 @@
 #include "kernel_primitive.hpp"
 #include "kernels/eltwise_source.hpp"
 #include "primcache/runtime/backend/registry.hpp"
+#include "primitives/post_op_translation.hpp"
 #include "primitives/registration.hpp"
 
 namespace primcache::ocl_internal {
@@ -16,7 +17,6 @@ result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_eltwis
     const runtime_internal::op_desc& desc, const primitive_attr& attr,
     const runtime_internal::engine_impl& eng) {
   const eltwise_fwd_op& op = std::get<eltwise_fwd_op>(desc);
-  if (!attr.get_post_ops().entries().empty()) return unimplemented("post-ops on OpenCL eltwise");
   if (attr.has_output_scales()) return unimplemented("output scales on OpenCL eltwise");
   if (op.src.is_any()) return failure{status::invalid_arguments, "eltwise src cannot be any"};
   if (!eltwise_supported(op.alg)) {
@@ -31,13 +31,19 @@ result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_eltwis
   p.alg = op.alg;
   p.alpha = op.alpha;
   p.beta = op.beta;
+  auto chain = translate_post_ops(attr, p.dst);
+  if (!chain) return chain.why();
+  p.post_ops = std::move(chain).value();
+  std::map<int, memory_desc> mds = {{PRIMCACHE_ARG_SRC, p.src}, {PRIMCACHE_ARG_DST, p.dst}};
+  for (const auto& po : p.post_ops) {
+    if (po.binary) mds[po.arg] = po.src1;
+  }
   key_writer w;
   p.src.write_key(w);
   p.dst.write_key(w);
   w.enumeration(p.alg).f32(p.alpha).f32(p.beta);
-  return make_kernel_pd(primitive_kind::eltwise, "ocl:eltwise", attr, eng,
-                        {{PRIMCACHE_ARG_SRC, p.src}, {PRIMCACHE_ARG_DST, p.dst}}, eltwise_plan(p),
-                        std::move(w));
+  return make_kernel_pd(primitive_kind::eltwise, "ocl:eltwise", attr, eng, std::move(mds),
+                        eltwise_plan(p), std::move(w));
 }
 
 }  // namespace
