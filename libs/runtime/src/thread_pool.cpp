@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +34,12 @@ thread_local bool tl_in_region = false;
 // region of a multi-stage kernel finds the workers awake, short enough not
 // to burn a shared core for long.
 constexpr int kSpinIterations = 2000;
+
+// How long after outside callers last filled the pool a new region still
+// runs on its caller (see the header's contract).
+constexpr std::int64_t kSaturationGraceTicks =
+    std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::microseconds(100))
+        .count();
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -214,7 +221,13 @@ void thread_pool::parallel_for(int nthr, parallel_body f) {
     std::atomic<int>& n;
     ~caller_count() { n.fetch_sub(1, std::memory_order_relaxed); }
   } counted{active_callers_};
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   if (active_callers_.fetch_add(1, std::memory_order_relaxed) + 1 >= size()) {
+    saturated_at_.store(now, std::memory_order_relaxed);
+    run_inline(nthr, f);
+    return;
+  }
+  if (now - saturated_at_.load(std::memory_order_relaxed) < kSaturationGraceTicks) {
     run_inline(nthr, f);
     return;
   }

@@ -25,7 +25,9 @@
 //   never on the thread. The pool offers size() threads in all: while as
 //   many outside callers (or more) are inside parallel_for, a region runs
 //   all its shares on its caller, as it does when more than 64 regions run
-//   at once.
+//   at once, and for a short while (100 us) after callers last did: two
+//   callers alternating small regions with work of their own keep running
+//   their regions themselves instead of waking a worker between them.
 // - nthr is clamped to [1, size()]. If f throws, the first exception of a
 //   region is rethrown to that region's caller after every ithr of it has
 //   finished; other regions are not affected.
@@ -127,6 +129,12 @@ class PRIMCACHE_API thread_pool {
 
   std::atomic<int> size_;
   std::atomic<int> active_callers_{0};  // outside callers inside parallel_for
+  // When outside callers last filled the pool (steady_clock ticks). Regions
+  // starting shortly after run on their callers too: callers that alternate
+  // between a short region and a little work of their own are inside
+  // parallel_for together only part of the time, and waking a worker for
+  // the moments between would oversubscribe the cores they share.
+  std::atomic<std::int64_t> saturated_at_{INT64_MIN / 2};
   mutex workers_mu_;
   std::vector<std::thread> workers_ PRIMCACHE_GUARDED_BY(workers_mu_);
   // Bit i: slot i is owned by a caller (its region runs or is being set up).
