@@ -1,6 +1,6 @@
 // What execute()'s argument checks cost: the same primitive executed through
 // primitive::execute (every argument checked against the primitive
-// descriptor) and through runtime_internal::execute_unchecked (the checks
+// descriptor) and through backend::execute_unchecked (the checks
 // skipped), with oneDNN 2.6's execute of the same operation beside them.
 //
 //   BM_Execute/checked/<op>     primitive::execute
@@ -58,7 +58,7 @@ void BM_Execute(benchmark::State& state, pc_case (*make)()) {
     if constexpr (Checked) {
       c.prim.execute(strm, c.args);
     } else {
-      pc::runtime_internal::execute_unchecked(c.prim, strm, c.args);
+      pc::backend::execute_unchecked(c.prim, strm, c.args);
     }
     benchmark::ClobberMemory();
   }

@@ -48,7 +48,7 @@ struct pinned {
 
 template <class PrimitiveDesc>
 pinned key_of(const PrimitiveDesc& pd) {
-  return {pd.impl_info_str(), pd.impl().cache_key().hash()};
+  return {pd.impl_info_str(), backend::impl_of(pd).cache_key().hash()};
 }
 
 matmul::primitive_desc a_matmul() {

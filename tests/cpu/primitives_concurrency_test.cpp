@@ -121,8 +121,8 @@ TEST_CASE("a concurrent ISA cap change never files code for one ISA under anothe
         const int k = 4 + t * 12 + i;  // distinct shapes: every creation compiles
         memory::desc md({k, k}, data_type::f32, format_tag::ab);
         matmul::primitive_desc pd(matmul::desc(md, md, md), cpu());
-        const auto* bound = dynamic_cast<const cpu_internal::isa_bound_pd*>(&pd.impl());
-        const auto in_key = isa_in_key(pd.impl().cache_key());
+        const auto* bound = dynamic_cast<const cpu_internal::isa_bound_pd*>(&backend::impl_of(pd));
+        const auto in_key = isa_in_key(backend::impl_of(pd).cache_key());
         if (bound == nullptr || !in_key) {
           ++missing[t];
         } else if (bound->bound_isa() != *in_key) {

@@ -48,10 +48,9 @@ namespace {
 
 // An implementation whose OpenCL C does not compile, for eltwise_exp with
 // alpha 1234.5 only (no other test asks for that).
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_broken_pd(
-    const runtime_internal::op_desc& desc, const primitive_attr& attr,
-    const runtime_internal::engine_impl& eng) {
-  const auto& op = std::get<runtime_internal::eltwise_fwd_op>(desc);
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_broken_pd(
+    const backend::op_desc& desc, const primitive_attr& attr, const backend::engine_impl& eng) {
+  const auto& op = std::get<backend::eltwise_fwd_op>(desc);
   if (op.alg != algorithm::eltwise_exp || op.alpha != 1234.5f) {
     return failure{status::unimplemented, "not the broken test kernel"};
   }
@@ -62,9 +61,9 @@ result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_broken
   plan.arg_bytes = {op.src.size_bytes()};
   key_writer w;
   op.src.write_key(w);
-  return ocl_internal::make_kernel_pd(
-      runtime_internal::primitive_kind::eltwise, "test:broken", attr, eng,
-      {{PRIMCACHE_ARG_SRC, op.src}, {PRIMCACHE_ARG_DST, op.src}}, std::move(plan), std::move(w));
+  return ocl_internal::make_kernel_pd(backend::primitive_kind::eltwise, "test:broken", attr, eng,
+                                      {{PRIMCACHE_ARG_SRC, op.src}, {PRIMCACHE_ARG_DST, op.src}},
+                                      std::move(plan), std::move(w));
 }
 
 }  // namespace
@@ -72,9 +71,8 @@ result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_broken
 TEST_CASE("a failing program build reaches every waiter and is not cached",
           "[ocl][concurrency][errors]") {
   static const bool registered = [] {
-    runtime_internal::register_implementation({"test:broken", engine_kind::gpu,
-                                               runtime_internal::primitive_kind::eltwise, 1000,
-                                               &make_broken_pd});
+    backend::register_implementation(
+        {"test:broken", engine_kind::gpu, backend::primitive_kind::eltwise, 1000, &make_broken_pd});
     return true;
   }();
   REQUIRE(registered);

@@ -15,12 +15,12 @@ TEST_CASE("the OpenCL backend sees at least one device as a gpu engine", "[ocl][
   REQUIRE(eng.get_kind() == engine_kind::gpu);
   SECTION("its identity names the device and never a pointer") {
     key_writer a, b;
-    eng.impl().write_identity(a);
-    ocl_interop::make_engine(ocl_interop::get_device(eng), ocl_interop::get_context(eng))
-        .impl()
+    backend::impl_of(eng).write_identity(a);
+    backend::impl_of(
+        ocl_interop::make_engine(ocl_interop::get_device(eng), ocl_interop::get_context(eng)))
         .write_identity(b);
     REQUIRE(a.finish() == b.finish());
-    REQUIRE(eng.impl().describe().rfind("ocl:", 0) == 0);
+    REQUIRE(backend::impl_of(eng).describe().rfind("ocl:", 0) == 0);
   }
   SECTION("a device index past the last one is a clear error") {
     REQUIRE_THROWS_WITH(engine(engine_kind::gpu, 1000), Catch::Contains("out of range"));

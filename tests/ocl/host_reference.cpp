@@ -68,7 +68,7 @@ std::vector<float> pattern(std::size_t n, std::uint32_t seed) {
 
 namespace {
 
-class host_engine final : public primcache::runtime_internal::engine_impl {
+class host_engine final : public primcache::backend::engine_impl {
  public:
   host_engine() : engine_impl(primcache::engine_kind::cpu, 0) {}
   void write_identity(primcache::key_writer& w) const override { w.str("test-host"); }
@@ -83,9 +83,9 @@ class host_engine final : public primcache::runtime_internal::engine_impl {
 
 void register_host_engine() {
   static const bool done = [] {
-    primcache::runtime_internal::register_engine_factory(
+    primcache::backend::register_engine_factory(
         primcache::engine_kind::cpu, [] { return std::size_t{1}; },
-        [](std::size_t) -> std::shared_ptr<const primcache::runtime_internal::engine_impl> {
+        [](std::size_t) -> std::shared_ptr<const primcache::backend::engine_impl> {
           return std::make_shared<const host_engine>();
         });
     return true;

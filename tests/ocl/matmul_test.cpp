@@ -53,7 +53,7 @@ reference_result matmul_reference(const shape& s, const memory::desc& a_md,
 }
 
 void run_and_check(const shape& s, bool transposed_weights, bool with_bias, bool with_post_ops,
-                   const runtime_internal::matmul_op* forced_op = nullptr,
+                   const backend::matmul_op* forced_op = nullptr,
                    const ocl_internal::matmul_config* config = nullptr) {
   engine eng(engine_kind::gpu, 0);
   stream strm(eng);
@@ -79,13 +79,13 @@ void run_and_check(const shape& s, bool transposed_weights, bool with_bias, bool
     ops.append_binary(algorithm::binary_add, add_md);
     attr.set_post_ops(ops);
   }
-  runtime_internal::matmul_op op{a_md, w_md, bias_md, d_md};
+  backend::matmul_op op{a_md, w_md, bias_md, d_md};
   if (forced_op) op = *forced_op;
   primitive_desc pd;
   if (config) {
-    auto impl = ocl_internal::make_matmul_pd(op, attr, eng.impl(), config);
+    auto impl = ocl_internal::make_matmul_pd(op, attr, backend::impl_of(eng), config);
     REQUIRE(impl.has_value());
-    pd = primitive_desc(impl.value(), eng);
+    pd = backend::make_primitive_desc(impl.value(), eng);
   } else {
     pd = matmul::primitive_desc(matmul::desc(a_md, w_md, bias_md, d_md), attr, eng);
   }
@@ -163,15 +163,15 @@ TEST_CASE("a matmul configuration the device cannot run is refused with a reason
           "[ocl][matmul][config]") {
   engine eng(engine_kind::gpu, 0);
   const memory::desc md({4, 4}, data_type::f32, format_tag::ab);
-  const runtime_internal::matmul_op op{md, md, memory::desc(), md};
+  const backend::matmul_op op{md, md, memory::desc(), md};
   ocl_internal::matmul_config c;
   c.vec_width = 3;
-  auto r = ocl_internal::make_matmul_pd(op, primitive_attr(), eng.impl(), &c);
+  auto r = ocl_internal::make_matmul_pd(op, primitive_attr(), backend::impl_of(eng), &c);
   REQUIRE_FALSE(r.has_value());
   REQUIRE(r.why().message.find("vec_width") != std::string::npos);
   c = {};
   c.wg_m = c.wg_n = 4096;
-  r = ocl_internal::make_matmul_pd(op, primitive_attr(), eng.impl(), &c);
+  r = ocl_internal::make_matmul_pd(op, primitive_attr(), backend::impl_of(eng), &c);
   REQUIRE_FALSE(r.has_value());
   REQUIRE(r.why().message.find("exceeds the device") != std::string::npos);
 }

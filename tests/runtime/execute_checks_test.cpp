@@ -143,7 +143,7 @@ TEST_CASE("output scales are a run-time value: they share compiled code and neve
   twice.execute(stream(eng), src, dst);
   CHECK(static_cast<float*>(dst.get_data_handle())[14] == 16.f);
   // Descriptors still tell the values apart.
-  CHECK(with_scale(0.5f).impl_ptr() != with_scale(2.f).impl_ptr());
+  CHECK(backend::impl_ptr_of(with_scale(0.5f)) != backend::impl_ptr_of(with_scale(2.f)));
 }
 
 TEST_CASE("a creation that asks the cache for its own key fails instead of waiting forever",
@@ -191,19 +191,19 @@ TEST_CASE("backends wrap their own device objects and queues (interop)", "[runti
   engine registered(engine_kind::gpu, 0);
   // Equality is identity of the device object: wrapping the registered
   // one gives an equal engine (an interop engine wraps a new one).
-  engine wrapped = runtime_internal::wrap_engine(
-      std::shared_ptr<const runtime_internal::engine_impl>(&registered.impl(), [](auto*) {}));
+  engine wrapped = backend::wrap_engine(
+      std::shared_ptr<const backend::engine_impl>(&backend::impl_of(registered), [](auto*) {}));
   CHECK(wrapped == registered);
   CHECK(wrapped.get_kind() == engine_kind::gpu);
-  struct counting final : runtime_internal::stream_impl {
+  struct counting final : backend::stream_impl {
     int waits = 0;
     void wait() override { ++waits; }
   };
   auto queue = std::make_shared<counting>();
-  stream s = runtime_internal::wrap_stream(registered, queue);
+  stream s = backend::wrap_stream(registered, queue);
   s.wait();
   CHECK(queue->waits == 1);
-  CHECK(&s.impl() == queue.get());
-  CHECK_THROWS_WITH(runtime_internal::wrap_engine(nullptr), Contains("null"));
-  CHECK_THROWS_WITH(runtime_internal::wrap_stream(registered, nullptr), Contains("null"));
+  CHECK(&backend::impl_of(s) == queue.get());
+  CHECK_THROWS_WITH(backend::wrap_engine(nullptr), Contains("null"));
+  CHECK_THROWS_WITH(backend::wrap_stream(registered, nullptr), Contains("null"));
 }

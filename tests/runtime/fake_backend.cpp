@@ -19,7 +19,7 @@ std::atomic<int> factory_calls_17{0};
 namespace {
 
 using namespace primcache;
-using namespace primcache::runtime_internal;
+using namespace primcache::backend;
 
 class fake_engine final : public engine_impl {
  public:
@@ -97,7 +97,7 @@ std::shared_ptr<const primitive_impl> copy_pd_impl::create_impl(const engine& en
   if (d0 == 7 || d0 == 11) {
     // 11 nests itself: a creation asking for its own key.
     auto npd = copy_pd(d0 == 7 ? 8 : 11, op_.src.dims()[1]);
-    auto r = create_nested_impl(npd.impl(), eng);
+    auto r = create_nested_impl(backend::impl_of(npd), eng);
     last_nested_outcome.store(static_cast<int>(r.outcome));
     nested = std::move(r.value);
   }

@@ -40,8 +40,8 @@ primcache::reorder::primitive_desc copy_pd(std::int64_t d0, std::int64_t d1 = 4)
 
 // A copy descriptor under another implementation name (for tests that
 // register more implementations).
-std::shared_ptr<const primcache::runtime_internal::primitive_desc_impl> copy_pd_impl_for(
-    const primcache::primitive_attr& attr, const primcache::runtime_internal::reorder_op& op,
-    const primcache::runtime_internal::engine_impl& eng, const char* name);
+std::shared_ptr<const primcache::backend::primitive_desc_impl> copy_pd_impl_for(
+    const primcache::primitive_attr& attr, const primcache::backend::reorder_op& op,
+    const primcache::backend::engine_impl& eng, const char* name);
 
 }  // namespace fake

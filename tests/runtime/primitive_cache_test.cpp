@@ -168,26 +168,26 @@ TEST_CASE("accepted primitive descriptors are reused until the registry changes"
           "[runtime][primitive_cache][primitive_desc]") {
   fresh_cache guard;
   auto a = fake::copy_pd(55), b = fake::copy_pd(55);
-  CHECK(a.impl_ptr() == b.impl_ptr());  // the second creation skipped acceptance
+  CHECK(backend::impl_ptr_of(a) ==
+        backend::impl_ptr_of(b));  // the second creation skipped acceptance
   CHECK(a.impl_info_str() == "fake:copy");
 
   SECTION("a newly registered implementation is not hidden by cached descriptors") {
-    runtime_internal::register_implementation(
-        {"fake:copy_first", engine_kind::gpu, runtime_internal::primitive_kind::reorder, 20,
-         [](const runtime_internal::op_desc& op, const primitive_attr& attr,
-            const runtime_internal::engine_impl& eng)
-             -> result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> {
-           const auto& r = std::get<runtime_internal::reorder_op>(op);
+    backend::register_implementation(
+        {"fake:copy_first", engine_kind::gpu, backend::primitive_kind::reorder, 20,
+         [](const backend::op_desc& op, const primitive_attr& attr, const backend::engine_impl& eng)
+             -> result<std::shared_ptr<const backend::primitive_desc_impl>> {
+           const auto& r = std::get<backend::reorder_op>(op);
            if (r.src.dims()[0] != 56) return failure{status::unimplemented, "only 56 rows"};
            return fake::copy_pd_impl_for(attr, r, eng, "fake:copy_first");
          }});
     CHECK(fake::copy_pd(56).impl_info_str() == "fake:copy_first");
     CHECK(fake::copy_pd(55).impl_info_str() == "fake:copy");
-    CHECK(fake::copy_pd(55).impl_ptr() != a.impl_ptr());  // looked up afresh
+    CHECK(backend::impl_ptr_of(fake::copy_pd(55)) != backend::impl_ptr_of(a));  // looked up afresh
   }
   SECTION("capacity 0 disables it with the primitive cache") {
     set_primitive_cache_capacity(0);
-    CHECK(fake::copy_pd(57).impl_ptr() != fake::copy_pd(57).impl_ptr());
+    CHECK(backend::impl_ptr_of(fake::copy_pd(57)) != backend::impl_ptr_of(fake::copy_pd(57)));
   }
   SECTION("it is registered with control") {
     auto caches = control().list_caches();
@@ -271,7 +271,7 @@ TEST_CASE("a descriptor accepted while a setting changed is not filed under the 
   CHECK(fake::factory_calls_17.load() == 2);
   auto again = fake::copy_pd(17);  // the settings now match: a pd-cache hit
   CHECK(fake::factory_calls_17.load() == 2);
-  CHECK(first.impl_ptr() == again.impl_ptr());
+  CHECK(backend::impl_ptr_of(first) == backend::impl_ptr_of(again));
 }
 
 TEST_CASE("the primitive caches count entries and report no weight in bytes",

@@ -17,26 +17,26 @@ engine make_engine(cl_device_id device, cl_context context) {
   for (std::size_t i = 0; i < all.size(); ++i) {
     if (all[i].device == device) index = i;
   }
-  return runtime_internal::wrap_engine(
+  return backend::wrap_engine(
       std::make_shared<const ocl_internal::ocl_engine>(index, std::move(dev), context));
 }
 
 stream make_stream(const engine& eng, cl_command_queue queue) {
-  ocl_internal::ocl_engine_of(eng.impl());
-  return runtime_internal::wrap_stream(
-      eng, std::make_shared<ocl_internal::queue_stream>(queue, /*adopt=*/false));
+  ocl_internal::ocl_engine_of(backend::impl_of(eng));
+  return backend::wrap_stream(eng,
+                              std::make_shared<ocl_internal::queue_stream>(queue, /*adopt=*/false));
 }
 
 cl_context get_context(const engine& eng) {
-  return ocl_internal::ocl_engine_of(eng.impl()).context();
+  return ocl_internal::ocl_engine_of(backend::impl_of(eng)).context();
 }
 
 cl_device_id get_device(const engine& eng) {
-  return ocl_internal::ocl_engine_of(eng.impl()).device();
+  return ocl_internal::ocl_engine_of(backend::impl_of(eng)).device();
 }
 
 cl_command_queue get_queue(const stream& strm) {
-  return ocl_internal::queue_of(strm.impl());
+  return ocl_internal::queue_of(backend::impl_of(strm));
 }
 
 }  // namespace primcache::ocl_interop

@@ -16,23 +16,22 @@ void kernel_pd::write_op_key(key_writer& w) const {
   w.raw(op_key_.bytes());
 }
 
-std::shared_ptr<const runtime_internal::primitive_impl> kernel_pd::create_impl(
-    const engine& eng) const {
+std::shared_ptr<const backend::primitive_impl> kernel_pd::create_impl(const engine& eng) const {
   auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
-  return std::make_shared<const kernel_impl>(self, build_binary(ocl_engine_of(eng.impl()), plan_));
+  return std::make_shared<const kernel_impl>(
+      self, build_binary(ocl_engine_of(backend::impl_of(eng)), plan_));
 }
 
 kernel_resource::kernel_resource(const engine& eng, const program_binary& binary,
                                  const std::string& name)
-    : engine_(eng), kernel_(ocl_engine_of(eng.impl()).program_for(binary, name), name) {}
+    : engine_(eng), kernel_(ocl_engine_of(backend::impl_of(eng)).program_for(binary, name), name) {}
 
-void kernel_impl::create_resource(const engine& eng,
-                                  runtime_internal::resource_mapper& mapper) const {
+void kernel_impl::create_resource(const engine& eng, backend::resource_mapper& mapper) const {
   if (mapper.has(this)) return;
   mapper.add(this, std::make_unique<kernel_resource>(eng, binary_, pd_->plan().name));
 }
 
-cl_mem arg_buffer(const runtime_internal::exec_ctx& ctx, int arg, const char* what) {
+cl_mem arg_buffer(const backend::exec_ctx& ctx, int arg, const char* what) {
   const auto* s = dynamic_cast<const buffer_storage*>(ctx.arg_storage(arg));
   if (s == nullptr || s->mem() == nullptr) {
     throw error(status::invalid_arguments, std::string(what) + ": argument " + std::to_string(arg) +
@@ -41,7 +40,7 @@ cl_mem arg_buffer(const runtime_internal::exec_ctx& ctx, int arg, const char* wh
   return s->mem();
 }
 
-void kernel_impl::execute(const runtime_internal::exec_ctx& ctx) const {
+void kernel_impl::execute(const backend::exec_ctx& ctx) const {
   const auto* r = ctx.resources->get<kernel_resource>(this);
   if (r == nullptr) {
     throw error(status::runtime_error, std::string(pd().name()) + ": no realized kernel");
@@ -50,17 +49,17 @@ void kernel_impl::execute(const runtime_internal::exec_ctx& ctx) const {
   std::vector<cl_mem> mems;
   mems.reserve(plan.args.size());
   for (int arg : plan.args) mems.push_back(arg_buffer(ctx, arg, pd().name()));
-  r->kernel().enqueue(queue_of(ctx.strm->impl()), plan, mems);
+  r->kernel().enqueue(queue_of(backend::impl_of(*ctx.strm)), plan, mems);
 }
 
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_kernel_pd(
-    runtime_internal::primitive_kind kind, const char* name, const primitive_attr& attr,
-    const runtime_internal::engine_impl& eng, std::map<int, memory_desc> mds, kernel_plan plan,
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(
+    backend::primitive_kind kind, const char* name, const primitive_attr& attr,
+    const backend::engine_impl& eng, std::map<int, memory_desc> mds, kernel_plan plan,
     key_writer op_key) {
   auto pd = std::make_shared<kernel_pd>(kind, name, attr, std::move(mds), std::move(plan),
                                         op_key.finish());
   pd->finalize(eng, 1);
-  return std::shared_ptr<const runtime_internal::primitive_desc_impl>(std::move(pd));
+  return std::shared_ptr<const backend::primitive_desc_impl>(std::move(pd));
 }
 
 }  // namespace primcache::ocl_internal

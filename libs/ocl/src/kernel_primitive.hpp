@@ -26,9 +26,9 @@
 
 namespace primcache::ocl_internal {
 
-class kernel_pd final : public runtime_internal::primitive_desc_impl {
+class kernel_pd final : public backend::primitive_desc_impl {
  public:
-  kernel_pd(runtime_internal::primitive_kind kind, const char* name, const primitive_attr& attr,
+  kernel_pd(backend::primitive_kind kind, const char* name, const primitive_attr& attr,
             std::map<int, memory_desc> mds, kernel_plan plan, key op_key)
       : primitive_desc_impl(kind, attr, name),
         mds_(std::move(mds)),
@@ -37,8 +37,7 @@ class kernel_pd final : public runtime_internal::primitive_desc_impl {
 
   memory_desc arg_md(int arg) const override;
   void write_op_key(key_writer& w) const override;
-  std::shared_ptr<const runtime_internal::primitive_impl> create_impl(
-      const engine& eng) const override;
+  std::shared_ptr<const backend::primitive_impl> create_impl(const engine& eng) const override;
   const kernel_plan& plan() const noexcept { return plan_; }
 
  private:
@@ -47,13 +46,13 @@ class kernel_pd final : public runtime_internal::primitive_desc_impl {
   key op_key_;
 };
 
-class kernel_impl final : public runtime_internal::primitive_impl {
+class kernel_impl final : public backend::primitive_impl {
  public:
   kernel_impl(std::shared_ptr<const kernel_pd> pd, program_binary binary)
       : primitive_impl(pd), pd_(std::move(pd)), binary_(std::move(binary)) {}
 
-  void create_resource(const engine& eng, runtime_internal::resource_mapper& mapper) const override;
-  void execute(const runtime_internal::exec_ctx& ctx) const override;
+  void create_resource(const engine& eng, backend::resource_mapper& mapper) const override;
+  void execute(const backend::exec_ctx& ctx) const override;
   const program_binary& binary() const noexcept { return binary_; }
 
  private:
@@ -62,7 +61,7 @@ class kernel_impl final : public runtime_internal::primitive_impl {
 };
 
 // The kernel of one kernel_impl realized in one engine's context.
-class kernel_resource final : public runtime_internal::resource {
+class kernel_resource final : public backend::resource {
  public:
   kernel_resource(const engine& eng, const program_binary& binary, const std::string& name);
   const realized_kernel& kernel() const noexcept { return kernel_; }
@@ -72,9 +71,9 @@ class kernel_resource final : public runtime_internal::resource {
   realized_kernel kernel_;
 };
 
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_kernel_pd(
-    runtime_internal::primitive_kind kind, const char* name, const primitive_attr& attr,
-    const runtime_internal::engine_impl& eng, std::map<int, memory_desc> mds, kernel_plan plan,
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(
+    backend::primitive_kind kind, const char* name, const primitive_attr& attr,
+    const backend::engine_impl& eng, std::map<int, memory_desc> mds, kernel_plan plan,
     key_writer op_key);
 
 inline failure unimplemented(std::string message) {
@@ -82,6 +81,6 @@ inline failure unimplemented(std::string message) {
 }
 
 // The cl_mem of execution argument `arg`, or an invalid_arguments error.
-cl_mem arg_buffer(const runtime_internal::exec_ctx& ctx, int arg, const char* what);
+cl_mem arg_buffer(const backend::exec_ctx& ctx, int arg, const char* what);
 
 }  // namespace primcache::ocl_internal

@@ -68,17 +68,16 @@ void ocl_engine::deallocate(void* p) const noexcept {
   std::free(p);
 }
 
-std::unique_ptr<runtime_internal::memory_storage> ocl_engine::allocate_storage(
-    std::size_t bytes) const {
+std::unique_ptr<backend::memory_storage> ocl_engine::allocate_storage(std::size_t bytes) const {
   return std::make_unique<buffer_storage>(*this, bytes);
 }
 
-std::unique_ptr<runtime_internal::memory_storage> ocl_engine::wrap_storage(std::size_t bytes,
-                                                                           void* handle) const {
+std::unique_ptr<backend::memory_storage> ocl_engine::wrap_storage(std::size_t bytes,
+                                                                  void* handle) const {
   return std::make_unique<buffer_storage>(*this, bytes, static_cast<cl_mem>(handle));
 }
 
-std::unique_ptr<runtime_internal::stream_impl> ocl_engine::create_stream() const {
+std::unique_ptr<backend::stream_impl> ocl_engine::create_stream() const {
   return std::make_unique<queue_stream>(make_queue(), /*adopt=*/true);
 }
 
@@ -124,7 +123,7 @@ std::shared_ptr<const realized_program> ocl_engine::program_for(const program_bi
   return p;
 }
 
-const ocl_engine& ocl_engine_of(const runtime_internal::engine_impl& e) {
+const ocl_engine& ocl_engine_of(const backend::engine_impl& e) {
   const auto* o = dynamic_cast<const ocl_engine*>(&e);
   if (o == nullptr) {
     throw error(status::invalid_arguments, "engine " + e.describe() + " is not an OpenCL engine");

@@ -24,7 +24,7 @@
 
 namespace primcache::ocl_internal {
 
-class ocl_engine final : public runtime_internal::engine_impl {
+class ocl_engine final : public backend::engine_impl {
  public:
   // A fresh context on `dev`.
   ocl_engine(std::size_t index, device_entry dev);
@@ -36,11 +36,10 @@ class ocl_engine final : public runtime_internal::engine_impl {
   std::string describe() const override;
   void* allocate(std::size_t bytes) const override;
   void deallocate(void* p) const noexcept override;
-  std::unique_ptr<runtime_internal::memory_storage> allocate_storage(
-      std::size_t bytes) const override;
-  std::unique_ptr<runtime_internal::memory_storage> wrap_storage(std::size_t bytes,
-                                                                 void* handle) const override;
-  std::unique_ptr<runtime_internal::stream_impl> create_stream() const override;
+  std::unique_ptr<backend::memory_storage> allocate_storage(std::size_t bytes) const override;
+  std::unique_ptr<backend::memory_storage> wrap_storage(std::size_t bytes,
+                                                        void* handle) const override;
+  std::unique_ptr<backend::stream_impl> create_stream() const override;
 
   cl_context context() const noexcept { return context_; }
   cl_device_id device() const noexcept { return dev_.device; }
@@ -73,6 +72,6 @@ class ocl_engine final : public runtime_internal::engine_impl {
 };
 
 // The engine_impl of a memory or stream known to be on an OpenCL engine.
-const ocl_engine& ocl_engine_of(const runtime_internal::engine_impl& e);
+const ocl_engine& ocl_engine_of(const backend::engine_impl& e);
 
 }  // namespace primcache::ocl_internal

@@ -18,7 +18,7 @@ namespace primcache::ocl_internal {
 
 class ocl_engine;
 
-class buffer_storage final : public runtime_internal::memory_storage {
+class buffer_storage final : public backend::memory_storage {
  public:
   buffer_storage(const ocl_engine& eng, std::size_t bytes);               // allocates
   buffer_storage(const ocl_engine& eng, std::size_t bytes, cl_mem user);  // wraps (may be null)

@@ -17,7 +17,7 @@ void queue_stream::wait() {
   check(clFinish(queue_), "clFinish");
 }
 
-cl_command_queue queue_of(const runtime_internal::stream_impl& s) {
+cl_command_queue queue_of(const backend::stream_impl& s) {
   const auto* q = dynamic_cast<const queue_stream*>(&s);
   if (q == nullptr) throw error(status::invalid_arguments, "the stream is not an OpenCL stream");
   return q->queue();

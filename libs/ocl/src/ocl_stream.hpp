@@ -14,7 +14,7 @@
 
 namespace primcache::ocl_internal {
 
-class queue_stream final : public runtime_internal::stream_impl {
+class queue_stream final : public backend::stream_impl {
  public:
   // adopt: the reference is the stream's; otherwise the stream retains one.
   queue_stream(cl_command_queue queue, bool adopt);
@@ -27,6 +27,6 @@ class queue_stream final : public runtime_internal::stream_impl {
 };
 
 // The queue of a stream that runs an OpenCL primitive.
-cl_command_queue queue_of(const runtime_internal::stream_impl& s);
+cl_command_queue queue_of(const backend::stream_impl& s);
 
 }  // namespace primcache::ocl_internal

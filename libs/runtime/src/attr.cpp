@@ -98,7 +98,7 @@ void primitive_attr::write_run_time_values(key_writer& w) const {
   for (float s : scales_) w.f32(s);
 }
 
-namespace runtime_internal {
+namespace backend {
 
 std::string_view to_string(primitive_kind kind) noexcept {
   switch (kind) {
@@ -119,5 +119,5 @@ primitive_kind kind_of(const op_desc& op) noexcept {
   }
 }
 
-}  // namespace runtime_internal
+}  // namespace backend
 }  // namespace primcache

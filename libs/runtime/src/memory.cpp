@@ -6,7 +6,7 @@
 #include "primcache/runtime/stream.hpp"
 
 namespace primcache {
-namespace runtime_internal {
+namespace backend {
 
 memory_storage::~memory_storage() = default;
 stream_impl::~stream_impl() = default;
@@ -62,14 +62,14 @@ std::unique_ptr<stream_impl> engine_impl::create_stream() const {
   return std::make_unique<synchronous_stream>();
 }
 
-}  // namespace runtime_internal
+}  // namespace backend
 
 struct memory::state {
-  state(const desc& d, const engine& e, std::unique_ptr<runtime_internal::memory_storage> s)
+  state(const desc& d, const engine& e, std::unique_ptr<backend::memory_storage> s)
       : md(d), eng(e), storage(std::move(s)) {}
   desc md;
   engine eng;  // keeps the engine (and so the storage's engine_impl) alive
-  std::unique_ptr<runtime_internal::memory_storage> storage;
+  std::unique_ptr<backend::memory_storage> storage;
 };
 
 namespace {
@@ -88,12 +88,14 @@ void check_desc(const memory::desc& md) {
 
 memory::memory(const desc& md, const engine& eng) {
   check_desc(md);
-  state_ = std::make_shared<state>(md, eng, eng.impl().allocate_storage(md.size_bytes()));
+  state_ =
+      std::make_shared<state>(md, eng, backend::impl_of(eng).allocate_storage(md.size_bytes()));
 }
 
 memory::memory(const desc& md, const engine& eng, void* handle) {
   check_desc(md);
-  state_ = std::make_shared<state>(md, eng, eng.impl().wrap_storage(md.size_bytes(), handle));
+  state_ =
+      std::make_shared<state>(md, eng, backend::impl_of(eng).wrap_storage(md.size_bytes(), handle));
 }
 
 const memory::desc& memory::get_desc() const {
@@ -121,20 +123,20 @@ void memory::unmap_data(void* mapped) const {
   state_->storage->unmap(mapped);
 }
 
-namespace runtime_internal {
+namespace backend {
 const memory_storage* storage_of(const memory& m) noexcept {
   return m.state_ ? m.state_->storage.get() : nullptr;
 }
-}  // namespace runtime_internal
+}  // namespace backend
 
-namespace runtime_internal {
+namespace backend {
 stream wrap_stream(const engine& eng, std::shared_ptr<stream_impl> impl) {
   if (!impl) throw error(status::invalid_arguments, "wrap_stream: the stream's queue is null");
   return stream(eng, std::move(impl));
 }
-}  // namespace runtime_internal
+}  // namespace backend
 
-stream::stream(const engine& eng) : engine_(eng), impl_(eng.impl().create_stream()) {}
+stream::stream(const engine& eng) : engine_(eng), impl_(backend::impl_of(eng).create_stream()) {}
 void stream::wait() {
   impl_->wait();
 }

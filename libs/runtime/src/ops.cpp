@@ -96,7 +96,7 @@ matmul::desc::desc(const memory::desc& src, const memory::desc& weights, const m
   }
   // Filled in place: no temporary op to copy (clang 15 lacks parenthesized
   // aggregate initialization, which would say it in one line).
-  auto& mm = op.emplace<runtime_internal::matmul_op>();
+  auto& mm = op.emplace<backend::matmul_op>();
   mm.src = src;
   mm.weights = weights;
   mm.bias = bias;
@@ -107,7 +107,7 @@ matmul::primitive_desc::primitive_desc(const desc& d, const engine& eng)
     : primitive_desc(d, primitive_attr(), eng) {}
 
 matmul::primitive_desc::primitive_desc(const desc& d, const primitive_attr& attr, const engine& eng)
-    : primcache::primitive_desc(runtime_internal::create_primitive_desc(d.op, attr, eng), eng) {}
+    : primcache::primitive_desc(backend::create_primitive_desc(d.op, attr, eng), eng) {}
 
 // ---- convolution ------------------------------------------------------------
 
@@ -159,7 +159,7 @@ convolution_forward::desc::desc(prop_kind prop, algorithm alg, const memory::des
   if (!bias.is_zero() && (bias.ndims() != 1 || bias.dims()[0] != d[1])) {
     bad(what, "bias " + dims_str(bias) + " must be 1-D with " + std::to_string(d[1]) + " values");
   }
-  auto& c = op.emplace<runtime_internal::convolution_op>();
+  auto& c = op.emplace<backend::convolution_op>();
   c.prop = prop;
   c.alg = alg;
   c.src = src;
@@ -202,7 +202,7 @@ convolution_forward::primitive_desc::primitive_desc(const desc& d, const engine&
 
 convolution_forward::primitive_desc::primitive_desc(const desc& d, const primitive_attr& attr,
                                                     const engine& eng)
-    : primcache::primitive_desc(runtime_internal::create_primitive_desc(d.op, attr, eng), eng) {}
+    : primcache::primitive_desc(backend::create_primitive_desc(d.op, attr, eng), eng) {}
 
 // ---- eltwise ----------------------------------------------------------------
 
@@ -222,7 +222,7 @@ eltwise_forward::desc::desc(prop_kind prop, algorithm alg, const memory::desc& s
   if (!std::ranges::equal(src.dims(), dst.dims())) {
     bad(what, "src " + dims_str(src) + " and dst " + dims_str(dst) + " differ in shape");
   }
-  auto& e = op.emplace<runtime_internal::eltwise_fwd_op>();
+  auto& e = op.emplace<backend::eltwise_fwd_op>();
   e.prop = prop;
   e.alg = alg;
   e.src = src;
@@ -236,13 +236,13 @@ eltwise_forward::primitive_desc::primitive_desc(const desc& d, const engine& eng
 
 eltwise_forward::primitive_desc::primitive_desc(const desc& d, const primitive_attr& attr,
                                                 const engine& eng)
-    : primcache::primitive_desc(runtime_internal::create_primitive_desc(d.op, attr, eng), eng) {}
+    : primcache::primitive_desc(backend::create_primitive_desc(d.op, attr, eng), eng) {}
 
 // ---- reorder ----------------------------------------------------------------
 
 namespace {
-runtime_internal::reorder_op make_reorder_op(const engine& src_engine, const memory::desc& src,
-                                             const engine& dst_engine, const memory::desc& dst) {
+backend::reorder_op make_reorder_op(const engine& src_engine, const memory::desc& src,
+                                    const engine& dst_engine, const memory::desc& dst) {
   const char* what = "reorder";
   require_md(what, "src", src);
   require_md(what, "dst", dst);
@@ -263,8 +263,8 @@ reorder::primitive_desc::primitive_desc(const engine& src_engine, const memory::
                                         const engine& dst_engine, const memory::desc& dst,
                                         const primitive_attr& attr)
     : primcache::primitive_desc(
-          runtime_internal::create_primitive_desc(make_reorder_op(src_engine, src, dst_engine, dst),
-                                                  attr, reorder_engine(src_engine, dst_engine)),
+          backend::create_primitive_desc(make_reorder_op(src_engine, src, dst_engine, dst), attr,
+                                         reorder_engine(src_engine, dst_engine)),
           reorder_engine(src_engine, dst_engine), src_engine, dst_engine) {}
 
 reorder::primitive_desc::primitive_desc(const memory& src, const memory& dst,

@@ -14,7 +14,8 @@
 #include "primitive_cache_internal.hpp"
 
 namespace primcache {
-namespace runtime_internal {
+namespace backend {
+using namespace runtime_internal;
 
 primitive_desc_impl::~primitive_desc_impl() = default;
 resource::~resource() = default;
@@ -196,34 +197,43 @@ lookup_result<std::shared_ptr<const primitive_impl>> create_nested_impl(
   return get_or_create(pd, eng);
 }
 
-}  // namespace runtime_internal
+}  // namespace backend
 
 // ---- primitive_desc -----------------------------------------------------------
 
-primitive_desc::primitive_desc(std::shared_ptr<const runtime_internal::primitive_desc_impl> impl,
-                               engine eng)
+primitive_desc::primitive_desc(std::shared_ptr<const backend::primitive_desc_impl> impl, engine eng)
     : impl_(std::move(impl)), engine_(std::move(eng)) {}
 
-primitive_desc::primitive_desc(std::shared_ptr<const runtime_internal::primitive_desc_impl> impl,
-                               engine eng, engine src_engine, engine dst_engine)
+primitive_desc::primitive_desc(std::shared_ptr<const backend::primitive_desc_impl> impl, engine eng,
+                               engine src_engine, engine dst_engine)
     : impl_(std::move(impl)),
       engine_(std::move(eng)),
       src_engine_(std::move(src_engine)),
       dst_engine_(std::move(dst_engine)) {}
 
-const runtime_internal::primitive_desc_impl& primitive_desc::impl() const {
-  if (!impl_) throw error(status::invalid_arguments, "the primitive descriptor is empty");
-  return *impl_;
+primitive_desc backend::make_primitive_desc(std::shared_ptr<const primitive_desc_impl> impl,
+                                            engine eng) {
+  return primitive_desc(std::move(impl), std::move(eng));
+}
+
+const backend::primitive_desc_impl& backend::impl_of(const primitive_desc& pd) {
+  if (!pd.impl_) throw error(status::invalid_arguments, "the primitive descriptor is empty");
+  return *pd.impl_;
+}
+
+const std::shared_ptr<const backend::primitive_desc_impl>& backend::impl_ptr_of(
+    const primitive_desc& pd) noexcept {
+  return pd.impl_;
 }
 
 memory::desc primitive_desc::query_md(int arg) const {
-  return impl().arg_md(arg);
+  return backend::impl_of(*this).arg_md(arg);
 }
 std::string primitive_desc::impl_info_str() const {
-  return impl().name();
+  return backend::impl_of(*this).name();
 }
 std::size_t primitive_desc::scratchpad_size() const {
-  return impl().scratchpad_bytes();
+  return backend::impl_of(*this).scratchpad_bytes();
 }
 const engine& primitive_desc::get_engine() const {
   if (!engine_) throw error(status::invalid_arguments, "the primitive descriptor is empty");
@@ -240,7 +250,7 @@ const engine& primitive_desc::get_dst_engine() const {
 
 namespace {
 
-using required_arg = runtime_internal::primitive_desc_impl::required_arg;
+using required_arg = backend::primitive_desc_impl::required_arg;
 
 // Built only when a check fails: the hot path formats nothing.
 std::string arg_name(const required_arg& a) {
@@ -258,32 +268,35 @@ std::string arg_name(const required_arg& a) {
 
 [[noreturn]] void bad_argument(const primitive_desc& pd, const required_arg& a,
                                const std::string& why) {
-  throw error(status::invalid_arguments, std::string(to_string(pd.impl().kind())) + " (" +
-                                             pd.impl().name() + "): " + arg_name(a) + " " + why);
+  throw error(status::invalid_arguments, std::string(to_string(backend::impl_of(pd).kind())) +
+                                             " (" + backend::impl_of(pd).name() +
+                                             "): " + arg_name(a) + " " + why);
 }
 
 }  // namespace
 
 struct primitive::state {
   primitive_desc pd;
-  std::shared_ptr<const runtime_internal::primitive_impl> impl;
-  runtime_internal::resource_mapper resources;
+  std::shared_ptr<const backend::primitive_impl> impl;
+  backend::resource_mapper resources;
   const metric_counter* executions = nullptr;  // never destroyed (metrics())
   lookup_outcome outcome = lookup_outcome::miss;
 
   // Every check happens before the impl sees a pointer: a mismatch must
   // never become an out-of-bounds read or write.
   void check(const stream& strm, const args& arguments) const {
-    if (&strm.get_engine().impl() != &pd.get_engine().impl()) {
+    if (&backend::impl_of(strm.get_engine()) != &backend::impl_of(pd.get_engine())) {
       throw error(status::invalid_arguments,
-                  std::string(to_string(pd.impl().kind())) + " (" + pd.impl().name() +
+                  std::string(to_string(backend::impl_of(pd).kind())) + " (" +
+                      backend::impl_of(pd).name() +
                       "): the stream belongs to another engine than the primitive's (" +
                       std::string(to_string(pd.get_engine().get_kind())) + ":" +
                       std::to_string(pd.get_engine().get_index()) + ")");
     }
-    const runtime_internal::engine_impl* engines[] = {
-        &pd.get_engine().impl(), &pd.get_src_engine().impl(), &pd.get_dst_engine().impl()};
-    for (const required_arg& e : pd.impl().required_args()) {
+    const backend::engine_impl* engines[] = {&backend::impl_of(pd.get_engine()),
+                                             &backend::impl_of(pd.get_src_engine()),
+                                             &backend::impl_of(pd.get_dst_engine())};
+    for (const required_arg& e : backend::impl_of(pd).required_args()) {
       auto it = arguments.find(e.index);
       if (it == arguments.end() || !it->second) bad_argument(pd, e, "is missing");
       const memory& m = it->second;
@@ -293,7 +306,7 @@ struct primitive::state {
             pd, e,
             "has descriptor " + md.to_string() + ", the primitive expects " + e.md.to_string());
       }
-      if (&m.get_engine().impl() != engines[static_cast<int>(e.engine)]) {
+      if (&backend::impl_of(m.get_engine()) != engines[static_cast<int>(e.engine)]) {
         bad_argument(pd, e, "is a memory of another engine than the one the primitive expects");
       }
       if (m.get_data_handle() == nullptr && md.size_bytes() != 0) {
@@ -305,8 +318,8 @@ struct primitive::state {
 };
 
 primitive::primitive(const primitive_desc& pd) {
-  const auto& pd_impl = pd.impl();
-  auto r = runtime_internal::get_or_create(pd_impl, pd.get_engine());
+  const auto& pd_impl = backend::impl_of(pd);
+  auto r = backend::get_or_create(pd_impl, pd.get_engine());
   auto s = std::make_shared<state>();
   s->pd = pd;
   s->impl = std::move(r.value);
@@ -327,11 +340,11 @@ lookup_outcome primitive::creation_outcome() const {
 }
 
 void primitive::state::run(const stream& strm, const args& arguments) const {
-  static thread_local runtime_internal::thread_scratch scratch;
+  static thread_local backend::thread_scratch scratch;
   const std::size_t scratch_bytes = impl->scratchpad_bytes();
-  runtime_internal::exec_ctx ctx{&strm, &arguments, &resources,
-                                 scratch_bytes ? scratch.get(scratch_bytes) : nullptr,
-                                 &pd.impl().attr()};
+  backend::exec_ctx ctx{&strm, &arguments, &resources,
+                        scratch_bytes ? scratch.get(scratch_bytes) : nullptr,
+                        &backend::impl_of(pd).attr()};
   if (runtime_internal::verbose_level() >= 2) {
     const auto start = std::chrono::steady_clock::now();
     impl->execute(ctx);
@@ -340,8 +353,8 @@ void primitive::state::run(const stream& strm, const args& arguments) const {
     char time[32];
     std::snprintf(time, sizeof time, "%.3f", ms);
     runtime_internal::verbose_print(
-        "primcache_verbose,exec," + std::string(to_string(pd.impl().kind())) + "," +
-        pd.impl().name() + "," + runtime_internal::describe(pd.impl()) + "," + time);
+        "primcache_verbose,exec," + std::string(to_string(backend::impl_of(pd).kind())) + "," +
+        backend::impl_of(pd).name() + "," + backend::describe(backend::impl_of(pd)) + "," + time);
     return;
   }
   impl->execute(ctx);
@@ -354,12 +367,12 @@ void primitive::execute(const stream& strm, const args& arguments) const {
   state_->executions->add();
 }
 
-namespace runtime_internal {
+namespace backend {
 void execute_unchecked(const primitive& prim, const stream& strm,
                        const std::unordered_map<int, memory>& arguments) {
   if (!prim.state_) throw error(status::invalid_arguments, "the primitive is empty");
   prim.state_->run(strm, arguments);
 }
-}  // namespace runtime_internal
+}  // namespace backend
 
 }  // namespace primcache

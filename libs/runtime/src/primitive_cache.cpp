@@ -14,6 +14,7 @@
 
 namespace primcache {
 namespace runtime_internal {
+using namespace backend;
 namespace {
 
 constexpr std::int64_t kDefaultCapacity = 1024;
@@ -125,7 +126,7 @@ int get_primitive_cache_size() {
 }
 
 bool primitive_cache_contains(const primitive_desc& pd) {
-  return runtime_internal::global_primitive_cache().contains(pd.impl().cache_key());
+  return runtime_internal::global_primitive_cache().contains(backend::impl_of(pd).cache_key());
 }
 
 }  // namespace primcache

@@ -15,8 +15,9 @@
 
 namespace primcache::runtime_internal {
 
-using primitive_cache_type = concurrent_cache<key, std::shared_ptr<const primitive_impl>>;
-using primitive_desc_cache_type = concurrent_cache<key, std::shared_ptr<const primitive_desc_impl>>;
+using primitive_cache_type = concurrent_cache<key, std::shared_ptr<const backend::primitive_impl>>;
+using primitive_desc_cache_type =
+    concurrent_cache<key, std::shared_ptr<const backend::primitive_desc_impl>>;
 
 // Created on first use with PRIMCACHE_PRIMITIVE_CACHE_CAPACITY; never
 // destroyed (cached impls hold JIT code, and the JIT outlives them).
@@ -38,7 +39,7 @@ struct runtime_metrics {
   const metric_histogram& create(engine_kind engine) const noexcept {
     return create_seconds[engine == engine_kind::gpu ? 1 : 0];
   }
-  const metric_counter& executed(primitive_kind kind) const noexcept {
+  const metric_counter& executed(backend::primitive_kind kind) const noexcept {
     return executions[static_cast<int>(kind) - 1];
   }
   // The setting "num_threads": the default pool's size, changed live by an

@@ -12,7 +12,8 @@
 #include "primitive_cache_internal.hpp"
 
 namespace primcache {
-namespace runtime_internal {
+namespace backend {
+using namespace runtime_internal;
 namespace {
 
 struct engine_factory {
@@ -136,7 +137,7 @@ std::shared_ptr<const primitive_desc_impl> accept(const op_desc& op, const primi
   const primitive_kind kind = kind_of(op);
   auto list = the_registry().list(eng.get_kind(), kind);
   for (const implementation_entry& e : list ? *list : impl_list{}) {
-    auto r = e.create(op, attr, eng.impl());
+    auto r = e.create(op, attr, backend::impl_of(eng));
     if (r) {
       chosen = std::move(r).value();
       break;
@@ -193,7 +194,7 @@ namespace {
 // CPU the ISA cap) and the thread count.
 std::vector<std::byte> settings_snapshot(const engine& eng) {
   key_writer w;
-  eng.impl().write_identity(w);
+  backend::impl_of(eng).write_identity(w);
   w.i32(get_num_threads());
   const key k = w.finish();
   return {k.bytes().begin(), k.bytes().end()};
@@ -241,17 +242,17 @@ std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& 
   }
 }
 
-}  // namespace runtime_internal
+}  // namespace backend
 
-namespace runtime_internal {
+namespace backend {
 engine wrap_engine(std::shared_ptr<const engine_impl> impl) {
   if (!impl) throw error(status::invalid_arguments, "wrap_engine: the device object is null");
   return engine(std::move(impl));
 }
-}  // namespace runtime_internal
+}  // namespace backend
 
 engine::engine(engine_kind kind, std::size_t index)
-    : impl_(runtime_internal::make_engine_impl(kind, index)) {}
+    : impl_(backend::make_engine_impl(kind, index)) {}
 
 engine_kind engine::get_kind() const noexcept {
   return impl_->kind();
@@ -260,7 +261,7 @@ std::size_t engine::get_index() const noexcept {
   return impl_->index();
 }
 std::size_t engine::get_count(engine_kind kind) {
-  return runtime_internal::engine_count(kind);
+  return backend::engine_count(kind);
 }
 
 std::string_view to_string(engine_kind kind) noexcept {
@@ -271,8 +272,8 @@ std::string_view to_string(engine_kind kind) noexcept {
   return "unknown";
 }
 
-namespace runtime_internal {
+namespace backend {
 engine_impl::~engine_impl() = default;
-}  // namespace runtime_internal
+}  // namespace backend
 
 }  // namespace primcache

@@ -10,11 +10,11 @@
 namespace primcache::cpu_internal {
 namespace {
 
-using runtime_internal::convolution_op;
-using runtime_internal::exec_ctx;
-using runtime_internal::op_desc;
-using runtime_internal::primitive_desc_impl;
-using runtime_internal::primitive_kind;
+using backend::convolution_op;
+using backend::exec_ctx;
+using backend::op_desc;
+using backend::primitive_desc_impl;
+using backend::primitive_kind;
 
 struct conv_traits {
   using desc = conv_problem;
@@ -71,9 +71,10 @@ memory_desc resolve_activation(const memory_desc& md) {
                      md.dims()[1] % 16 == 0 ? format_tag::nChw16c : format_tag::nhwc);
 }
 
-result<std::shared_ptr<const primitive_desc_impl>> make_conv_pd(
-    const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng,
-    bool jit) {
+result<std::shared_ptr<const primitive_desc_impl>> make_conv_pd(const op_desc& desc,
+                                                                const primitive_attr& attr,
+                                                                const backend::engine_impl& eng,
+                                                                bool jit) {
   const convolution_op& op = std::get<convolution_op>(desc);
   if (attr.has_output_scales()) return unimplemented("output scales on convolution");
   conv_problem p;
@@ -121,14 +122,14 @@ result<std::shared_ptr<const primitive_desc_impl>> make_conv_pd(
 }  // namespace
 
 void register_conv_impls() {
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"jit:conv", engine_kind::cpu, primitive_kind::convolution, 100,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_conv_pd(op, attr, e, true);
        }});
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"ref:conv", engine_kind::cpu, primitive_kind::convolution, 0,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_conv_pd(op, attr, e, false);
        }});
 }

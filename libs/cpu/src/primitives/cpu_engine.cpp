@@ -88,7 +88,7 @@ result<post_op_chain> translate_post_ops(const primitive_attr& attr, const memor
   return chain;
 }
 
-binary_operand_array collect_binary_operands(const runtime_internal::exec_ctx& ctx,
+binary_operand_array collect_binary_operands(const backend::exec_ctx& ctx,
                                              const post_op_chain& chain, const char* what) {
   binary_operand_array operands{};
   for (std::size_t i = 0; i < chain.size(); ++i) {
@@ -106,8 +106,7 @@ binary_operand_array collect_binary_operands(const runtime_internal::exec_ctx& c
   return operands;
 }
 
-void* required_arg(const runtime_internal::exec_ctx& ctx, int arg, const char* what,
-                   const char* name) {
+void* required_arg(const backend::exec_ctx& ctx, int arg, const char* what, const char* name) {
   void* p = ctx.arg_ptr(arg);
   if (p == nullptr) {
     throw error(status::invalid_arguments,
@@ -117,9 +116,9 @@ void* required_arg(const runtime_internal::exec_ctx& ctx, int arg, const char* w
 }
 
 void register_cpu_backend() {
-  runtime_internal::register_engine_factory(
+  backend::register_engine_factory(
       engine_kind::cpu, [] { return std::size_t{1}; },
-      [](std::size_t index) -> std::shared_ptr<const runtime_internal::engine_impl> {
+      [](std::size_t index) -> std::shared_ptr<const backend::engine_impl> {
         return std::make_shared<const cpu_engine>(index);
       });
   register_matmul_impls();

@@ -14,7 +14,7 @@
 
 namespace primcache::cpu_internal {
 
-class cpu_engine final : public runtime_internal::engine_impl {
+class cpu_engine final : public backend::engine_impl {
  public:
   explicit cpu_engine(std::size_t index) : engine_impl(engine_kind::cpu, index) {}
   // The ISA code is compiled for is part of the identity: a key made under
@@ -44,12 +44,11 @@ result<post_op_chain> translate_post_ops(const primitive_attr& attr, const memor
 inline constexpr int max_binary_post_ops = 8;
 using binary_operand_array = std::array<const float*, max_binary_post_ops>;
 // The operands of the chain's binary post-ops from the execution arguments.
-binary_operand_array collect_binary_operands(const runtime_internal::exec_ctx& ctx,
+binary_operand_array collect_binary_operands(const backend::exec_ctx& ctx,
                                              const post_op_chain& chain, const char* what);
 
 // The buffer of a required argument; throws invalid_arguments naming it.
-void* required_arg(const runtime_internal::exec_ctx& ctx, int arg, const char* what,
-                   const char* name);
+void* required_arg(const backend::exec_ctx& ctx, int arg, const char* what, const char* name);
 
 // The ISA a CPU primitive descriptor compiles for: read once (effective_isa())
 // when the descriptor is made, written into its key by write_isa_key, and

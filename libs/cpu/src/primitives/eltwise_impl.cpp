@@ -16,12 +16,12 @@
 namespace primcache::cpu_internal {
 namespace {
 
-using runtime_internal::eltwise_fwd_op;
-using runtime_internal::exec_ctx;
-using runtime_internal::op_desc;
-using runtime_internal::primitive_desc_impl;
-using runtime_internal::primitive_impl;
-using runtime_internal::primitive_kind;
+using backend::eltwise_fwd_op;
+using backend::exec_ctx;
+using backend::op_desc;
+using backend::primitive_desc_impl;
+using backend::primitive_impl;
+using backend::primitive_kind;
 
 result<eltwise_op> translate_alg(algorithm alg, float alpha, float beta) {
   primitive_attr one;
@@ -130,15 +130,16 @@ class eltwise_via_reorder_impl final : public primitive_impl {
 };
 
 std::shared_ptr<const primitive_impl> eltwise_via_reorder_pd::create_impl(const engine& eng) const {
-  auto reorder = runtime_internal::create_nested_impl(*reorder_, eng);
-  auto eltwise = runtime_internal::create_nested_impl(*eltwise_, eng);
+  auto reorder = backend::create_nested_impl(*reorder_, eng);
+  auto eltwise = backend::create_nested_impl(*eltwise_, eng);
   return std::make_shared<const eltwise_via_reorder_impl>(
       shared_from_this(), std::move(reorder.value), std::move(eltwise.value));
 }
 
-result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_pd(
-    const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng,
-    bool jit) {
+result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_pd(const op_desc& desc,
+                                                                   const primitive_attr& attr,
+                                                                   const backend::engine_impl& eng,
+                                                                   bool jit) {
   const eltwise_fwd_op& op = std::get<eltwise_fwd_op>(desc);
   if (attr.has_output_scales()) return unimplemented("output scales on eltwise");
   if (op.src.is_any()) return failure{status::invalid_arguments, "eltwise src cannot be any"};
@@ -165,7 +166,7 @@ result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_pd(
 }
 
 result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_via_reorder_pd(
-    const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng) {
+    const op_desc& desc, const primitive_attr& attr, const backend::engine_impl& eng) {
   const eltwise_fwd_op& op = std::get<eltwise_fwd_op>(desc);
   if (op.src.is_any() || op.dst.is_any()) return unimplemented("layouts are not both concrete");
   if (op.src.with_data_type(data_type::f32).with_offset0(0) ==
@@ -176,10 +177,10 @@ result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_via_reorder_pd(
   // best reorder and eltwise implementations are chosen.
   const engine cpu(engine_kind::cpu, eng.index());
   try {
-    auto reorder = runtime_internal::create_primitive_desc(
-        runtime_internal::reorder_op{op.src, op.dst, engine_kind::cpu, engine_kind::cpu},
-        primitive_attr(), cpu);
-    auto eltwise = runtime_internal::create_primitive_desc(
+    auto reorder = backend::create_primitive_desc(
+        backend::reorder_op{op.src, op.dst, engine_kind::cpu, engine_kind::cpu}, primitive_attr(),
+        cpu);
+    auto eltwise = backend::create_primitive_desc(
         eltwise_fwd_op{op.prop, op.alg, op.dst, op.dst, op.alpha, op.beta}, attr, cpu);
     auto pd =
         std::make_shared<eltwise_via_reorder_pd>(attr, std::move(reorder), std::move(eltwise));
@@ -193,19 +194,19 @@ result<std::shared_ptr<const primitive_desc_impl>> make_eltwise_via_reorder_pd(
 }  // namespace
 
 void register_eltwise_impls() {
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"jit:eltwise", engine_kind::cpu, primitive_kind::eltwise, 100,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_eltwise_pd(op, attr, e, true);
        }});
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"jit:eltwise:via_reorder", engine_kind::cpu, primitive_kind::eltwise, 50,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_eltwise_via_reorder_pd(op, attr, e);
        }});
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"ref:eltwise", engine_kind::cpu, primitive_kind::eltwise, 0,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_eltwise_pd(op, attr, e, false);
        }});
 }

@@ -40,7 +40,7 @@
 namespace primcache::cpu_internal {
 
 template <class Traits>
-class kernel_pd final : public runtime_internal::primitive_desc_impl, public isa_bound_pd {
+class kernel_pd final : public backend::primitive_desc_impl, public isa_bound_pd {
  public:
   using desc_type = typename Traits::desc;
 
@@ -55,8 +55,7 @@ class kernel_pd final : public runtime_internal::primitive_desc_impl, public isa
     write_isa_key(w);
     Traits::write_op_key(desc_, w);
   }
-  std::shared_ptr<const runtime_internal::primitive_impl> create_impl(
-      const engine& eng) const override;
+  std::shared_ptr<const backend::primitive_impl> create_impl(const engine& eng) const override;
 
   const desc_type& desc() const noexcept { return desc_; }
   const auto& problem() const noexcept { return Traits::problem(desc_); }
@@ -67,7 +66,7 @@ class kernel_pd final : public runtime_internal::primitive_desc_impl, public isa
 };
 
 template <class Traits>
-class kernel_impl final : public runtime_internal::primitive_impl {
+class kernel_impl final : public backend::primitive_impl {
  public:
   using kernel_type = typename Traits::kernel;
 
@@ -78,7 +77,7 @@ class kernel_impl final : public runtime_internal::primitive_impl {
   std::size_t scratchpad_bytes() const override {
     return kernel_ ? kernel_->scratchpad_bytes() : 0;
   }
-  void execute(const runtime_internal::exec_ctx& ctx) const override {
+  void execute(const backend::exec_ctx& ctx) const override {
     Traits::execute(*pd_, ctx, kernel_.get());
   }
 
@@ -88,8 +87,7 @@ class kernel_impl final : public runtime_internal::primitive_impl {
 };
 
 template <class Traits>
-std::shared_ptr<const runtime_internal::primitive_impl> kernel_pd<Traits>::create_impl(
-    const engine&) const {
+std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::create_impl(const engine&) const {
   auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
   if (!jit_) return std::make_shared<const kernel_impl<Traits>>(self, nullptr);
   return std::make_shared<const kernel_impl<Traits>>(self,
@@ -99,12 +97,12 @@ std::shared_ptr<const runtime_internal::primitive_impl> kernel_pd<Traits>::creat
 // The descriptor of an accepted problem, finalized for this engine and
 // thread count.
 template <class Traits>
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_kernel_pd(
-    const primitive_attr& attr, const runtime_internal::engine_impl& eng, bool jit,
-    typename Traits::desc d, int nthr, cpu_isa isa) {
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(
+    const primitive_attr& attr, const backend::engine_impl& eng, bool jit, typename Traits::desc d,
+    int nthr, cpu_isa isa) {
   auto pd = std::make_shared<kernel_pd<Traits>>(attr, jit, std::move(d), isa);
   pd->finalize(eng, nthr);
-  return std::shared_ptr<const runtime_internal::primitive_desc_impl>(std::move(pd));
+  return std::shared_ptr<const backend::primitive_desc_impl>(std::move(pd));
 }
 
 // The kernel for a problem with the heuristic's configuration at `isa`, or

@@ -11,11 +11,11 @@
 namespace primcache::cpu_internal {
 namespace {
 
-using runtime_internal::exec_ctx;
-using runtime_internal::matmul_op;
-using runtime_internal::op_desc;
-using runtime_internal::primitive_desc_impl;
-using runtime_internal::primitive_kind;
+using backend::exec_ctx;
+using backend::matmul_op;
+using backend::op_desc;
+using backend::primitive_desc_impl;
+using backend::primitive_kind;
 
 // `any` becomes row-major; concrete layouts stay as they are.
 void resolve_plain(memory_desc& md) {
@@ -78,9 +78,10 @@ struct matmul_traits {
   }
 };
 
-result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(
-    const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng,
-    bool jit) {
+result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(const op_desc& desc,
+                                                                  const primitive_attr& attr,
+                                                                  const backend::engine_impl& eng,
+                                                                  bool jit) {
   matmul_op op = std::get<matmul_op>(desc);
   resolve_plain(op.src);
   resolve_plain(op.weights);
@@ -126,14 +127,14 @@ result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(
 }  // namespace
 
 void register_matmul_impls() {
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"jit:matmul", engine_kind::cpu, primitive_kind::matmul, 100,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_matmul_pd(op, attr, e, true);
        }});
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"ref:matmul", engine_kind::cpu, primitive_kind::matmul, 0,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_matmul_pd(op, attr, e, false);
        }});
 }

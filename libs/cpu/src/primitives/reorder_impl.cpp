@@ -10,11 +10,11 @@
 namespace primcache::cpu_internal {
 namespace {
 
-using runtime_internal::exec_ctx;
-using runtime_internal::op_desc;
-using runtime_internal::primitive_desc_impl;
-using runtime_internal::primitive_kind;
-using runtime_internal::reorder_op;
+using backend::exec_ctx;
+using backend::op_desc;
+using backend::primitive_desc_impl;
+using backend::primitive_kind;
+using backend::reorder_op;
 
 struct reorder_traits {
   using desc = reorder_problem;
@@ -51,9 +51,10 @@ struct reorder_traits {
   }
 };
 
-result<std::shared_ptr<const primitive_desc_impl>> make_reorder_pd(
-    const op_desc& desc, const primitive_attr& attr, const runtime_internal::engine_impl& eng,
-    bool jit) {
+result<std::shared_ptr<const primitive_desc_impl>> make_reorder_pd(const op_desc& desc,
+                                                                   const primitive_attr& attr,
+                                                                   const backend::engine_impl& eng,
+                                                                   bool jit) {
   const reorder_op& op = std::get<reorder_op>(desc);
   if (op.src_engine != engine_kind::cpu || op.dst_engine != engine_kind::cpu) {
     return unimplemented("reorders across engines are not supported on cpu");
@@ -97,14 +98,14 @@ result<std::shared_ptr<const primitive_desc_impl>> make_reorder_pd(
 }  // namespace
 
 void register_reorder_impls() {
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"jit:reorder", engine_kind::cpu, primitive_kind::reorder, 100,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_reorder_pd(op, attr, e, true);
        }});
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"ref:reorder", engine_kind::cpu, primitive_kind::reorder, 0,
-       [](const op_desc& op, const primitive_attr& attr, const runtime_internal::engine_impl& e) {
+       [](const op_desc& op, const primitive_attr& attr, const backend::engine_impl& e) {
          return make_reorder_pd(op, attr, e, false);
        }});
 }

@@ -19,7 +19,7 @@ std::size_t device_count() {
   }
 }
 
-std::shared_ptr<const runtime_internal::engine_impl> create_engine(std::size_t index) {
+std::shared_ptr<const backend::engine_impl> create_engine(std::size_t index) {
   const auto& devices = engine_devices();
   if (index >= devices.size()) {
     throw error(status::invalid_arguments, "no OpenCL device " + std::to_string(index) + " (" +
@@ -29,7 +29,7 @@ std::shared_ptr<const runtime_internal::engine_impl> create_engine(std::size_t i
 }
 
 void register_ocl_backend() {
-  runtime_internal::register_engine_factory(engine_kind::gpu, &device_count, &create_engine);
+  backend::register_engine_factory(engine_kind::gpu, &device_count, &create_engine);
   register_eltwise_impls();
   register_reorder_impls();
   register_matmul_impls();

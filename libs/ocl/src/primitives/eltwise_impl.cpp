@@ -10,12 +10,11 @@
 namespace primcache::ocl_internal {
 namespace {
 
-using runtime_internal::eltwise_fwd_op;
-using runtime_internal::primitive_kind;
+using backend::eltwise_fwd_op;
+using backend::primitive_kind;
 
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_eltwise_pd(
-    const runtime_internal::op_desc& desc, const primitive_attr& attr,
-    const runtime_internal::engine_impl& eng) {
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_eltwise_pd(
+    const backend::op_desc& desc, const primitive_attr& attr, const backend::engine_impl& eng) {
   const eltwise_fwd_op& op = std::get<eltwise_fwd_op>(desc);
   if (attr.has_output_scales()) return unimplemented("output scales on OpenCL eltwise");
   if (op.src.is_any()) return failure{status::invalid_arguments, "eltwise src cannot be any"};
@@ -49,7 +48,7 @@ result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_eltwis
 }  // namespace
 
 void register_eltwise_impls() {
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"ocl:eltwise", engine_kind::gpu, primitive_kind::eltwise, 100, &make_eltwise_pd});
 }
 

@@ -10,8 +10,8 @@
 namespace primcache::ocl_internal {
 namespace {
 
-using runtime_internal::matmul_op;
-using runtime_internal::primitive_kind;
+using backend::matmul_op;
+using backend::primitive_kind;
 
 memory_desc row_major(const memory_desc& like) {
   std::vector<std::int64_t> dims(like.dims().begin(), like.dims().end());
@@ -34,9 +34,9 @@ result<bool> plain_f32(const memory_desc& md, const char* what) {
 
 }  // namespace
 
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_matmul_pd(
-    const runtime_internal::op_desc& desc, const primitive_attr& attr,
-    const runtime_internal::engine_impl& eng, const matmul_config* forced_config) {
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_matmul_pd(
+    const backend::op_desc& desc, const primitive_attr& attr, const backend::engine_impl& eng,
+    const matmul_config* forced_config) {
   const matmul_op& op = std::get<matmul_op>(desc);
   if (attr.has_output_scales()) return unimplemented("output scales on OpenCL matmul");
   if (op.src.is_any()) return failure{status::invalid_arguments, "matmul src cannot be any"};
@@ -79,10 +79,9 @@ result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_matmul
 }
 
 void register_matmul_impls() {
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"ocl:matmul", engine_kind::gpu, primitive_kind::matmul, 100,
-       [](const runtime_internal::op_desc& op, const primitive_attr& attr,
-          const runtime_internal::engine_impl& eng) {
+       [](const backend::op_desc& op, const primitive_attr& attr, const backend::engine_impl& eng) {
          return make_matmul_pd(op, attr, eng, nullptr);
        }});
 }

@@ -13,8 +13,8 @@
 
 namespace primcache::ocl_internal {
 
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_matmul_pd(
-    const runtime_internal::op_desc& op, const primitive_attr& attr,
-    const runtime_internal::engine_impl& eng, const matmul_config* forced_config);
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_matmul_pd(
+    const backend::op_desc& op, const primitive_attr& attr, const backend::engine_impl& eng,
+    const matmul_config* forced_config);
 
 }  // namespace primcache::ocl_internal

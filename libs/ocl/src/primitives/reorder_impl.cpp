@@ -18,8 +18,8 @@
 namespace primcache::ocl_internal {
 namespace {
 
-using runtime_internal::primitive_kind;
-using runtime_internal::reorder_op;
+using backend::primitive_kind;
+using backend::reorder_op;
 
 result<memory_desc> resolve_dst(const reorder_op& op) {
   if (op.src.is_any()) return failure{status::invalid_arguments, "reorder src cannot be any"};
@@ -27,9 +27,8 @@ result<memory_desc> resolve_dst(const reorder_op& op) {
   return op.dst;
 }
 
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_reorder_pd(
-    const runtime_internal::op_desc& desc, const primitive_attr& attr,
-    const runtime_internal::engine_impl& eng) {
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_reorder_pd(
+    const backend::op_desc& desc, const primitive_attr& attr, const backend::engine_impl& eng) {
   const reorder_op& op = std::get<reorder_op>(desc);
   if (op.src_engine != engine_kind::gpu || op.dst_engine != engine_kind::gpu) {
     return unimplemented("not a reorder within one OpenCL device");
@@ -51,7 +50,7 @@ result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_reorde
 }
 
 // CPU <-> OpenCL: a byte copy of one layout.
-class copy_pd final : public runtime_internal::primitive_desc_impl {
+class copy_pd final : public backend::primitive_desc_impl {
  public:
   copy_pd(const primitive_attr& attr, memory_desc md, bool to_device)
       : primitive_desc_impl(primitive_kind::reorder, attr, "ocl:reorder:copy"),
@@ -64,7 +63,7 @@ class copy_pd final : public runtime_internal::primitive_desc_impl {
     md_.write_key(w);
     w.boolean(to_device_);
   }
-  std::shared_ptr<const runtime_internal::primitive_impl> create_impl(const engine&) const override;
+  std::shared_ptr<const backend::primitive_impl> create_impl(const engine&) const override;
   bool to_device() const noexcept { return to_device_; }
   const memory_desc& md() const noexcept { return md_; }
 
@@ -73,11 +72,11 @@ class copy_pd final : public runtime_internal::primitive_desc_impl {
   bool to_device_;
 };
 
-class copy_impl final : public runtime_internal::primitive_impl {
+class copy_impl final : public backend::primitive_impl {
  public:
   explicit copy_impl(std::shared_ptr<const copy_pd> pd) : primitive_impl(pd), pd_(std::move(pd)) {}
-  void execute(const runtime_internal::exec_ctx& ctx) const override {
-    const cl_command_queue q = queue_of(ctx.strm->impl());
+  void execute(const backend::exec_ctx& ctx) const override {
+    const cl_command_queue q = queue_of(backend::impl_of(*ctx.strm));
     // The whole buffer: offsets and padding travel as they are.
     const std::size_t bytes = pd_->md().size_bytes();
     if (pd_->to_device()) {
@@ -100,14 +99,13 @@ class copy_impl final : public runtime_internal::primitive_impl {
   std::shared_ptr<const copy_pd> pd_;
 };
 
-std::shared_ptr<const runtime_internal::primitive_impl> copy_pd::create_impl(const engine&) const {
+std::shared_ptr<const backend::primitive_impl> copy_pd::create_impl(const engine&) const {
   return std::make_shared<const copy_impl>(
       std::static_pointer_cast<const copy_pd>(shared_from_this()));
 }
 
-result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_copy_pd(
-    const runtime_internal::op_desc& desc, const primitive_attr& attr,
-    const runtime_internal::engine_impl& eng) {
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_copy_pd(
+    const backend::op_desc& desc, const primitive_attr& attr, const backend::engine_impl& eng) {
   const reorder_op& op = std::get<reorder_op>(desc);
   if (op.src_engine == op.dst_engine) return unimplemented("not a CPU <-> OpenCL reorder");
   if (attr.has_output_scales() || !attr.get_post_ops().entries().empty()) {
@@ -121,15 +119,15 @@ result<std::shared_ptr<const runtime_internal::primitive_desc_impl>> make_copy_p
   }
   auto pd = std::make_shared<copy_pd>(attr, op.src, op.dst_engine == engine_kind::gpu);
   pd->finalize(eng, 1);
-  return std::shared_ptr<const runtime_internal::primitive_desc_impl>(std::move(pd));
+  return std::shared_ptr<const backend::primitive_desc_impl>(std::move(pd));
 }
 
 }  // namespace
 
 void register_reorder_impls() {
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"ocl:reorder", engine_kind::gpu, primitive_kind::reorder, 100, &make_reorder_pd});
-  runtime_internal::register_implementation(
+  backend::register_implementation(
       {"ocl:reorder:copy", engine_kind::gpu, primitive_kind::reorder, 90, &make_copy_pd});
 }
 

@@ -28,7 +28,7 @@ struct PRIMCACHE_API convolution_forward : public primitive {
          const memory::desc& bias, const memory::desc& dst, const memory::dims& strides,
          const memory::dims& dilates, const memory::dims& padding_l, const memory::dims& padding_r);
     // The op as backends see it (a convolution_op).
-    runtime_internal::op_desc op;
+    backend::op_desc op;
   };
   struct PRIMCACHE_API primitive_desc : public primcache::primitive_desc {
     primitive_desc() = default;

@@ -23,7 +23,7 @@ struct PRIMCACHE_API eltwise_forward : public primitive {
     desc(prop_kind prop, algorithm alg, const memory::desc& src, const memory::desc& dst,
          float alpha = 0.f, float beta = 0.f);
     // The op as backends see it (a eltwise_fwd_op).
-    runtime_internal::op_desc op;
+    backend::op_desc op;
   };
   struct PRIMCACHE_API primitive_desc : public primcache::primitive_desc {
     primitive_desc() = default;

@@ -29,13 +29,15 @@ enum class engine_kind : int { cpu = 1, gpu = 2 };
 PRIMCACHE_API std::string_view to_string(engine_kind kind) noexcept;
 
 class engine;
-namespace runtime_internal {
+namespace backend {
 class engine_impl;
 // An engine for a device object a backend made itself, outside the
 // registry's (kind, index) devices: interop engines wrapping a user's
 // context. Such an engine equals only its own copies.
 PRIMCACHE_API engine wrap_engine(std::shared_ptr<const engine_impl> impl);
-}  // namespace runtime_internal
+// The backend's device object behind an engine.
+const engine_impl& impl_of(const engine& eng) noexcept;
+}  // namespace backend
 
 class PRIMCACHE_API engine {
  public:
@@ -47,14 +49,18 @@ class PRIMCACHE_API engine {
   // How many devices of this kind the registered backends see (0 if none).
   static std::size_t get_count(engine_kind kind);
 
-  const runtime_internal::engine_impl& impl() const noexcept { return *impl_; }
   friend bool operator==(const engine& a, const engine& b) noexcept { return a.impl_ == b.impl_; }
 
  private:
-  friend engine runtime_internal::wrap_engine(std::shared_ptr<const runtime_internal::engine_impl>);
-  explicit engine(std::shared_ptr<const runtime_internal::engine_impl> impl) noexcept
+  friend engine backend::wrap_engine(std::shared_ptr<const backend::engine_impl>);
+  friend const backend::engine_impl& backend::impl_of(const engine&) noexcept;
+  explicit engine(std::shared_ptr<const backend::engine_impl> impl) noexcept
       : impl_(std::move(impl)) {}
-  std::shared_ptr<const runtime_internal::engine_impl> impl_;
+  std::shared_ptr<const backend::engine_impl> impl_;
 };
+
+inline const backend::engine_impl& backend::impl_of(const engine& eng) noexcept {
+  return *eng.impl_;
+}
 
 }  // namespace primcache

@@ -23,7 +23,7 @@ struct PRIMCACHE_API matmul : public primitive {
     desc(const memory::desc& src, const memory::desc& weights, const memory::desc& bias,
          const memory::desc& dst);
     // The op as backends see it (a matmul_op).
-    runtime_internal::op_desc op;
+    backend::op_desc op;
   };
   struct PRIMCACHE_API primitive_desc : public primcache::primitive_desc {
     primitive_desc() = default;

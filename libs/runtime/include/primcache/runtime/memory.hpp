@@ -30,11 +30,11 @@
 namespace primcache {
 
 class memory;
-namespace runtime_internal {
+namespace backend {
 class memory_storage;
 // The backend storage of `m` (nullptr when empty): what kernels receive.
 PRIMCACHE_API const memory_storage* storage_of(const memory& m) noexcept;
-}  // namespace runtime_internal
+}  // namespace backend
 
 class PRIMCACHE_API memory {
  public:
@@ -62,8 +62,7 @@ class PRIMCACHE_API memory {
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
  private:
-  friend const runtime_internal::memory_storage* runtime_internal::storage_of(
-      const memory& m) noexcept;
+  friend const backend::memory_storage* backend::storage_of(const memory& m) noexcept;
   struct state;
   std::shared_ptr<state> state_;
 };

@@ -37,8 +37,9 @@
 namespace primcache {
 
 class primitive;
+class primitive_desc;
 
-namespace runtime_internal {
+namespace backend {
 class primitive_desc_impl;
 class primitive_impl;
 // primitive::execute without the argument checks, for backends that compose
@@ -46,16 +47,20 @@ class primitive_impl;
 // benchmark that measures what the checks cost (BM_Execute/unchecked).
 PRIMCACHE_API void execute_unchecked(const primitive& prim, const stream& strm,
                                      const std::unordered_map<int, memory>& arguments);
-}  // namespace runtime_internal
+// A user-facing primitive descriptor for a descriptor a backend accepted
+// itself (outside the op constructors), on `eng`.
+PRIMCACHE_API primitive_desc make_primitive_desc(std::shared_ptr<const primitive_desc_impl> impl,
+                                                 engine eng);
+// The backend's descriptor behind a primitive descriptor (throws
+// primcache::error for an empty one).
+PRIMCACHE_API const primitive_desc_impl& impl_of(const primitive_desc& pd);
+PRIMCACHE_API const std::shared_ptr<const primitive_desc_impl>& impl_ptr_of(
+    const primitive_desc& pd) noexcept;
+}  // namespace backend
 
 class PRIMCACHE_API primitive_desc {
  public:
   primitive_desc() = default;
-  primitive_desc(std::shared_ptr<const runtime_internal::primitive_desc_impl> impl, engine eng);
-  // A reorder's: it runs on `eng` and reads from `src_engine`'s memory into
-  // `dst_engine`'s.
-  primitive_desc(std::shared_ptr<const runtime_internal::primitive_desc_impl> impl, engine eng,
-                 engine src_engine, engine dst_engine);
 
   // Resolved descriptors of the arguments; empty when there is none.
   memory::desc query_md(int arg) const;
@@ -74,13 +79,23 @@ class PRIMCACHE_API primitive_desc {
   const engine& get_dst_engine() const;
 
   explicit operator bool() const noexcept { return impl_ != nullptr; }
-  const runtime_internal::primitive_desc_impl& impl() const;
-  const std::shared_ptr<const runtime_internal::primitive_desc_impl>& impl_ptr() const noexcept {
-    return impl_;
-  }
+
+ protected:
+  // The op descriptors' constructors make theirs from what the backend
+  // registry accepted.
+  primitive_desc(std::shared_ptr<const backend::primitive_desc_impl> impl, engine eng);
+  // A reorder's: it runs on `eng` and reads from `src_engine`'s memory into
+  // `dst_engine`'s.
+  primitive_desc(std::shared_ptr<const backend::primitive_desc_impl> impl, engine eng,
+                 engine src_engine, engine dst_engine);
 
  private:
-  std::shared_ptr<const runtime_internal::primitive_desc_impl> impl_;
+  friend primitive_desc backend::make_primitive_desc(
+      std::shared_ptr<const backend::primitive_desc_impl>, engine);
+  friend const backend::primitive_desc_impl& backend::impl_of(const primitive_desc&);
+  friend const std::shared_ptr<const backend::primitive_desc_impl>& backend::impl_ptr_of(
+      const primitive_desc&) noexcept;
+  std::shared_ptr<const backend::primitive_desc_impl> impl_;
   std::optional<engine> engine_;
   std::optional<engine> src_engine_;  // a reorder's; empty: engine_
   std::optional<engine> dst_engine_;
@@ -108,7 +123,7 @@ class PRIMCACHE_API primitive {
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
  private:
-  friend void runtime_internal::execute_unchecked(const primitive&, const stream&, const args&);
+  friend void backend::execute_unchecked(const primitive&, const stream&, const args&);
   struct state;
   std::shared_ptr<const state> state_;
 };

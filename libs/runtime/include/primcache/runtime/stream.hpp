@@ -20,11 +20,13 @@
 namespace primcache {
 
 class stream;
-namespace runtime_internal {
+namespace backend {
 class stream_impl;
 // A stream over a queue a backend made itself (interop: a user's queue).
 PRIMCACHE_API stream wrap_stream(const engine& eng, std::shared_ptr<stream_impl> impl);
-}  // namespace runtime_internal
+// The backend's part of a stream (an in-order queue).
+stream_impl& impl_of(const stream& strm) noexcept;
+}  // namespace backend
 
 class PRIMCACHE_API stream {
  public:
@@ -32,16 +34,18 @@ class PRIMCACHE_API stream {
   const engine& get_engine() const noexcept { return engine_; }
   // Returns when everything submitted to the stream has finished.
   void wait();
-  // The backend's part (an in-order queue), for backends.
-  runtime_internal::stream_impl& impl() const noexcept { return *impl_; }
 
  private:
-  friend stream runtime_internal::wrap_stream(const engine&,
-                                              std::shared_ptr<runtime_internal::stream_impl>);
-  stream(const engine& eng, std::shared_ptr<runtime_internal::stream_impl> impl)
+  friend stream backend::wrap_stream(const engine&, std::shared_ptr<backend::stream_impl>);
+  friend backend::stream_impl& backend::impl_of(const stream&) noexcept;
+  stream(const engine& eng, std::shared_ptr<backend::stream_impl> impl)
       : engine_(eng), impl_(std::move(impl)) {}
   engine engine_;
-  std::shared_ptr<runtime_internal::stream_impl> impl_;
+  std::shared_ptr<backend::stream_impl> impl_;
 };
+
+inline backend::stream_impl& backend::impl_of(const stream& strm) noexcept {
+  return *strm.impl_;
+}
 
 }  // namespace primcache

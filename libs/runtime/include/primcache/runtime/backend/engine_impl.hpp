@@ -1,8 +1,8 @@
 // primcache/runtime/backend/engine_impl.hpp — what a backend implements to
 // provide engines of one kind.
 //
-//   class cpu_engine final : public primcache::runtime_internal::engine_impl { ... };
-//   primcache::runtime_internal::register_engine_factory(
+//   class cpu_engine final : public primcache::backend::engine_impl { ... };
+//   primcache::backend::register_engine_factory(
 //       primcache::engine_kind::cpu, [] { return std::size_t{1}; },
 //       [](std::size_t index) { return std::make_shared<const cpu_engine>(index); });
 //
@@ -19,7 +19,7 @@
 #include "primcache/runtime/backend/memory_storage.hpp"
 #include "primcache/runtime/engine.hpp"
 
-namespace primcache::runtime_internal {
+namespace primcache::backend {
 
 class PRIMCACHE_API engine_impl {
  public:
@@ -55,4 +55,4 @@ class PRIMCACHE_API engine_impl {
   std::size_t index_;
 };
 
-}  // namespace primcache::runtime_internal
+}  // namespace primcache::backend

@@ -11,7 +11,7 @@
 // them. Kernels receive storages through exec_ctx::arg_storage (host kernels
 // use exec_ctx::arg_ptr, the storage's host pointer).
 //
-//   auto s = eng.impl().allocate_storage(bytes);
+//   auto s = backend::impl_of(eng).allocate_storage(bytes);
 //   void* host = s->map();  ... ; s->unmap(host);         // host access
 //
 // Thread-safety: a storage's handle may not change (set_handle) while an
@@ -25,7 +25,7 @@
 
 #include "primcache/base/export.hpp"
 
-namespace primcache::runtime_internal {
+namespace primcache::backend {
 
 class engine_impl;
 
@@ -63,4 +63,4 @@ class PRIMCACHE_API stream_impl {
   virtual void wait() = 0;
 };
 
-}  // namespace primcache::runtime_internal
+}  // namespace primcache::backend

@@ -19,7 +19,7 @@
 #include "primcache/tensor/dims.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 
-namespace primcache::runtime_internal {
+namespace primcache::backend {
 
 enum class primitive_kind : std::uint8_t { matmul = 1, convolution, eltwise, reorder };
 PRIMCACHE_API std::string_view to_string(primitive_kind kind) noexcept;
@@ -67,4 +67,4 @@ using op_desc = std::variant<matmul_op, convolution_op, eltwise_fwd_op, reorder_
 
 PRIMCACHE_API primitive_kind kind_of(const op_desc& op) noexcept;
 
-}  // namespace primcache::runtime_internal
+}  // namespace primcache::backend

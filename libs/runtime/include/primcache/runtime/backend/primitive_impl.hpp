@@ -41,7 +41,7 @@
 #include "primcache/runtime/memory.hpp"
 #include "primcache/runtime/stream.hpp"
 
-namespace primcache::runtime_internal {
+namespace primcache::backend {
 
 class primitive_impl;
 
@@ -171,4 +171,4 @@ class PRIMCACHE_API primitive_impl {
 PRIMCACHE_API lookup_result<std::shared_ptr<const primitive_impl>> create_nested_impl(
     const primitive_desc_impl& pd, const engine& eng);
 
-}  // namespace primcache::runtime_internal
+}  // namespace primcache::backend

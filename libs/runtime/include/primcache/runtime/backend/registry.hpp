@@ -5,9 +5,9 @@
 // linking it is all a user does:
 //
 //   static const bool registered = [] {
-//     primcache::runtime_internal::register_implementation(
+//     primcache::backend::register_implementation(
 //         {"jit:matmul", primcache::engine_kind::cpu,
-//          primcache::runtime_internal::primitive_kind::matmul, /*priority=*/100,
+//          primcache::backend::primitive_kind::matmul, /*priority=*/100,
 //          &make_jit_matmul_pd});
 //     return true;
 //   }();
@@ -31,7 +31,7 @@
 #include "primcache/runtime/backend/op_desc.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 
-namespace primcache::runtime_internal {
+namespace primcache::backend {
 
 using pd_factory = result<std::shared_ptr<const primitive_desc_impl>> (*)(
     const op_desc& op, const primitive_attr& attr, const engine_impl& eng);
@@ -56,4 +56,4 @@ PRIMCACHE_API void register_engine_factory(engine_kind kind, engine_count_fn cou
 PRIMCACHE_API std::shared_ptr<const primitive_desc_impl> create_primitive_desc(
     const op_desc& op, const primitive_attr& attr, const engine& eng);
 
-}  // namespace primcache::runtime_internal
+}  // namespace primcache::backend
