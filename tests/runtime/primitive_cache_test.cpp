@@ -1,9 +1,11 @@
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_backend.hpp"
@@ -206,19 +208,25 @@ TEST_CASE("a capacity set above INT_MAX through control reads back as INT_MAX, n
 }
 
 namespace {
-// The sample of `family` whose labels include `label=value`, read now.
-metric_sample sample_of(const std::string& family, const std::string& label,
-                        const std::string& value) {
+// The sample of `family` whose labels include every `label=value` given,
+// read now.
+metric_sample sample_of(const std::string& family,
+                        const std::vector<std::pair<std::string, std::string>>& want) {
   for (const metric_family_info& f : control().list_metrics()) {
     if (f.name != family) continue;
     for (const metric_sample& s : f.samples) {
-      for (const auto& [k, v] : s.labels) {
-        if (k == label && v == value) return s;
-      }
+      const bool all = std::all_of(want.begin(), want.end(), [&](const auto& w) {
+        return std::find(s.labels.begin(), s.labels.end(), w) != s.labels.end();
+      });
+      if (all) return s;
     }
   }
-  FAIL("no series " << family << "{" << label << "=" << value << "}");
+  FAIL("no series " << family << " with the labels asked for");
   return {};
+}
+metric_sample sample_of(const std::string& family, const std::string& label,
+                        const std::string& value) {
+  return sample_of(family, {{label, value}});
 }
 }  // namespace
 
@@ -227,13 +235,16 @@ TEST_CASE("the runtime records creations and executions in control for metrics",
   fresh_cache guard;
   fake::install();
   reorder warm(fake::copy_pd(61));  // the series exist once the runtime is used
-  const auto created = sample_of("primcache_primitive_create_seconds", "engine", "gpu").count;
+  const auto created =
+      sample_of("primcache_primitive_create_seconds", {{"engine", "gpu"}, {"source", "compile"}})
+          .count;
   const auto executed = sample_of("primcache_primitive_executions_total", "kind", "reorder").value;
   const auto since = control().events_since(0).next;
 
   reorder compiled(fake::copy_pd(62));  // a miss: compiled and timed
   reorder hit(fake::copy_pd(62));       // a hit: not timed
-  CHECK(sample_of("primcache_primitive_create_seconds", "engine", "gpu").count == created + 1);
+  CHECK(sample_of("primcache_primitive_create_seconds", {{"engine", "gpu"}, {"source", "compile"}})
+            .count == created + 1);
 
   engine eng(engine_kind::gpu, 0);
   memory src(fake::copy_pd(62).src_desc(), eng), dst(fake::copy_pd(62).dst_desc(), eng);
@@ -295,4 +306,30 @@ TEST_CASE("the default pool's size is a setting operators read and change",
   CHECK(get_num_threads() == 2);
   set_num_threads(before);
   CHECK(std::get<std::int64_t>(control().get_setting("num_threads").value) == before);
+}
+
+TEST_CASE("creations served by the primitive cache are timed on one in 64 per thread",
+          "[runtime][primitive_cache][metrics]") {
+  fresh_cache guard;
+  fake::install();
+  const std::vector<std::pair<std::string, std::string>> memory_gpu = {{"engine", "gpu"},
+                                                                       {"source", "memory"}};
+  const std::vector<std::pair<std::string, std::string>> compile_gpu = {{"engine", "gpu"},
+                                                                        {"source", "compile"}};
+  reorder first(fake::copy_pd(63));  // the miss, before counting
+  // A fresh thread: its creation count starts at 0, so exactly 2 of 128
+  // hits are sampled, and no compile is recorded. (Catch2 assertions stay
+  // on this thread.)
+  const auto memory_before = sample_of("primcache_primitive_create_seconds", memory_gpu).count;
+  const auto compile_before = sample_of("primcache_primitive_create_seconds", compile_gpu).count;
+  int hits = 0;
+  std::thread([&] {
+    for (int i = 0; i < 128; ++i) {
+      reorder hit(fake::copy_pd(63));
+      hits += hit.creation_outcome() == lookup_outcome::hit ? 1 : 0;
+    }
+  }).join();
+  CHECK(hits == 128);
+  CHECK(sample_of("primcache_primitive_create_seconds", memory_gpu).count == memory_before + 2);
+  CHECK(sample_of("primcache_primitive_create_seconds", compile_gpu).count == compile_before);
 }

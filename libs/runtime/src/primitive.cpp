@@ -83,6 +83,9 @@ namespace {
 // initial-exec: the runtime is linked, not dlopened, so its TLS is static
 // and reads need no __tls_get_addr call.
 __attribute__((tls_model("initial-exec"))) thread_local int tl_creation_depth = 0;
+// Counts this thread's creations; one in kMemorySampleEvery is timed for
+// primcache_primitive_create_seconds{source="memory"}.
+__attribute__((tls_model("initial-exec"))) thread_local unsigned tl_creation_count = 0;
 
 // The keys this thread is creating right now, innermost last. A creator
 // that asks the cache for a key it is itself creating would wait on its own
@@ -130,8 +133,9 @@ std::string describe(const primitive_desc_impl& pd) {
 lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(const primitive_desc_impl& pd,
                                                                    const engine& eng) {
   const bool verbose = verbose_level() >= 1;
-  const auto start =
-      verbose ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const bool sampled = ++tl_creation_count % runtime_metrics::kMemorySampleEvery == 0;
+  const auto start = verbose || sampled ? std::chrono::steady_clock::now()
+                                        : std::chrono::steady_clock::time_point{};
   const bool nested = tl_creation_depth > 0;
   ++tl_creation_depth;
   struct depth_guard {
@@ -153,6 +157,11 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(const primiti
                             .detail = std::string(pd.name()) + " " + describe(pd)});
     return impl;
   });
+  if (sampled && r.outcome != lookup_outcome::miss) {
+    metrics()
+        .from_memory(eng.get_kind())
+        .observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   if (verbose) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -61,10 +61,12 @@ const runtime_metrics& metrics() {
     control_registry& c = control();
     static constexpr const char* kEngines[] = {"cpu", "gpu"};
     for (int e = 0; e < 2; ++e) {
-      r->create_seconds[e] =
-          c.histogram("primcache_primitive_create_seconds",
-                      "Time to create a primitive that missed the primitive cache",
-                      {{"engine", kEngines[e]}, {"source", "compile"}});
+      static constexpr const char* kHelp =
+          "Time to create a primitive, by where its code came from (memory: sampled)";
+      r->create_seconds[e] = c.histogram("primcache_primitive_create_seconds", kHelp,
+                                         {{"engine", kEngines[e]}, {"source", "compile"}});
+      r->memory_seconds[e] = c.histogram("primcache_primitive_create_seconds", kHelp,
+                                         {{"engine", kEngines[e]}, {"source", "memory"}});
     }
     for (primitive_kind k : {primitive_kind::matmul, primitive_kind::convolution,
                              primitive_kind::eltwise, primitive_kind::reorder}) {

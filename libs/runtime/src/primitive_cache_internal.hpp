@@ -29,15 +29,22 @@ primitive_desc_cache_type& primitive_desc_cache();
 // The runtime's series in primcache::control, registered once (each as 0
 // from the start) and never destroyed; recording is a relaxed atomic add.
 struct runtime_metrics {
-  // primcache_primitive_create_seconds{engine, source="compile"}: creations
-  // that compiled (the persistent cache will add source="persistent"). Hits
-  // and waits are counted by the cache's requests_total and not timed: two
-  // clock reads would add a tenth to the hit path.
+  // primcache_primitive_create_seconds{engine, source}: source="compile"
+  // for every creation that compiled (the persistent cache will add
+  // source="persistent"); source="memory" for creations the primitive cache
+  // served (hits, and waits on a concurrent compile), timed on one creation
+  // in kMemorySampleEvery per thread: two clock reads on every hit would add
+  // a tenth to the hit path. Counts come from the cache's requests_total.
   metric_histogram create_seconds[2];  // engine cpu, gpu
+  metric_histogram memory_seconds[2];  // engine cpu, gpu
+  static constexpr unsigned kMemorySampleEvery = 64;
   // primcache_primitive_executions_total{kind}, by primitive_kind - 1.
   metric_counter executions[4];
   const metric_histogram& create(engine_kind engine) const noexcept {
     return create_seconds[engine == engine_kind::gpu ? 1 : 0];
+  }
+  const metric_histogram& from_memory(engine_kind engine) const noexcept {
+    return memory_seconds[engine == engine_kind::gpu ? 1 : 0];
   }
   const metric_counter& executed(backend::primitive_kind kind) const noexcept {
     return executions[static_cast<int>(kind) - 1];
