@@ -437,7 +437,7 @@ TEST_CASE("non-default configurations give different code and the same results",
   const auto p = make_problem(s);
   for (cpu_isa isa : test_isas()) {
     const auto def = ci::default_conv_config(p, isa);
-    auto cands = ci::conv_config_candidates(p, isa);
+    auto cands = ci::conv_config_variants(p, isa);
     REQUIRE(cands.size() >= 3);
     if (cands.size() > 3) cands.resize(3);
     auto base = check_against_reference(p, def, isa);
@@ -494,7 +494,7 @@ TEST_CASE("convolution objects import nothing outside the allowlist", "[cpu][con
   add.what = ci::post_op::kind::binary_add;
   p.post_ops = {gelu, add};
   for (cpu_isa isa : test_isas()) {
-    auto configs = ci::conv_config_candidates(p, isa);
+    auto configs = ci::conv_config_variants(p, isa);
     configs.resize(std::min<std::size_t>(configs.size(), 2));
     configs.push_back(ci::default_conv_config(p, isa));
     for (const auto& c : configs) {

@@ -354,7 +354,7 @@ TEST_CASE("eltwise configurations give different code and the same results",
   auto def = make_kernel(p, ci::default_eltwise_config(p, isa), isa);
   const auto base = run_both(*def, p, 8.f, 2);
   check_close(p, base);
-  auto candidates = ci::eltwise_config_candidates(p, isa);
+  auto candidates = ci::eltwise_config_variants(p, isa);
   REQUIRE(candidates.size() >= 3);
   std::vector<std::vector<std::byte>> objects{def->object()};
   for (const auto& c : candidates) {

@@ -315,7 +315,7 @@ TEST_CASE("non-default matmul configurations give different code and the referen
     p.post_ops = {eltwise(eltwise_alg::tanh), binary(0, binary_broadcast::per_channel)};
     p.nthr = 2;
     const matmul_config def = ci::default_matmul_config(p, isa);
-    const auto candidates = ci::matmul_config_candidates(p, isa);
+    const auto candidates = ci::matmul_config_variants(p, isa);
     REQUIRE(candidates.size() >= 3);
     std::vector<std::vector<std::byte>> objects = {make(p, def, isa)->object()};
     for (const matmul_config& c : candidates) {

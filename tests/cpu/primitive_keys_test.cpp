@@ -43,12 +43,14 @@ class fixed_context {
 
 struct pinned {
   std::string impl;
-  std::uint64_t hash;
+  std::uint64_t hash;          // the key
+  std::uint64_t problem_hash;  // the key without the configuration
 };
 
 template <class PrimitiveDesc>
 pinned key_of(const PrimitiveDesc& pd) {
-  return {pd.impl_info_str(), backend::impl_of(pd).cache_key().hash()};
+  return {pd.impl_info_str(), backend::impl_of(pd).cache_key().hash(),
+          backend::impl_of(pd).problem_key().hash()};
 }
 
 matmul::primitive_desc a_matmul() {
@@ -105,6 +107,8 @@ TEST_CASE("the reference implementations write the keys they always wrote",
   CHECK(elt.hash == 0xab2b7cf6a9e6724aULL);
   CHECK(re.impl == "ref:reorder");
   CHECK(re.hash == 0x266eb886a33efa4fULL);
+  // No configuration: the problem key is the key.
+  for (const pinned& p : {mm, conv, elt, re}) CHECK(p.problem_hash == p.hash);
 }
 
 TEST_CASE("the JIT implementations write the keys they always wrote", "[cpu][primitive][key]") {
@@ -117,12 +121,19 @@ TEST_CASE("the JIT implementations write the keys they always wrote", "[cpu][pri
   const pinned conv = key_of(a_convolution());
   const pinned elt = key_of(an_eltwise());
   const pinned re = key_of(a_reorder());
+  // The problem keys are the keys these implementations wrote before the
+  // configuration entered the key; the keys add the heuristic's
+  // configuration.
   CHECK(mm.impl == "jit:matmul");
-  CHECK(mm.hash == 0x79653e3a54efe474ULL);
+  CHECK(mm.problem_hash == 0x79653e3a54efe474ULL);
+  CHECK(mm.hash == 0xe058f837fbda4043ULL);
   CHECK(conv.impl == "jit:conv");
-  CHECK(conv.hash == 0x7b7859041c42dbd1ULL);
+  CHECK(conv.problem_hash == 0x7b7859041c42dbd1ULL);
+  CHECK(conv.hash == 0x998c74c4910a6318ULL);
   CHECK(elt.impl == "jit:eltwise");
-  CHECK(elt.hash == 0x56e221b643cbb4caULL);
+  CHECK(elt.problem_hash == 0x56e221b643cbb4caULL);
+  CHECK(elt.hash == 0xeb0a3fcd0a311d01ULL);
   CHECK(re.impl == "jit:reorder");
-  CHECK(re.hash == 0x5aac0137ac8bf85aULL);
+  CHECK(re.problem_hash == 0x5aac0137ac8bf85aULL);
+  CHECK(re.hash == 0x7515a364882869ecULL);
 }

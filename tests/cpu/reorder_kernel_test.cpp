@@ -285,7 +285,7 @@ TEST_CASE("reorder configurations give different code and the same results",
   auto p = problem(memory_desc(dims, st, s), memory_desc(dims, dt, d), 2);
   auto def = make_kernel(p, ci::default_reorder_config(p, isa), isa);
   const auto want = run_both(*def, p, 3).want;
-  auto candidates = ci::reorder_config_candidates(p, isa);
+  auto candidates = ci::reorder_config_variants(p, isa);
   REQUIRE(candidates.size() >= 3);
   std::vector<std::vector<std::byte>> objects{def->object()};
   for (const auto& c : candidates) {

@@ -1,9 +1,12 @@
 #include "primcache/runtime/primitive.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "primcache/control/registry.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 #include "primcache/runtime/backend/registry.hpp"
+#include "primcache/runtime/version.hpp"
 #include "primitive_cache_internal.hpp"
 
 namespace primcache {
@@ -31,7 +35,19 @@ void primitive_desc_impl::finalize(const engine_impl& eng, int nthr) {
   w.i32(nthr);
   w.enumeration(eng.kind());
   eng.write_identity(w);
-  key_ = w.finish();
+  problem_key_ = w.finish();
+  // The configuration is chosen on the complete problem key (what a tune
+  // table is indexed by) and appended after it.
+  config_ = default_config();
+  if (config_) {
+    if (auto chosen = config_from_source(*this)) config_ = std::move(chosen);
+    w.raw(problem_key_.bytes());
+    w.str("config");
+    config_->write_key(w);
+    key_ = w.finish();
+  } else {
+    key_ = problem_key_;
+  }
 
   required_.clear();
   auto add = [&](int index, required_arg::on engine) {
@@ -50,6 +66,53 @@ void primitive_desc_impl::finalize(const engine_impl& eng, int nthr) {
     required_.push_back(
         {index, ops[i].src1, required_arg::on::primitive_engine, static_cast<int>(i)});
   }
+}
+
+result<bool> primitive_desc_impl::validate_config(const kernel_config&) const {
+  return failure{status::unimplemented,
+                 std::string(name_) + " has no kernel configurations to choose from"};
+}
+
+std::shared_ptr<const primitive_impl> primitive_desc_impl::create_impl(const engine&,
+                                                                       const kernel_config&) const {
+  throw error(status::unimplemented,
+              std::string(name_) + " has no kernel configurations to build with");
+}
+
+std::shared_ptr<const primitive_impl> primitive_desc_impl::load_impl(const engine&,
+                                                                     const impl_blob&) const {
+  throw error(status::unimplemented,
+              std::string(name_) + " cannot be created from a blob (it is not serializable)");
+}
+
+std::vector<std::uint8_t> primitive_impl::serialize() const {
+  throw error(status::unimplemented,
+              std::string(pd().name()) + " cannot be serialized into a blob");
+}
+
+std::shared_ptr<const primitive_impl> primitive_desc_impl::create_impl_from_blob(
+    const engine& eng, std::span<const std::uint8_t> bytes) const {
+  const std::string who = std::string(to_string(kind_)) + " (" + name_ + ")";
+  auto decoded = impl_blob::decode(bytes);
+  if (!decoded) throw error(decoded.why().code, who + ": " + decoded.why().message);
+  const impl_blob& blob = decoded.value();
+  if (blob.name != name_) {
+    throw error(status::invalid_arguments, who + ": the blob holds an implementation '" +
+                                               blob.name + "', not '" + name_ + "'");
+  }
+  if (blob.config != config_) {
+    throw error(status::invalid_arguments,
+                who + ": the blob's configuration " +
+                    (blob.config ? blob.config->to_json() : std::string("(none)")) +
+                    " is not this descriptor's " +
+                    (config_ ? config_->to_json() : std::string("(none)")));
+  }
+  const auto k = key_.bytes();
+  if (!std::equal(k.begin(), k.end(), blob.key_bytes.begin(), blob.key_bytes.end())) {
+    throw error(status::invalid_arguments,
+                who + ": the blob was made for another primitive descriptor (its key differs)");
+  }
+  return load_impl(eng, blob);
 }
 
 void primitive_impl::create_resource(const engine& eng, resource_mapper& mapper) const {
@@ -130,8 +193,9 @@ std::string describe(const primitive_desc_impl& pd) {
   return s;
 }
 
-lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(const primitive_desc_impl& pd,
-                                                                   const engine& eng) {
+lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(
+    const primitive_desc_impl& pd, const engine& eng,
+    const std::span<const std::uint8_t>* blob = nullptr) {
   const bool verbose = verbose_level() >= 1;
   const bool sampled = ++tl_creation_count % runtime_metrics::kMemorySampleEvery == 0;
   const auto start = verbose || sampled ? std::chrono::steady_clock::now()
@@ -146,13 +210,13 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(const primiti
     const creation_frame frame(pd.cache_key());
     // Timed here, on the miss path only: a hit reads no clock.
     const auto compile_start = std::chrono::steady_clock::now();
-    auto impl = pd.create_impl(eng);
+    auto impl = blob ? pd.create_impl_from_blob(eng, *blob) : pd.create_impl(eng);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
-    metrics().create(eng.get_kind()).observe(seconds);
+    if (!blob) metrics().create(eng.get_kind()).observe(seconds);
     control().record_event({.kind = nested ? "create_nested" : "create",
                             .name = std::string(to_string(pd.kind())),
-                            .source = "compile",
+                            .source = blob ? "blob" : "compile",
                             .duration_ms = seconds * 1e3,
                             .detail = std::string(pd.name()) + " " + describe(pd)});
     return impl;
@@ -169,6 +233,7 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(const primiti
                           : r.outcome == lookup_outcome::waited ? "cache_wait"
                                                                 : "cache_miss";
     if (nested) outcome = "nested_" + outcome;
+    if (blob && r.outcome == lookup_outcome::miss) outcome += "_from_blob";
     char time[32];
     std::snprintf(time, sizeof time, "%.3f", ms);
     verbose_print("primcache_verbose,create:" + outcome + "," + std::string(to_string(pd.kind())) +
@@ -206,6 +271,11 @@ lookup_result<std::shared_ptr<const primitive_impl>> create_nested_impl(
   return get_or_create(pd, eng);
 }
 
+lookup_result<std::shared_ptr<const primitive_impl>> create_nested_impl(
+    const primitive_desc_impl& pd, const engine& eng, std::span<const std::uint8_t> blob) {
+  return get_or_create(pd, eng, &blob);
+}
+
 }  // namespace backend
 
 // ---- primitive_desc -----------------------------------------------------------
@@ -240,6 +310,20 @@ memory::desc primitive_desc::query_md(int arg) const {
 }
 std::string primitive_desc::impl_info_str() const {
   return backend::impl_of(*this).name();
+}
+std::vector<std::uint8_t> primitive_desc::cache_blob_id() const {
+  // What names the code, plus what makes this library's code for that name
+  // differ from another build's: the key bytes after the library version
+  // and the build identity (a hash of the code-generating sources and LLVM).
+  const auto& pd = backend::impl_of(*this);
+  key_writer w;
+  w.str("primcache-blob-id").u32(1);
+  w.str(version().version).str(version().build_identity);
+  w.raw(pd.cache_key().bytes());
+  const key k = w.finish();
+  std::vector<std::uint8_t> out(k.size());
+  std::memcpy(out.data(), k.data(), k.size());
+  return out;
 }
 std::size_t primitive_desc::scratchpad_size() const {
   return backend::impl_of(*this).scratchpad_bytes();
@@ -326,9 +410,22 @@ struct primitive::state {
   void run(const stream& strm, const args& arguments) const;
 };
 
-primitive::primitive(const primitive_desc& pd) {
+primitive::primitive(const primitive_desc& pd)
+    : primitive(pd, static_cast<const std::span<const std::uint8_t>*>(nullptr)) {}
+
+primitive::primitive(const primitive_desc& pd, const std::vector<std::uint8_t>& cache_blob) {
+  const std::span<const std::uint8_t> blob(cache_blob.data(), cache_blob.size());
+  *this = primitive(pd, &blob);
+}
+
+std::vector<std::uint8_t> primitive::cache_blob() const {
+  if (!state_) throw error(status::invalid_arguments, "the primitive is empty");
+  return state_->impl->serialize();
+}
+
+primitive::primitive(const primitive_desc& pd, const std::span<const std::uint8_t>* blob) {
   const auto& pd_impl = backend::impl_of(pd);
-  auto r = backend::get_or_create(pd_impl, pd.get_engine());
+  auto r = backend::get_or_create(pd_impl, pd.get_engine(), blob);
   auto s = std::make_shared<state>();
   s->pd = pd;
   s->impl = std::move(r.value);

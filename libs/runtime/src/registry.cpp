@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <map>
 #include <string>
 #include <vector>
@@ -83,10 +84,35 @@ class registry {
       PRIMCACHE_GUARDED_BY(mu_);
 };
 
-// Bumped by every registration: cached primitive descriptors made before a
-// registration are never found again (a new implementation may now win)
+// Bumped by every registration and every change of the config source:
+// cached primitive descriptors made before are never found again (a new
+// implementation may now win, or the source give another configuration)
 // and age out of the cache.
 std::atomic<std::uint64_t> registry_generation{0};
+
+// The config source: replaced whole, read as a snapshot (the source runs
+// with no lock held; it may be slow, or create primitive descriptors).
+class config_source_slot {
+ public:
+  void set(config_source fn) PRIMCACHE_EXCLUDES(mu_) {
+    auto next = fn ? std::make_shared<const config_source>(std::move(fn)) : nullptr;
+    lock_guard g(mu_);
+    source_ = std::move(next);
+  }
+  std::shared_ptr<const config_source> get() PRIMCACHE_EXCLUDES(mu_) {
+    shared_lock_guard g(mu_);
+    return source_;
+  }
+
+ private:
+  shared_mutex mu_;
+  std::shared_ptr<const config_source> source_ PRIMCACHE_GUARDED_BY(mu_);
+};
+
+config_source_slot& the_config_source() {
+  static config_source_slot* s = new config_source_slot;  // never destroyed, as the registry
+  return *s;
+}
 
 registry& the_registry() {
   static registry* r = new registry;  // never destroyed: backends register from static init
@@ -98,6 +124,35 @@ registry& the_registry() {
 void register_implementation(const implementation_entry& entry) {
   the_registry().add(entry);
   registry_generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void set_config_source(config_source source) {
+  the_config_source().set(std::move(source));
+  registry_generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::optional<kernel_config> config_from_source(const primitive_desc_impl& pd) {
+  const auto source = the_config_source().get();
+  if (!source) return std::nullopt;
+  auto ignore = [&](const std::string& why) -> std::optional<kernel_config> {
+    if (verbose_level() >= 1) {
+      verbose_print("primcache_verbose,config:ignored," + std::string(to_string(pd.kind())) + "," +
+                    pd.name() + "," + why + "; using the heuristic's configuration");
+    }
+    return std::nullopt;
+  };
+  std::optional<kernel_config> cfg;
+  try {
+    cfg = (*source)(pd);
+  } catch (const std::exception& e) {
+    return ignore(std::string("the config source threw: ") + e.what());
+  } catch (...) {
+    return ignore("the config source threw");
+  }
+  if (!cfg) return std::nullopt;
+  auto ok = pd.validate_config(*cfg);
+  if (!ok) return ignore("the config source gave " + cfg->to_json() + ": " + ok.why().message);
+  return cfg;
 }
 
 void register_engine_factory(engine_kind kind, engine_count_fn count, engine_factory_fn create) {

@@ -1,5 +1,6 @@
 #include "jit/compiler.hpp"
 
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <string>
@@ -100,10 +101,17 @@ result<std::vector<std::byte>> compile_module(std::string_view name, cpu_isa isa
   return capture.take();
 }
 
+std::atomic<std::uint64_t> compilations{0};
+
 }  // namespace
+
+std::uint64_t objects_compiled() noexcept {
+  return compilations.load(std::memory_order_relaxed);
+}
 
 result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa,
                                               ir_builder build) {
+  compilations.fetch_add(1, std::memory_order_relaxed);
   // The process JIT initializes LLVM's native target, which code generation
   // needs even before anything is loaded.
   if (auto jit = process_jit(); !jit) return jit.why();

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -47,5 +48,9 @@ using ir_builder = llvm::function_ref<void(llvm::Module&)>;
 inline constexpr const char* isa_symbol = "primcache_isa";
 
 result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa, ir_builder build);
+
+// How many times compile_object() has run in this process (relaxed count;
+// tests use it to show that a kernel came from a blob, not the compiler).
+std::uint64_t objects_compiled() noexcept;
 
 }  // namespace primcache::cpu_internal

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernels/conv_config.hpp"
@@ -129,7 +130,7 @@ conv_config default_conv_config(const conv_problem& p, cpu_isa isa) {
   return effective_conv_config(g, c);
 }
 
-std::vector<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa) {
+std::vector<conv_config> conv_config_variants(const conv_problem& p, cpu_isa isa) {
   const conv_config def = default_conv_config(p, isa);
   std::vector<conv_config> out;
   auto ga = analyze_conv(p);
@@ -165,4 +166,70 @@ std::vector<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa i
   }
   return out;
 }
+
+int conv_accumulator_budget(cpu_isa isa) {
+  return isa >= cpu_isa::avx512_core ? 28 : 6;
+}
+
+backend::kernel_config to_fields(const conv_config& c) {
+  backend::kernel_config f;
+  f.add("ow_block", c.ow_block).add("oc_blocks", c.oc_blocks).add("ic_unroll", c.ic_unroll);
+  f.add("order", static_cast<std::int64_t>(c.order));
+  return f;
+}
+
+result<conv_config> conv_config_from_fields(const backend::kernel_config& f) {
+  auto r = field_reader::open(f, "convolution", {"ow_block", "oc_blocks", "ic_unroll", "order"});
+  if (!r) return r.why();
+  const field_reader& in = r.value();
+  conv_config c;
+  int order = 0;
+  for (auto ok : {in.get("ow_block", 1, 64, c.ow_block), in.get("oc_blocks", 1, 16, c.oc_blocks),
+                  in.get("ic_unroll", 1, 16, c.ic_unroll), in.get("order", 0, 1, order)}) {
+    if (!ok) return ok.why();
+  }
+  c.order = static_cast<conv_loop_order>(order);
+  if (auto ok = check_conv_config(c); !ok) return ok.why();
+  return c;
+}
+
+result<bool> validate_conv_config_for(const conv_problem& p, const conv_config& c, cpu_isa isa) {
+  auto g = analyze_conv(p);
+  if (!g) return g.why();
+  if (auto ok = check_conv_config(c); !ok) return ok;
+  if (isa < cpu_isa::avx2 || isa > detected_isa()) {
+    return failure{status::unimplemented, "convolution: ISA " + std::string(to_string(isa)) +
+                                              " is below avx2 or beyond this host"};
+  }
+  const conv_config ec = effective_conv_config(flatten_conv_pointwise(g.value()), c);
+  if (ec.ow_block * ec.oc_blocks > conv_accumulator_budget(isa)) {
+    return failure{status::invalid_arguments,
+                   "convolution: register tile " + std::to_string(ec.ow_block) + "x" +
+                       std::to_string(ec.oc_blocks) + " needs more than the " +
+                       std::to_string(conv_accumulator_budget(isa)) + " accumulators of " +
+                       std::string(to_string(isa))};
+  }
+  return true;
+}
+
+enumerated_configs<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa) {
+  auto ga = analyze_conv(p);
+  if (!ga || isa < cpu_isa::avx2) return {};
+  const conv_geometry g = flatten_conv_pointwise(ga.value());
+  const int budget = conv_accumulator_budget(isa);
+  std::vector<conv_config> out;
+  for (int ocb = 1; ocb <= std::min<std::int64_t>(16, g.nb); ++ocb) {
+    for (int owb = 1; owb <= std::min<std::int64_t>(64, g.ow) && owb * ocb <= budget; ++owb) {
+      for (int u : {1, 2, 4, 8, 16}) {
+        for (conv_loop_order order : {conv_loop_order::oc_outer, conv_loop_order::spatial_outer}) {
+          const conv_config c{owb, ocb, u, order};
+          // Only the form the generator uses: others repeat its code.
+          if (c == effective_conv_config(g, c)) out.push_back(c);
+        }
+      }
+    }
+  }
+  return enumerated_configs<conv_config>::of(std::move(out));
+}
+
 }  // namespace primcache::cpu_internal

@@ -12,6 +12,8 @@
 
 #include "kernels/conv_geometry.hpp"
 #include "kernels/conv_kernel.hpp"
+#include "primcache/base/result.hpp"
+#include "primcache/runtime/backend/kernel_config.hpp"
 
 namespace primcache::cpu_internal {
 
@@ -21,5 +23,19 @@ conv_geometry flatten_conv_pointwise(conv_geometry g);
 
 // The config the generator really uses: blocks no larger than the problem.
 conv_config effective_conv_config(const conv_geometry& g, conv_config c);
+
+// Accumulators (16-float vectors) a register tile may hold at this ISA:
+// 28 of 32 zmm at avx512_core and above, 6 (12 of 16 ymm) below, leaving
+// registers for the weights and the broadcast input.
+int conv_accumulator_budget(cpu_isa isa);
+
+// The configuration as backend fields (ow_block, oc_blocks, ic_unroll,
+// order) and back; from_fields checks the names and ranges.
+backend::kernel_config to_fields(const conv_config& c);
+result<conv_config> conv_config_from_fields(const backend::kernel_config& f);
+// Whether create() builds `c` for `p` at `isa` within the ISA's accumulator
+// budget (the tile the generator uses, effective_conv_config), without
+// compiling.
+result<bool> validate_conv_config_for(const conv_problem& p, const conv_config& c, cpu_isa isa);
 
 }  // namespace primcache::cpu_internal

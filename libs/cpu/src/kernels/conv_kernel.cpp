@@ -87,6 +87,10 @@ const std::vector<std::byte>& conv_kernel::object() const {
   return module_->object();
 }
 
+cpu_isa conv_kernel::isa() const {
+  return module_->isa();
+}
+
 std::size_t conv_kernel::scratchpad_bytes() const {
   return packed_bytes_;
 }

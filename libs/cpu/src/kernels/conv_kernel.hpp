@@ -38,6 +38,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/config_space.hpp"
 #include "kernels/post_ops.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
@@ -111,7 +112,14 @@ result<std::int64_t> conv_output_size(std::int64_t in, std::int64_t kernel, std:
 result<memory_desc> preferred_weights_desc(const conv_problem& p);
 
 conv_config default_conv_config(const conv_problem& p, cpu_isa isa);
-std::vector<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa);
+// The candidate space: every register tile (ow_block x oc_blocks) within the
+// ISA's accumulator budget and the problem's extents, times input-channel
+// unrolls and loop orders, each in the form the generator uses (distinct
+// candidates, distinct code). Every candidate validates.
+enumerated_configs<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa);
+// A few valid configurations other than the default, each different code:
+// what the kernel tests compile.
+std::vector<conv_config> conv_config_variants(const conv_problem& p, cpu_isa isa);
 
 class conv_kernel {
  public:
@@ -124,6 +132,8 @@ class conv_kernel {
   conv_kernel& operator=(const conv_kernel&) = delete;
 
   const std::vector<std::byte>& object() const;
+  // The ISA the object was compiled for (recorded in it).
+  cpu_isa isa() const;
   // The packed weights' bytes when the weights are not in the preferred
   // layout, else 0.
   std::size_t scratchpad_bytes() const;

@@ -1,6 +1,7 @@
 #include "kernels/eltwise_config.hpp"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "jit/target.hpp"
@@ -67,7 +68,7 @@ eltwise_config default_eltwise_config(const eltwise_problem& p, cpu_isa isa) {
   return c;
 }
 
-std::vector<eltwise_config> eltwise_config_candidates(const eltwise_problem& p, cpu_isa isa) {
+std::vector<eltwise_config> eltwise_config_variants(const eltwise_problem& p, cpu_isa isa) {
   const eltwise_config def = default_eltwise_config(p, isa);
   std::vector<eltwise_config> out;
   if (!validate_eltwise_problem(p)) return out;
@@ -96,4 +97,59 @@ std::vector<eltwise_config> eltwise_config_candidates(const eltwise_problem& p, 
   add(c);
   return out;
 }
+
+backend::kernel_config to_fields(const eltwise_config& c) {
+  backend::kernel_config f;
+  f.add("vector_lanes", c.vector_lanes).add("unroll", c.unroll).add("chunk", c.chunk);
+  return f;
+}
+
+result<eltwise_config> eltwise_config_from_fields(const backend::kernel_config& f) {
+  auto r = field_reader::open(f, "eltwise", {"vector_lanes", "unroll", "chunk"});
+  if (!r) return r.why();
+  const field_reader& in = r.value();
+  eltwise_config c;
+  for (auto ok : {in.get("vector_lanes", 1, 64, c.vector_lanes), in.get("unroll", 1, 64, c.unroll),
+                  in.get("chunk", 0, std::int64_t{1} << 62, c.chunk)}) {
+    if (!ok) return ok.why();
+  }
+  if (auto ok = validate_eltwise_config(c); !ok) return ok.why();
+  return c;
+}
+
+result<bool> validate_eltwise_config_for(const eltwise_problem& p, const eltwise_config& c,
+                                         cpu_isa isa) {
+  if (auto ok = validate_eltwise_problem(p); !ok) return ok;
+  if (auto ok = validate_eltwise_config(c); !ok) return ok;
+  if (isa > detected_isa()) {
+    return failure{status::unimplemented,
+                   "eltwise: ISA " + std::string(to_string(isa)) + " is beyond this host"};
+  }
+  return true;
+}
+
+enumerated_configs<eltwise_config> eltwise_config_candidates(const eltwise_problem& p,
+                                                             cpu_isa isa) {
+  (void)isa;  // the vector width is a parameter; LLVM splits wide vectors at any ISA
+  std::vector<eltwise_config> out;
+  if (!validate_eltwise_problem(p)) return {};
+  auto plan = eltwise_walk_plan(p);
+  if (!plan) return {};
+  const walk_plan& w = plan.value();
+  const std::int64_t extent = w.loops.back().extent;
+  for (int lanes : {4, 8, 16, 32, 64}) {
+    for (int u = 1; u <= 8; ++u) {
+      for (int parts : {1, 2, 4, 8, 16}) {
+        eltwise_config c{lanes, u, parts == 1 ? 0 : std::max<std::int64_t>(1, extent / parts)};
+        if (!validate_eltwise_config(c)) continue;
+        canonicalize(c, extent);
+        c.chunk = walk_chunk(w, c.chunk, c.vector_lanes * c.unroll);
+        if (c.chunk >= extent) c.chunk = 0;
+        if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+      }
+    }
+  }
+  return enumerated_configs<eltwise_config>::of(std::move(out));
+}
+
 }  // namespace primcache::cpu_internal

@@ -12,11 +12,20 @@
 #include "kernels/eltwise_kernel.hpp"
 #include "kernels/layout_walk.hpp"
 #include "primcache/base/result.hpp"
+#include "primcache/runtime/backend/kernel_config.hpp"
 
 namespace primcache::cpu_internal {
 
 // The walk over the problem's (identical) layouts; dimension 1 is kept
 // apart when a binary post-op broadcasts per channel.
 result<walk_plan> eltwise_walk_plan(const eltwise_problem& p);
+
+// The configuration as backend fields (vector_lanes, unroll, chunk) and back;
+// from_fields checks the names and ranges.
+backend::kernel_config to_fields(const eltwise_config& c);
+result<eltwise_config> eltwise_config_from_fields(const backend::kernel_config& f);
+// Whether create() builds `c` for `p` at `isa`, without compiling.
+result<bool> validate_eltwise_config_for(const eltwise_problem& p, const eltwise_config& c,
+                                         cpu_isa isa);
 
 }  // namespace primcache::cpu_internal

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "jit/jit_module.hpp"
+#include "kernels/config_space.hpp"
 #include "kernels/layout_walk.hpp"
 #include "kernels/post_ops.hpp"
 #include "primcache/base/result.hpp"
@@ -63,7 +64,13 @@ struct eltwise_config {
 };
 
 eltwise_config default_eltwise_config(const eltwise_problem& p, cpu_isa isa);
-std::vector<eltwise_config> eltwise_config_candidates(const eltwise_problem& p, cpu_isa isa);
+// The candidate space: vector widths x unrolls x work-item chunks, each in
+// the form create() uses (distinct candidates, distinct code). Every
+// candidate validates.
+enumerated_configs<eltwise_config> eltwise_config_candidates(const eltwise_problem& p, cpu_isa isa);
+// A few valid configurations other than the default, each different code:
+// what the kernel tests compile.
+std::vector<eltwise_config> eltwise_config_variants(const eltwise_problem& p, cpu_isa isa);
 
 struct eltwise_args {
   const void* src = nullptr;
@@ -80,6 +87,8 @@ class eltwise_kernel {
                                                       std::span<const std::byte> object);
 
   const std::vector<std::byte>& object() const { return module_->object(); }
+  // The ISA the object was compiled for (recorded in it).
+  cpu_isa isa() const noexcept { return module_->isa(); }
   std::size_t scratchpad_bytes() const { return 0; }
   void execute(const eltwise_args& args, void* scratchpad, thread_pool& pool) const;
 

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "jit/target.hpp"
 #include "kernels/integer_math.hpp"
 #include "kernels/matmul_validation.hpp"
+#include "primcache/runtime/backend/kernel_config.hpp"
 
 namespace primcache::cpu_internal {
 
@@ -173,7 +175,7 @@ matmul_config default_matmul_config(const matmul_problem& p, cpu_isa isa) {
   return best;
 }
 
-std::vector<matmul_config> matmul_config_candidates(const matmul_problem& p, cpu_isa isa) {
+std::vector<matmul_config> matmul_config_variants(const matmul_problem& p, cpu_isa isa) {
   const int lanes = matmul_vector_lanes(isa);
   const int regs = matmul_vector_registers(isa);
   const matmul_config def = default_matmul_config(p, isa);
@@ -228,4 +230,133 @@ std::vector<matmul_config> matmul_config_candidates(const matmul_problem& p, cpu
   }
   return out;
 }
+
+backend::kernel_config to_fields(const matmul_config& c) {
+  backend::kernel_config f;
+  f.add("mr", c.mr).add("nr", c.nr).add("kc", c.kc).add("mc", c.mc).add("nc", c.nc);
+  f.add("k_unroll", c.k_unroll).add("pack_b", c.pack_b).add("n_inner", c.n_inner);
+  f.add("thr_m", c.thr_m).add("thr_n", c.thr_n);
+  return f;
+}
+
+result<matmul_config> matmul_config_from_fields(const backend::kernel_config& f) {
+  auto r = field_reader::open(
+      f, "matmul",
+      {"mr", "nr", "kc", "mc", "nc", "k_unroll", "pack_b", "n_inner", "thr_m", "thr_n"});
+  if (!r) return r.why();
+  const field_reader& in = r.value();
+  matmul_config c;
+  constexpr std::int64_t big = std::int64_t{1} << 40;
+  for (auto ok : {in.get("mr", 1, 1024, c.mr), in.get("nr", 1, 1 << 16, c.nr),
+                  in.get("kc", 1, big, c.kc), in.get("mc", 1, big, c.mc),
+                  in.get("nc", 1, big, c.nc), in.get("k_unroll", 1, 16, c.k_unroll),
+                  in.get("pack_b", c.pack_b), in.get("n_inner", c.n_inner),
+                  in.get("thr_m", 1, 1 << 16, c.thr_m), in.get("thr_n", 1, 1 << 16, c.thr_n)}) {
+    if (!ok) return ok.why();
+  }
+  return c;
+}
+
+result<bool> validate_matmul_config_for(const matmul_problem& p, const matmul_config& c,
+                                        cpu_isa isa) {
+  if (auto f = validate_matmul_isa(isa)) return *f;
+  if (auto f = validate_matmul_config(p, c, matmul_vector_lanes(isa), matmul_vector_registers(isa)))
+    return *f;
+  return true;
+}
+
+namespace {
+
+// Sorted, without repeats.
+std::vector<std::int64_t> unique_sorted(std::vector<std::int64_t> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// The per-tile part of the matmul space: a register tile and the cache
+// blocks that are whole multiples of it.
+struct matmul_tile_choice {
+  int mr, nr;
+  std::vector<std::int64_t> mc, nc;
+  std::uint64_t first;  // index of its first candidate in the space
+};
+
+}  // namespace
+
+enumerated_configs<matmul_config> matmul_config_candidates(const matmul_problem& p, cpu_isa isa) {
+  if (validate_matmul_problem(p) || validate_matmul_isa(isa)) return {};
+  const int lanes = matmul_vector_lanes(isa);
+  const int regs = matmul_vector_registers(isa);
+  // Pack panels stay below the validation's limit: kc <= 1024, nc a little above 2^17.
+  constexpr std::int64_t max_nc = std::int64_t{1} << 17;
+  std::vector<std::int64_t> kcs;
+  for (std::int64_t k : {16, 32, 64, 128, 256, 512}) {
+    if (k < p.k) kcs.push_back(k);
+  }
+  if (p.k <= 1024) kcs.push_back(p.k);
+  kcs = unique_sorted(kcs);
+  const std::vector<int> unrolls = {1, 2, 4, 8};
+  std::vector<bool> packs = {true};
+  if (p.wei_strides[2] == 1) packs.insert(packs.begin(), false);
+  struct grid {
+    int m, n;
+  };
+  std::vector<grid> grids;
+  for (int cells : {p.nthr, 1}) {
+    for (int tm = 1; tm <= cells; ++tm) {
+      if (cells % tm == 0) grids.push_back({tm, cells / tm});
+    }
+    if (p.nthr == 1) break;
+  }
+  // kc x unroll x pack x n_inner x grid, the same for every tile.
+  const std::uint64_t common = kcs.size() * unrolls.size() * packs.size() * 2 * grids.size();
+
+  auto tiles = std::make_shared<std::vector<matmul_tile_choice>>();
+  std::uint64_t total = 0;
+  const std::int64_t max_nv = std::min<std::int64_t>(div_up(p.n, lanes), 8);
+  for (int nv = 1; nv <= max_nv; ++nv) {
+    for (int mr = 1; mr <= std::min<std::int64_t>(p.m, 32); ++mr) {
+      if (mr * nv + nv + 1 > regs) break;
+      matmul_tile_choice t{mr, nv * lanes, {}, {}, total};
+      for (std::int64_t rows : {std::int64_t{1}, std::int64_t{64}, std::int64_t{256}, p.m}) {
+        t.mc.push_back(round_up(std::clamp<std::int64_t>(rows, 1, p.m), mr));
+      }
+      for (std::int64_t cols : {std::int64_t{1}, std::int64_t{256}, std::int64_t{1024}, p.n}) {
+        t.nc.push_back(round_up(std::clamp<std::int64_t>(cols, 1, std::min(p.n, max_nc)), t.nr));
+      }
+      t.mc = unique_sorted(t.mc);
+      t.nc = unique_sorted(t.nc);
+      total += t.mc.size() * t.nc.size() * common;
+      tiles->push_back(std::move(t));
+    }
+  }
+  return enumerated_configs<matmul_config>(
+      total, [tiles, kcs, unrolls, packs, grids](std::uint64_t i) {
+        auto it = std::upper_bound(
+            tiles->begin(), tiles->end(), i,
+            [](std::uint64_t v, const matmul_tile_choice& t) { return v < t.first; });
+        const matmul_tile_choice& t = *(it - 1);
+        std::uint64_t r = i - t.first;
+        auto digit = [&](std::size_t radix) {
+          const std::size_t d = static_cast<std::size_t>(r % radix);
+          r /= radix;
+          return d;
+        };
+        matmul_config c;
+        c.mr = t.mr;
+        c.nr = t.nr;
+        const grid g = grids[digit(grids.size())];
+        c.thr_m = g.m;
+        c.thr_n = g.n;
+        c.n_inner = digit(2) == 1;
+        c.pack_b = packs[digit(packs.size())];
+        c.k_unroll = unrolls[digit(unrolls.size())];
+        c.kc = kcs[digit(kcs.size())];
+        c.nc = t.nc[digit(t.nc.size())];
+        c.mc = t.mc[digit(t.mc.size())];
+        return c;
+      });
+}
+
 }  // namespace primcache::cpu_internal

@@ -12,6 +12,8 @@
 #include <cstddef>
 
 #include "kernels/matmul_kernel.hpp"
+#include "primcache/base/result.hpp"
+#include "primcache/runtime/backend/kernel_config.hpp"
 
 namespace primcache::cpu_internal {
 
@@ -19,6 +21,16 @@ namespace primcache::cpu_internal {
 int matmul_vector_lanes(cpu_isa isa);
 // Vector registers the micro-kernel may use at this ISA.
 int matmul_vector_registers(cpu_isa isa);
+
+// The configuration as backend fields (mr, nr, kc, mc, nc, k_unroll,
+// pack_b, n_inner, thr_m, thr_n) and back; from_fields checks the names and
+// each field's range, not the problem.
+backend::kernel_config to_fields(const matmul_config& c);
+result<matmul_config> matmul_config_from_fields(const backend::kernel_config& f);
+// Whether create() builds `c` for `p` at `isa` (register budget, blocks,
+// thread grid, packing), without compiling.
+result<bool> validate_matmul_config_for(const matmul_problem& p, const matmul_config& c,
+                                        cpu_isa isa);
 
 // Scratch bytes of one thread: its packed kc x nc panel, in whole cache
 // lines; 0 without packing.

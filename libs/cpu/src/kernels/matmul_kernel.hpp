@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "jit/jit_module.hpp"
+#include "kernels/config_space.hpp"
 #include "kernels/post_ops.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
@@ -85,9 +86,13 @@ struct matmul_config {
 };
 
 matmul_config default_matmul_config(const matmul_problem& p, cpu_isa isa);
-// Valid configurations other than the default (at least three), for tests
-// and the autotuner.
-std::vector<matmul_config> matmul_config_candidates(const matmul_problem& p, cpu_isa isa);
+// The candidate space (matmul_config.cpp has the parameters): every
+// register tile the ISA's registers hold, times cache blocks, K unroll,
+// packing, loop order and thread grids. Every candidate validates.
+enumerated_configs<matmul_config> matmul_config_candidates(const matmul_problem& p, cpu_isa isa);
+// A few valid configurations other than the default (at least three), each
+// different code: what the kernel tests compile.
+std::vector<matmul_config> matmul_config_variants(const matmul_problem& p, cpu_isa isa);
 
 struct matmul_args {
   const float* src = nullptr;
@@ -116,6 +121,8 @@ class matmul_kernel {
   const std::vector<std::byte>& object() const noexcept { return module_->object(); }
   const matmul_problem& problem() const noexcept { return problem_; }
   const matmul_config& config() const noexcept { return config_; }
+  // The ISA the object was compiled for (recorded in it).
+  cpu_isa isa() const noexcept { return module_->isa(); }
   // Bytes of 64-byte aligned scratch one execute() needs; 0 without packing.
   std::size_t scratchpad_bytes() const noexcept;
   void execute(const matmul_args& args, void* scratchpad, thread_pool& pool) const;

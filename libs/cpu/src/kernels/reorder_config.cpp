@@ -1,6 +1,7 @@
 #include "kernels/reorder_config.hpp"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "jit/target.hpp"
@@ -78,7 +79,7 @@ reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa) {
   return c;
 }
 
-std::vector<reorder_config> reorder_config_candidates(const reorder_problem& p, cpu_isa isa) {
+std::vector<reorder_config> reorder_config_variants(const reorder_problem& p, cpu_isa isa) {
   const reorder_config def = default_reorder_config(p, isa);
   std::vector<reorder_config> out;
   auto plan = validate_reorder_problem(p) ? plan_walk(p.src, p.dst, reorder_keep_mask(p))
@@ -130,4 +131,88 @@ std::vector<reorder_config> reorder_config_candidates(const reorder_problem& p, 
   }
   return out;
 }
+
+backend::kernel_config to_fields(const reorder_config& c) {
+  backend::kernel_config f;
+  f.add("tile", c.tile).add("vector_lanes", c.vector_lanes).add("unroll", c.unroll);
+  f.add("chunk", c.chunk).add("use_memcpy", c.use_memcpy);
+  return f;
+}
+
+result<reorder_config> reorder_config_from_fields(const backend::kernel_config& f) {
+  auto r =
+      field_reader::open(f, "reorder", {"tile", "vector_lanes", "unroll", "chunk", "use_memcpy"});
+  if (!r) return r.why();
+  const field_reader& in = r.value();
+  reorder_config c;
+  for (auto ok :
+       {in.get("tile", 1, 64, c.tile), in.get("vector_lanes", 1, 64, c.vector_lanes),
+        in.get("unroll", 1, 64, c.unroll), in.get("chunk", 0, std::int64_t{1} << 62, c.chunk),
+        in.get("use_memcpy", c.use_memcpy)}) {
+    if (!ok) return ok.why();
+  }
+  if (auto ok = validate_reorder_config(c); !ok) return ok.why();
+  return c;
+}
+
+result<bool> validate_reorder_config_for(const reorder_problem& p, const reorder_config& c,
+                                         cpu_isa isa) {
+  if (auto ok = check_reorder_problem(p); !ok) return ok;
+  if (auto ok = validate_reorder_config(c); !ok) return ok;
+  if (isa > detected_isa()) {
+    return failure{status::unimplemented,
+                   "reorder: ISA " + std::string(to_string(isa)) + " is beyond this host"};
+  }
+  return true;
+}
+
+enumerated_configs<reorder_config> reorder_config_candidates(const reorder_problem& p,
+                                                             cpu_isa isa) {
+  if (!validate_reorder_problem(p)) return {};
+  auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+  if (!plan) return {};
+  const walk_plan& w = plan.value();
+  const reorder_config def = default_reorder_config(p, isa);
+  bool copies = reorder_is_raw(p) && w.inner == walk_plan::inner_kind::stream &&
+                w.loops.back().src_stride == 1 && w.loops.back().dst_stride == 1;
+  for (int d = 0; d < w.ndims; ++d) copies = copies && w.exact[d];
+  const std::int64_t extent = w.loops[w.split_loop()].extent;
+  std::vector<reorder_config> out;
+  // Parameters the walk does not use keep the default's value, so that
+  // distinct candidates are distinct code.
+  auto add = [&](reorder_config c) {
+    if (!validate_reorder_config(c)) return;
+    if (w.inner == walk_plan::inner_kind::stream) canonicalize(c, w.loops.back().extent);
+    c.chunk = walk_chunk(w, c.chunk, reorder_chunk_unit(w, c));
+    if (c.chunk >= extent) c.chunk = 0;
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  for (int parts : {1, 2, 4, 8, 16}) {
+    const std::int64_t chunk = parts == 1 ? 0 : std::max<std::int64_t>(1, extent / parts);
+    if (w.inner == walk_plan::inner_kind::tile) {
+      for (int t : {4, 8, 16}) {
+        reorder_config c = def;
+        c.tile = t;
+        c.chunk = chunk;
+        add(c);
+      }
+      continue;
+    }
+    for (int lanes : {4, 8, 16, 32, 64}) {
+      for (int u = 1; u <= 8; ++u) {
+        for (bool memcpy : {false, true}) {
+          if (memcpy && !copies) continue;
+          reorder_config c = def;
+          c.vector_lanes = lanes;
+          c.unroll = u;
+          c.chunk = chunk;
+          c.use_memcpy = copies ? memcpy : def.use_memcpy;
+          add(c);
+        }
+      }
+    }
+  }
+  return enumerated_configs<reorder_config>::of(std::move(out));
+}
+
 }  // namespace primcache::cpu_internal

@@ -11,6 +11,8 @@
 
 #include "kernels/layout_walk.hpp"
 #include "kernels/reorder_kernel.hpp"
+#include "primcache/base/result.hpp"
+#include "primcache/runtime/backend/kernel_config.hpp"
 
 namespace primcache::cpu_internal {
 
@@ -23,5 +25,13 @@ unsigned reorder_keep_mask(const reorder_problem& p);
 // The unit a work item's chunk is rounded to: a tile edge or an unrolled
 // vector.
 int reorder_chunk_unit(const walk_plan& plan, const reorder_config& c);
+
+// The configuration as backend fields (tile, vector_lanes, unroll, chunk, use_memcpy) and back;
+// from_fields checks the names and ranges.
+backend::kernel_config to_fields(const reorder_config& c);
+result<reorder_config> reorder_config_from_fields(const backend::kernel_config& f);
+// Whether create() builds `c` for `p` at `isa`, without compiling.
+result<bool> validate_reorder_config_for(const reorder_problem& p, const reorder_config& c,
+                                         cpu_isa isa);
 
 }  // namespace primcache::cpu_internal

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "jit/jit_module.hpp"
+#include "kernels/config_space.hpp"
 #include "kernels/layout_walk.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
@@ -83,8 +84,14 @@ struct reorder_config {
 };
 
 reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa);
-// Valid configurations other than the default, each giving different code.
-std::vector<reorder_config> reorder_config_candidates(const reorder_problem& p, cpu_isa isa);
+// The candidate space: tile edges and chunks for transposing walks; vector
+// widths, unrolls, chunks and memcpy for streaming ones; each in the form
+// create() uses (distinct candidates, distinct code). Every candidate
+// validates.
+enumerated_configs<reorder_config> reorder_config_candidates(const reorder_problem& p, cpu_isa isa);
+// Valid configurations other than the default, each giving different code:
+// what the kernel tests compile.
+std::vector<reorder_config> reorder_config_variants(const reorder_problem& p, cpu_isa isa);
 
 struct reorder_args {
   const void* src = nullptr;
@@ -101,6 +108,8 @@ class reorder_kernel {
                                                       std::span<const std::byte> object);
 
   const std::vector<std::byte>& object() const { return module_->object(); }
+  // The ISA the object was compiled for (recorded in it).
+  cpu_isa isa() const noexcept { return module_->isa(); }
   std::size_t scratchpad_bytes() const { return 0; }
   void execute(const reorder_args& args, void* scratchpad, thread_pool& pool) const;
 

@@ -1,6 +1,7 @@
 // Convolution (forward inference) on the CPU: "jit:conv" and "ref:conv".
 #include <memory>
 
+#include "kernels/conv_config.hpp"
 #include "kernels/conv_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
@@ -43,8 +44,16 @@ struct conv_traits {
     w.i64(p.pad_t).i64(p.pad_l).i64(p.pad_b).i64(p.pad_r);
     w.i64(p.groups);
   }
-  static std::unique_ptr<kernel> create_kernel(const desc& p, cpu_isa isa) {
-    return create_default_kernel<kernel>(p, isa, default_conv_config);
+  using config = conv_config;
+  static config default_config(const desc& d, cpu_isa isa) { return default_conv_config(d, isa); }
+  static enumerated_configs<config> candidates(const desc& d, cpu_isa isa) {
+    return conv_config_candidates(d, isa);
+  }
+  static result<bool> validate(const desc& d, const config& c, cpu_isa isa) {
+    return validate_conv_config_for(d, c, isa);
+  }
+  static result<config> from_fields(const backend::kernel_config& f) {
+    return conv_config_from_fields(f);
   }
   static void execute(const kernel_pd<conv_traits>& pd, const exec_ctx& ctx, const kernel* k) {
     const conv_problem& p = pd.problem();

@@ -7,6 +7,7 @@
 //   "ref:eltwise"              plain loops, one layout
 #include <memory>
 
+#include "kernels/eltwise_config.hpp"
 #include "kernels/eltwise_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
@@ -51,8 +52,18 @@ struct eltwise_traits {
     p.dst.write_key(w);
     w.enumeration(p.op.alg).f32(p.op.alpha).f32(p.op.beta);
   }
-  static std::unique_ptr<kernel> create_kernel(const desc& p, cpu_isa isa) {
-    return create_default_kernel<kernel>(p, isa, default_eltwise_config);
+  using config = eltwise_config;
+  static config default_config(const desc& d, cpu_isa isa) {
+    return default_eltwise_config(d, isa);
+  }
+  static enumerated_configs<config> candidates(const desc& d, cpu_isa isa) {
+    return eltwise_config_candidates(d, isa);
+  }
+  static result<bool> validate(const desc& d, const config& c, cpu_isa isa) {
+    return validate_eltwise_config_for(d, c, isa);
+  }
+  static result<config> from_fields(const backend::kernel_config& f) {
+    return eltwise_config_from_fields(f);
   }
   static void execute(const kernel_pd<eltwise_traits>& pd, const exec_ctx& ctx, const kernel* k) {
     const eltwise_problem& p = pd.problem();
@@ -92,6 +103,11 @@ class eltwise_via_reorder_pd final : public primitive_desc_impl {
   }
   std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
 
+ protected:
+  // The nested primitives from their blobs, through the global cache.
+  std::shared_ptr<const primitive_impl> load_impl(const engine& eng,
+                                                  const backend::impl_blob& blob) const override;
+
  private:
   std::shared_ptr<const primitive_desc_impl> reorder_;
   std::shared_ptr<const primitive_desc_impl> eltwise_;
@@ -123,6 +139,15 @@ class eltwise_via_reorder_impl final : public primitive_impl {
     eltwise_args[PRIMCACHE_ARG_SRC] = *dst;
     eltwise_->execute(ctx.nested(&eltwise_args, ctx.scratchpad));
   }
+  // No code of its own: the nested primitives' blobs.
+  std::vector<std::uint8_t> serialize() const override {
+    backend::impl_blob b;
+    b.name = pd().name();
+    const auto k = pd().cache_key().bytes();
+    b.key_bytes.assign(k.begin(), k.end());
+    b.nested = {reorder_->serialize(), eltwise_->serialize()};
+    return b.encode();
+  }
 
  private:
   std::shared_ptr<const primitive_impl> reorder_;
@@ -132,6 +157,18 @@ class eltwise_via_reorder_impl final : public primitive_impl {
 std::shared_ptr<const primitive_impl> eltwise_via_reorder_pd::create_impl(const engine& eng) const {
   auto reorder = backend::create_nested_impl(*reorder_, eng);
   auto eltwise = backend::create_nested_impl(*eltwise_, eng);
+  return std::make_shared<const eltwise_via_reorder_impl>(
+      shared_from_this(), std::move(reorder.value), std::move(eltwise.value));
+}
+
+std::shared_ptr<const primitive_impl> eltwise_via_reorder_pd::load_impl(
+    const engine& eng, const backend::impl_blob& blob) const {
+  if (blob.nested.size() != 2 || !blob.object.empty()) {
+    throw error(status::corrupt_data,
+                std::string(name()) + " from a blob: expected two nested blobs and no code");
+  }
+  auto reorder = backend::create_nested_impl(*reorder_, eng, blob.nested[0]);
+  auto eltwise = backend::create_nested_impl(*eltwise_, eng, blob.nested[1]);
   return std::make_shared<const eltwise_via_reorder_impl>(
       shared_from_this(), std::move(reorder.value), std::move(eltwise.value));
 }

@@ -13,7 +13,11 @@
 //     static const matmul_problem& problem(const desc& d);
 //     static memory_desc arg_md(const desc& d, int arg);
 //     static void write_op_key(const desc& d, key_writer& w);  // after the ISA
-//     static std::unique_ptr<kernel> create_kernel(const desc& d, cpu_isa isa);  // throws
+//     using config = matmul_config;   // to_fields(config) must exist
+//     static config default_config(const desc& d, cpu_isa isa);
+//     static enumerated_configs<config> candidates(const desc& d, cpu_isa isa);
+//     static result<bool> validate(const desc& d, const config& c, cpu_isa isa);
+//     static result<config> from_fields(const backend::kernel_config& f);
 //     static void execute(const kernel_pd<matmul_traits>& pd, const exec_ctx& ctx,
 //                         const kernel* k);  // k null: the reference
 //   };
@@ -21,7 +25,11 @@
 //
 // The key a descriptor writes is its ISA (isa_bound_pd) then the traits'
 // op part, under the name jit_name or ref_name: the same bytes whatever the
-// kind's traits look like inside.
+// kind's traits look like inside. A "jit:" descriptor has a configuration
+// (chosen by finalize: the config source's, else the kernel's heuristic),
+// compiles with kernel::create(problem, config, isa) and loads blobs with
+// kernel::load(problem, config, object); a "ref:" one has none, and its
+// blob carries no code.
 //
 // Thread-safety: descriptors and implementations are immutable once made;
 // execute() may run from any number of threads (the kernels allow it).
@@ -29,9 +37,14 @@
 // built; execute throws what the traits' execute throws (missing arguments).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "kernels/config_space.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
@@ -43,6 +56,7 @@ template <class Traits>
 class kernel_pd final : public backend::primitive_desc_impl, public isa_bound_pd {
  public:
   using desc_type = typename Traits::desc;
+  using config_type = typename Traits::config;
 
   kernel_pd(const primitive_attr& attr, bool jit, desc_type d, cpu_isa isa)
       : primitive_desc_impl(Traits::kind, attr, jit ? Traits::jit_name : Traits::ref_name),
@@ -57,10 +71,43 @@ class kernel_pd final : public backend::primitive_desc_impl, public isa_bound_pd
   }
   std::shared_ptr<const backend::primitive_impl> create_impl(const engine& eng) const override;
 
+  // The reference ("ref:") has no configuration.
+  std::optional<backend::kernel_config> default_config() const override {
+    if (!jit_) return std::nullopt;
+    return to_fields(Traits::default_config(desc_, bound_isa()));
+  }
+  backend::config_space config_candidates() const override {
+    if (!jit_) return {};
+    auto space = Traits::candidates(desc_, bound_isa());
+    return backend::config_space(space.size(),
+                                 [space](std::uint64_t i) { return to_fields(space.at(i)); });
+  }
+  result<bool> validate_config(const backend::kernel_config& cfg) const override {
+    if (!jit_) return primitive_desc_impl::validate_config(cfg);
+    auto typed = Traits::from_fields(cfg);
+    if (!typed) return typed.why();
+    return Traits::validate(desc_, typed.value(), bound_isa());
+  }
+  std::shared_ptr<const backend::primitive_impl> create_impl(
+      const engine& eng, const backend::kernel_config& cfg) const override;
+
   const desc_type& desc() const noexcept { return desc_; }
   const auto& problem() const noexcept { return Traits::problem(desc_); }
+  bool jit() const noexcept { return jit_; }
+
+ protected:
+  std::shared_ptr<const backend::primitive_impl> load_impl(
+      const engine& eng, const backend::impl_blob& blob) const override;
 
  private:
+  // The typed form of a configuration this descriptor validated.
+  config_type typed(const backend::kernel_config& cfg) const {
+    auto c = Traits::from_fields(cfg);
+    if (!c) throw_failure(c.why());
+    if (auto ok = Traits::validate(desc_, c.value(), bound_isa()); !ok) throw_failure(ok.why());
+    return c.value();
+  }
+
   bool jit_;
   desc_type desc_;
 };
@@ -80,6 +127,23 @@ class kernel_impl final : public backend::primitive_impl {
   void execute(const backend::exec_ctx& ctx) const override {
     Traits::execute(*pd_, ctx, kernel_.get());
   }
+  std::optional<backend::kernel_config> config() const override {
+    if (!kernel_) return std::nullopt;
+    return to_fields(kernel_->config());
+  }
+  // The reference's blob holds no object code: loading it builds nothing.
+  std::vector<std::uint8_t> serialize() const override {
+    backend::impl_blob b;
+    b.name = pd_->name();
+    const auto k = pd_->cache_key().bytes();
+    b.key_bytes.assign(k.begin(), k.end());
+    b.config = config();
+    if (kernel_) {
+      b.isa = static_cast<std::int32_t>(kernel_->isa());
+      b.object = kernel_->object();
+    }
+    return b.encode();
+  }
 
  private:
   std::shared_ptr<const kernel_pd<Traits>> pd_;
@@ -87,11 +151,55 @@ class kernel_impl final : public backend::primitive_impl {
 };
 
 template <class Traits>
-std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::create_impl(const engine&) const {
+std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::create_impl(
+    const engine& eng) const {
+  if (!jit_) {
+    auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
+    return std::make_shared<const kernel_impl<Traits>>(self, nullptr);
+  }
+  return create_impl(eng, *config());
+}
+
+template <class Traits>
+std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::create_impl(
+    const engine&, const backend::kernel_config& cfg) const {
+  if (!jit_) {
+    throw error(status::unimplemented, std::string(name()) + " has no kernel configurations");
+  }
   auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
-  if (!jit_) return std::make_shared<const kernel_impl<Traits>>(self, nullptr);
-  return std::make_shared<const kernel_impl<Traits>>(self,
-                                                     Traits::create_kernel(desc_, bound_isa()));
+  auto kernel = Traits::kernel::create(problem(), typed(cfg), bound_isa());
+  if (!kernel) throw_failure(kernel.why());
+  return std::make_shared<const kernel_impl<Traits>>(self, std::move(kernel).value());
+}
+
+template <class Traits>
+std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::load_impl(
+    const engine&, const backend::impl_blob& blob) const {
+  auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
+  const std::string who = std::string(name()) + " from a blob";
+  if (!jit_) {
+    if (!blob.object.empty() || blob.isa != -1) {
+      throw error(status::corrupt_data, who + ": a reference's blob holds no object code");
+    }
+    return std::make_shared<const kernel_impl<Traits>>(self, nullptr);
+  }
+  if (blob.isa != static_cast<std::int32_t>(bound_isa())) {
+    const bool known = blob.isa >= 0 && blob.isa <= static_cast<int>(cpu_isa::avx512_core_fp16);
+    throw error(status::invalid_arguments,
+                who + ": the code was built for " +
+                    (known ? std::string(to_string(static_cast<cpu_isa>(blob.isa)))
+                           : "ISA " + std::to_string(blob.isa)) +
+                    ", this descriptor builds for " + std::string(to_string(bound_isa())));
+  }
+  // The configuration equals config() (create_impl_from_blob checked it).
+  auto kernel = Traits::kernel::load(problem(), typed(*blob.config), blob.object);
+  if (!kernel) throw error(kernel.why().code, who + ": " + kernel.why().message);
+  if (kernel.value()->isa() != bound_isa()) {
+    throw error(status::corrupt_data, who + ": the object records " +
+                                          std::string(to_string(kernel.value()->isa())) +
+                                          ", the blob says " + std::string(to_string(bound_isa())));
+  }
+  return std::make_shared<const kernel_impl<Traits>>(self, std::move(kernel).value());
 }
 
 // The descriptor of an accepted problem, finalized for this engine and
@@ -103,16 +211,6 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(
   auto pd = std::make_shared<kernel_pd<Traits>>(attr, jit, std::move(d), isa);
   pd->finalize(eng, nthr);
   return std::shared_ptr<const backend::primitive_desc_impl>(std::move(pd));
-}
-
-// The kernel for a problem with the heuristic's configuration at `isa`, or
-// the failure as a primcache::error.
-template <class Kernel, class Problem, class DefaultConfig>
-std::unique_ptr<Kernel> create_default_kernel(const Problem& p, cpu_isa isa,
-                                              DefaultConfig default_config) {
-  auto kernel = Kernel::create(p, default_config(p, isa), isa);
-  if (!kernel) throw_failure(kernel.why());
-  return std::move(kernel).value();
 }
 
 }  // namespace primcache::cpu_internal

@@ -2,6 +2,7 @@
 // (plain loops, for what the kernel declines, e.g. hosts below AVX2).
 #include <memory>
 
+#include "kernels/matmul_config.hpp"
 #include "kernels/matmul_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
@@ -54,8 +55,18 @@ struct matmul_traits {
     d.op.bias.write_key(w);
     d.op.dst.write_key(w);
   }
-  static std::unique_ptr<kernel> create_kernel(const desc& d, cpu_isa isa) {
-    return create_default_kernel<kernel>(d.problem, isa, default_matmul_config);
+  using config = matmul_config;
+  static config default_config(const desc& d, cpu_isa isa) {
+    return default_matmul_config(d.problem, isa);
+  }
+  static enumerated_configs<config> candidates(const desc& d, cpu_isa isa) {
+    return matmul_config_candidates(d.problem, isa);
+  }
+  static result<bool> validate(const desc& d, const config& c, cpu_isa isa) {
+    return validate_matmul_config_for(d.problem, c, isa);
+  }
+  static result<config> from_fields(const backend::kernel_config& f) {
+    return matmul_config_from_fields(f);
   }
   static void execute(const kernel_pd<matmul_traits>& pd, const exec_ctx& ctx, const kernel* k) {
     const matmul_problem& p = pd.problem();

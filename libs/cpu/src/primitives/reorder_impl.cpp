@@ -1,6 +1,7 @@
 // reorder on the CPU: "jit:reorder" and "ref:reorder" (plain loops).
 #include <memory>
 
+#include "kernels/reorder_config.hpp"
 #include "kernels/reorder_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
@@ -33,8 +34,18 @@ struct reorder_traits {
     p.src.write_key(w);
     p.dst.write_key(w);
   }
-  static std::unique_ptr<kernel> create_kernel(const desc& p, cpu_isa isa) {
-    return create_default_kernel<kernel>(p, isa, default_reorder_config);
+  using config = reorder_config;
+  static config default_config(const desc& d, cpu_isa isa) {
+    return default_reorder_config(d, isa);
+  }
+  static enumerated_configs<config> candidates(const desc& d, cpu_isa isa) {
+    return reorder_config_candidates(d, isa);
+  }
+  static result<bool> validate(const desc& d, const config& c, cpu_isa isa) {
+    return validate_reorder_config_for(d, c, isa);
+  }
+  static result<config> from_fields(const backend::kernel_config& f) {
+    return reorder_config_from_fields(f);
   }
   static void execute(const kernel_pd<reorder_traits>& pd, const exec_ctx& ctx, const kernel* k) {
     reorder_args args;

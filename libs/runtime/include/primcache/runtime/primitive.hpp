@@ -22,10 +22,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "primcache/base/export.hpp"
 #include "primcache/cache/lookup_result.hpp"
@@ -71,6 +74,12 @@ class PRIMCACHE_API primitive_desc {
   // The chosen implementation's registered name.
   std::string impl_info_str() const;
   std::size_t scratchpad_size() const;
+  // The name of this primitive's code outside the process: the primitive key
+  // (descriptor, attributes, implementation, configuration, thread count,
+  // device) with the library version and build identity. Equal ids in two
+  // processes mean interchangeable blobs (primitive::cache_blob()); stable
+  // across runs of one build.
+  std::vector<std::uint8_t> cache_blob_id() const;
   // The engine the primitive runs on.
   const engine& get_engine() const;
   // The engines of the source and destination memory: a reorder's own, the
@@ -107,6 +116,14 @@ class PRIMCACHE_API primitive {
 
   primitive() = default;
   explicit primitive(const primitive_desc& pd);
+  // The primitive from a blob cache_blob() gave (here or in another process
+  // of the same build, on a host that runs its code), through the global
+  // primitive cache: a hit ignores the blob; a miss loads the code from it
+  // without compiling. A blob that is damaged (corrupt_data), of another
+  // format version or an ISA above this process's cap (unimplemented), or
+  // of another descriptor (invalid_arguments) throws primcache::error and
+  // loads nothing.
+  primitive(const primitive_desc& pd, const std::vector<std::uint8_t>& cache_blob);
 
   // Runs the primitive. Every argument the primitive descriptor names (src,
   // weights, bias, dst, each binary post-op's operand) must be passed, with
@@ -120,9 +137,16 @@ class PRIMCACHE_API primitive {
   // How creation went: hit (taken from the cache), miss (compiled by this
   // call) or waited (compiled by a concurrent creation of the same key).
   lookup_outcome creation_outcome() const;
+  // The primitive's code as a versioned blob (magic, format, implementation,
+  // key, ISA, configuration, object code, nested primitives' blobs,
+  // checksum), to keep under primitive_desc::cache_blob_id(). Throws
+  // primcache::error (unimplemented) for an implementation that cannot be
+  // serialized.
+  std::vector<std::uint8_t> cache_blob() const;
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
  private:
+  primitive(const primitive_desc& pd, const std::span<const std::uint8_t>* blob);
   friend void backend::execute_unchecked(const primitive&, const stream&, const args&);
   struct state;
   std::shared_ptr<const state> state_;

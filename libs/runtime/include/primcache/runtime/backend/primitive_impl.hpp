@@ -19,6 +19,20 @@
 // runtime lock held; it may create nested impls through
 // create_nested_impl(), which goes through the same global cache.
 //
+// Configurations: an implementation whose code has a configuration
+// (kernel_config.hpp) returns its heuristic's from default_config() and
+// checks others in validate_config(); finalize() chooses the one the code
+// is built with — the registry's config source's (a tune table) when it
+// gives one this descriptor validates, else the heuristic's — and writes it
+// into the key. problem_key() is the key without it (what tune tables are
+// indexed by). Implementations without configurations change nothing.
+//
+// Blobs: primitive_impl::serialize() writes an impl as an impl_blob (magic,
+// format version, implementation name, key, ISA, configuration, object
+// code, nested impls' blobs, checksum); create_impl_from_blob() checks every
+// part against this descriptor and hands the rest to load_impl(), which
+// rebuilds the impl without compiling.
+//
 // Thread-safety: primitive_impl::execute is const and must be safe to call
 // from many threads at once (each call gets its own scratchpad).
 // Exceptions: create_impl and execute report failures by throwing
@@ -26,17 +40,23 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "primcache/base/export.hpp"
+#include "primcache/base/result.hpp"
 #include "primcache/cache/lookup_result.hpp"
 #include "primcache/keyhash/key.hpp"
 #include "primcache/runtime/args.h"
 #include "primcache/runtime/attr.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
+#include "primcache/runtime/backend/kernel_config.hpp"
 #include "primcache/runtime/backend/op_desc.hpp"
 #include "primcache/runtime/memory.hpp"
 #include "primcache/runtime/stream.hpp"
@@ -44,6 +64,31 @@
 namespace primcache::backend {
 
 class primitive_impl;
+
+// A serialized primitive impl. The bytes (encode) are, little-endian:
+//   "PCIMPL\0\0"  magic (8 bytes)
+//   u32           format version (format_version)
+//   str           implementation name            (u32 length, bytes)
+//   bytes         primitive key                  (u64 length, bytes)
+//   i32           ISA the object was built for (CPU: cpu_isa), -1 for none
+//   u8, config    whether a configuration follows; u32 count, (str, i64)*
+//   bytes         object code                    (u64 length, bytes)
+//   u32, bytes*   nested impls' blobs            (each u64 length, bytes)
+//   16 bytes      XXH3-128 of everything before it
+// decode() refuses (corrupt_data) anything else: wrong magic, a truncated
+// or altered byte, trailing bytes; (unimplemented) another format version.
+struct PRIMCACHE_API impl_blob {
+  static constexpr std::uint32_t format_version = 1;
+  std::string name;
+  std::vector<std::byte> key_bytes;
+  std::int32_t isa = -1;
+  std::optional<kernel_config> config;
+  std::vector<std::byte> object;
+  std::vector<std::vector<std::uint8_t>> nested;
+
+  std::vector<std::uint8_t> encode() const;
+  static result<impl_blob> decode(std::span<const std::uint8_t> bytes);
+};
 
 class PRIMCACHE_API primitive_desc_impl : public std::enable_shared_from_this<primitive_desc_impl> {
  public:
@@ -62,13 +107,51 @@ class PRIMCACHE_API primitive_desc_impl : public std::enable_shared_from_this<pr
   virtual std::size_t scratchpad_bytes() const { return 0; }
   // The op descriptor part of the key, in resolved form (no tags, no any).
   virtual void write_op_key(key_writer& w) const = 0;
-  // Compiles the primitive. Called at most once per cache miss.
+  // Compiles the primitive (with config(), if any). Called at most once per
+  // cache miss.
   virtual std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const = 0;
 
-  // The primitive key (DESIGN.md step 3). Valid after finalize().
+  // ---- configurations ----
+  // The heuristic's configuration; nullopt (the default): the code of this
+  // implementation has no configuration.
+  virtual std::optional<kernel_config> default_config() const { return std::nullopt; }
+  // The candidates a tuner may measure; empty by default.
+  virtual config_space config_candidates() const { return {}; }
+  // Whether this descriptor can build its code with `cfg` (no compilation):
+  // invalid_arguments naming the reason when not. Default: unimplemented
+  // (no configurations).
+  virtual result<bool> validate_config(const kernel_config& cfg) const;
+  // Compiles the primitive with `cfg` instead of config(), for measuring a
+  // candidate: such an impl is never cached (its pd() names the chosen
+  // configuration). Throws primcache::error for a configuration that does
+  // not validate. Default: unimplemented.
+  virtual std::shared_ptr<const primitive_impl> create_impl(const engine& eng,
+                                                            const kernel_config& cfg) const;
+  // The configuration the code is built with, chosen by finalize(); nullopt
+  // for implementations without configurations.
+  const std::optional<kernel_config>& config() const noexcept { return config_; }
+
+  // ---- blobs ----
+  // The impl from a blob primitive_impl::serialize() wrote, without
+  // compiling. Checks the blob (decode), that it names this implementation,
+  // this descriptor's key and configuration, then calls load_impl. Throws
+  // primcache::error: corrupt_data for damaged bytes, invalid_arguments for
+  // a blob of another descriptor, what load_impl throws.
+  std::shared_ptr<const primitive_impl> create_impl_from_blob(
+      const engine& eng, std::span<const std::uint8_t> bytes) const;
+
+  // The primitive key (DESIGN.md step 3), configuration included. Valid
+  // after finalize().
   const key& cache_key() const noexcept { return key_; }
-  // Computes the key: kind, op (resolved), attributes, implementation name,
-  // thread count, engine kind and identity. Factories call it last.
+  // The key without the configuration: what a tune table is indexed by
+  // (descriptor and device). Equal to cache_key() for implementations
+  // without configurations. Valid after finalize().
+  const key& problem_key() const noexcept { return problem_key_; }
+  // Computes the keys: kind, op (resolved), attributes, implementation
+  // name, thread count, engine kind and identity (problem_key), then
+  // chooses the configuration and appends it (cache_key). Factories call it
+  // last, on a fully built descriptor (it calls default_config and
+  // validate_config).
   void finalize(const engine_impl& eng, int nthr);
   int nthr() const noexcept { return nthr_; }
 
@@ -84,12 +167,22 @@ class PRIMCACHE_API primitive_desc_impl : public std::enable_shared_from_this<pr
   };
   const std::vector<required_arg>& required_args() const noexcept { return required_; }
 
+ protected:
+  // The impl from a blob that create_impl_from_blob checked (name, key and
+  // configuration match this descriptor). Loads the object code without
+  // compiling and checks what only the backend knows (the ISA). Default:
+  // unimplemented.
+  virtual std::shared_ptr<const primitive_impl> load_impl(const engine& eng,
+                                                          const impl_blob& blob) const;
+
  private:
   primitive_kind kind_;
   primitive_attr attr_;
   const char* name_;
   int nthr_ = 1;
   key key_;
+  key problem_key_;
+  std::optional<kernel_config> config_;
   std::vector<required_arg> required_;
 };
 
@@ -160,6 +253,13 @@ class PRIMCACHE_API primitive_impl {
   // Scratch bytes one execution needs (nested impls included); known
   // exactly once the code exists. Defaults to the descriptor's estimate.
   virtual std::size_t scratchpad_bytes() const { return pd().scratchpad_bytes(); }
+  // The configuration the code was built with; defaults to the
+  // descriptor's.
+  virtual std::optional<kernel_config> config() const { return pd().config(); }
+  // This impl as impl_blob bytes that pd().create_impl_from_blob() turns
+  // back into an equal impl without compiling. Default: throws
+  // primcache::error (unimplemented: not serializable).
+  virtual std::vector<std::uint8_t> serialize() const;
 
  private:
   std::shared_ptr<const primitive_desc_impl> pd_;
@@ -170,5 +270,10 @@ class PRIMCACHE_API primitive_impl {
 // implementations composing nested primitives.
 PRIMCACHE_API lookup_result<std::shared_ptr<const primitive_impl>> create_nested_impl(
     const primitive_desc_impl& pd, const engine& eng);
+// The same, but a miss loads the impl from `blob` (create_impl_from_blob)
+// instead of compiling; a hit ignores the blob. For load_impl of composing
+// implementations.
+PRIMCACHE_API lookup_result<std::shared_ptr<const primitive_impl>> create_nested_impl(
+    const primitive_desc_impl& pd, const engine& eng, std::span<const std::uint8_t> blob);
 
 }  // namespace primcache::backend

@@ -18,16 +18,31 @@
 // rejects malformed input with status::invalid_arguments (creation fails at
 // once with that message).
 //
-// Thread-safety: registration and lookup may run concurrently.
+// Configurations come from the config source when one is set (the tuning
+// library fills it from tune tables), else from each implementation's
+// heuristic:
+//
+//   primcache::backend::set_config_source(
+//       [&](const primcache::backend::primitive_desc_impl& pd)
+//           -> std::optional<primcache::backend::kernel_config> {
+//         return table.find(pd.problem_key());    // nullopt: the heuristic
+//       });
+//
+// Thread-safety: registration, lookup and set_config_source may run
+// concurrently; the source itself is called with no registry lock held, from
+// any thread creating a primitive descriptor.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "primcache/base/export.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
+#include "primcache/runtime/backend/kernel_config.hpp"
 #include "primcache/runtime/backend/op_desc.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 
@@ -50,6 +65,21 @@ using engine_count_fn = std::size_t (*)();
 using engine_factory_fn = std::shared_ptr<const engine_impl> (*)(std::size_t index);
 PRIMCACHE_API void register_engine_factory(engine_kind kind, engine_count_fn count,
                                            engine_factory_fn create);
+
+// Where primitive descriptors with configurations get theirs: given the
+// descriptor (its problem_key(), kind(), name() and validate_config()), a
+// configuration, or nullopt for the implementation's heuristic.
+using config_source = std::function<std::optional<kernel_config>(const primitive_desc_impl& pd)>;
+// Sets the source (an empty function removes it). Primitive descriptors
+// created before are not found again by later creations: those ask the new
+// source. Primitives already made keep their code.
+PRIMCACHE_API void set_config_source(config_source source);
+// What the source says for `pd`: its configuration when it gives one that
+// pd.validate_config() accepts; nullopt when there is no source, it gives
+// none, it throws, or it gives one the descriptor refuses (the last two are
+// reported in PRIMCACHE_VERBOSE output). primitive_desc_impl::finalize
+// calls it.
+PRIMCACHE_API std::optional<kernel_config> config_from_source(const primitive_desc_impl& pd);
 
 // Creates the primitive descriptor for `op` on `eng`: the first accepting
 // implementation's. Throws primcache::error.
