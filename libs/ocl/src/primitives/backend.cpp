@@ -33,6 +33,7 @@ void register_ocl_backend() {
   register_eltwise_impls();
   register_reorder_impls();
   register_matmul_impls();
+  register_conv_impls();
 }
 
 const bool registered = (register_ocl_backend(), true);

@@ -7,5 +7,6 @@ namespace primcache::ocl_internal {
 void register_eltwise_impls();
 void register_reorder_impls();
 void register_matmul_impls();
+void register_conv_impls();
 
 }  // namespace primcache::ocl_internal

@@ -1,0 +1,82 @@
+#include "kernels/conv_config.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace primcache::ocl_internal {
+
+void conv_config::write_key(key_writer& w) const {
+  w.i32(wg_oc).i32(wg_ow).i32(tile_oc).i32(tile_ow).i32(vec_width).i32(tile_ic).boolean(
+      local_tiling);
+}
+
+std::size_t conv_local_bytes(const conv_config& c, const conv_problem& p) {
+  if (!c.local_tiling) return 0;
+  const std::int64_t block_oc = std::int64_t{c.wg_oc} * c.tile_oc;
+  const std::int64_t block_ow = std::int64_t{c.wg_ow} * c.tile_ow;
+  const std::int64_t src_span = (block_ow - 1) * p.stride_w + (p.kw() - 1) * (p.dilate_w + 1) + 1;
+  const std::int64_t floats = std::int64_t{c.tile_ic} * p.kh() * (p.kw() * block_oc + src_span);
+  return static_cast<std::size_t>(floats) * sizeof(float);
+}
+
+conv_config default_conv_config(const device_entry& dev, const conv_problem& p) {
+  conv_config c;
+  if (dev.type & CL_DEVICE_TYPE_GPU) {
+    c = {16, 8, 4, 4, 4, 8, true};
+  } else {
+    // CPU devices (PoCL): as for the matmul, local memory is ordinary
+    // memory behind the same caches, so the kernel reads global memory
+    // directly; register tiles over channels (8-wide vectors) and columns.
+    c = {16, 1, 8, 8, 8, 4, false};
+  }
+  const std::int64_t ocg = p.oc_per_group(), ow = p.ow();
+  // Small shapes: shrink the block toward the output so work-items do not
+  // compute mostly padding (depthwise ends with one channel per item).
+  while (c.tile_oc > 1 && std::int64_t{c.wg_oc} * c.tile_oc / 2 >= ocg) c.tile_oc /= 2;
+  while (c.wg_oc > 1 && std::int64_t{c.wg_oc} * c.tile_oc / 2 >= ocg) c.wg_oc /= 2;
+  while (c.tile_ow > 1 && std::int64_t{c.wg_ow} * c.tile_ow / 2 >= ow) c.tile_ow /= 2;
+  while (c.wg_ow > 1 && std::int64_t{c.wg_ow} * c.tile_ow / 2 >= ow) c.wg_ow /= 2;
+  // Few channels per item: spend the registers on columns instead.
+  if (c.tile_oc < 4 && !(dev.type & CL_DEVICE_TYPE_GPU)) {
+    while (c.tile_ow < 16 && std::int64_t{c.wg_ow} * c.tile_ow < ow) c.tile_ow *= 2;
+  }
+  c.vec_width = std::min(c.vec_width, c.tile_oc);
+  while (static_cast<std::size_t>(c.wg_oc) * c.wg_ow > dev.max_work_group_size && c.wg_ow > 1) {
+    c.wg_ow /= 2;
+  }
+  while (static_cast<std::size_t>(c.wg_oc) * c.wg_ow > dev.max_work_group_size && c.wg_oc > 1) {
+    c.wg_oc /= 2;
+  }
+  c.tile_ic = static_cast<int>(std::min<std::int64_t>(c.tile_ic, p.ic_per_group()));
+  while (c.local_tiling && conv_local_bytes(c, p) > dev.local_mem_size && c.tile_ic > 1) {
+    c.tile_ic /= 2;
+  }
+  if (conv_local_bytes(c, p) > dev.local_mem_size) c.local_tiling = false;
+  return c;
+}
+
+result<bool> check_conv_config(const conv_config& c, const device_entry& dev,
+                               const conv_problem& p) {
+  auto bad = [](std::string why) {
+    return failure{status::invalid_arguments, "convolution config: " + std::move(why)};
+  };
+  if (c.wg_oc < 1 || c.wg_ow < 1 || c.tile_oc < 1 || c.tile_ow < 1 || c.tile_ic < 1) {
+    return bad("sizes must be positive");
+  }
+  if (c.tile_oc > 16 || c.tile_ow > 16) return bad("tiles above 16 outputs per dimension");
+  const int v = c.vec_width;
+  if (v != 1 && v != 2 && v != 4 && v != 8 && v != 16) return bad("vec_width not 1/2/4/8/16");
+  if (c.tile_oc % v != 0) return bad("vec_width does not divide tile_oc");
+  if (static_cast<std::size_t>(c.wg_oc) * c.wg_ow > dev.max_work_group_size) {
+    return bad("work-group of " + std::to_string(c.wg_oc * c.wg_ow) + " exceeds the device's " +
+               std::to_string(dev.max_work_group_size));
+  }
+  const std::size_t local_bytes = conv_local_bytes(c, p);
+  if (local_bytes > dev.local_mem_size) {
+    return bad(std::to_string(local_bytes) + " bytes of local memory exceed the device's " +
+               std::to_string(dev.local_mem_size));
+  }
+  return true;
+}
+
+}  // namespace primcache::ocl_internal
