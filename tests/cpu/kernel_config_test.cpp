@@ -19,6 +19,7 @@
 #include "kernels/reorder_config.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/backend/registry.hpp"
+#include "primcache/runtime/primcache.h"
 #include "primcache/runtime/runtime.hpp"
 
 using namespace primcache;
@@ -403,10 +404,10 @@ TEST_CASE("the config source chooses the configuration a descriptor builds",
         [&](const backend::primitive_desc_impl&) -> std::optional<kernel_config> { return {}; });
     CHECK(backend::impl_of(c.make_pd()).cache_key() == h.cache_key());
   }
-  SECTION("create_impl with a candidate builds it outside the cache") {
-    auto impl = h.create_impl(cpu(), b);
+  SECTION("create_impl_with a candidate builds it outside the cache") {
+    auto impl = h.create_impl_with(cpu(), b);
     CHECK(impl->config() == b);
-    CHECK_THROWS_AS(h.create_impl(cpu(), kernel_config()), error);
+    CHECK_THROWS_AS(h.create_impl_with(cpu(), kernel_config()), error);
   }
 }
 
@@ -494,4 +495,49 @@ TEST_CASE("damaged or foreign blobs are refused and nothing is loaded", "[cpu][b
     const primitive p(pd, blob);
     CHECK(p.creation_outcome() == lookup_outcome::miss);
   }
+}
+
+TEST_CASE("the C API round-trips a primitive through its cache blob", "[cpu][blob][c_api]") {
+  pc_engine_t eng = nullptr;
+  REQUIRE(pc_engine_create(&eng, pc_engine_cpu, 0) == pc_success);
+  const int64_t dims[4] = {2, 16, 5, 7};
+  pc_memory_desc_t src_md = nullptr, dst_md = nullptr;
+  REQUIRE(pc_memory_desc_create_with_tag(&src_md, 4, dims, pc_f32, pc_tag_nchw) == pc_success);
+  REQUIRE(pc_memory_desc_create_with_tag(&dst_md, 4, dims, pc_f32, pc_tag_nhwc) == pc_success);
+  pc_primitive_desc_t pd = nullptr;
+  REQUIRE(pc_reorder_primitive_desc_create(&pd, src_md, eng, dst_md, eng, nullptr) == pc_success);
+  pc_primitive_t prim = nullptr;
+  REQUIRE(pc_primitive_create(&prim, pd) == pc_success);
+  size_t size = 0;
+  REQUIRE(pc_primitive_get_cache_blob(prim, &size, nullptr) == pc_success);
+  std::vector<uint8_t> blob(size);
+  REQUIRE(pc_primitive_get_cache_blob(prim, &size, blob.data()) == pc_success);
+  empty_primitive_cache();
+
+  const std::uint64_t compiled_before = cpu_internal::objects_compiled();
+  pc_primitive_t loaded = nullptr;
+  REQUIRE(pc_primitive_create_from_cache_blob(&loaded, pd, blob.size(), blob.data()) == pc_success);
+  CHECK(cpu_internal::objects_compiled() == compiled_before);
+  std::vector<float> src(2 * 16 * 5 * 7), a(src.size()), b(src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) * 0.25f;
+  pc_stream_t strm = nullptr;
+  REQUIRE(pc_stream_create(&strm, eng) == pc_success);
+  pc_memory_t s = nullptr, da = nullptr, db = nullptr;
+  REQUIRE(pc_memory_create(&s, src_md, eng, src.data()) == pc_success);
+  REQUIRE(pc_memory_create(&da, dst_md, eng, a.data()) == pc_success);
+  REQUIRE(pc_memory_create(&db, dst_md, eng, b.data()) == pc_success);
+  pc_exec_arg_t args_a[2] = {{PRIMCACHE_ARG_FROM, s}, {PRIMCACHE_ARG_TO, da}};
+  pc_exec_arg_t args_b[2] = {{PRIMCACHE_ARG_FROM, s}, {PRIMCACHE_ARG_TO, db}};
+  REQUIRE(pc_primitive_execute(prim, strm, 2, args_a) == pc_success);
+  REQUIRE(pc_primitive_execute(loaded, strm, 2, args_b) == pc_success);
+  REQUIRE(pc_stream_wait(strm) == pc_success);
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  for (pc_memory_t m : {s, da, db}) pc_memory_destroy(m);
+  pc_stream_destroy(strm);
+  pc_primitive_destroy(loaded);
+  pc_primitive_destroy(prim);
+  pc_primitive_desc_destroy(pd);
+  pc_memory_desc_destroy(src_md);
+  pc_memory_desc_destroy(dst_md);
+  pc_engine_destroy(eng);
 }

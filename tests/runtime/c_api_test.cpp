@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "fake_backend.hpp"
 #include "primcache/runtime/primcache.h"
@@ -160,3 +161,43 @@ TEST_CASE("the C API's error path survives running out of memory at every alloca
   }
 }
 #endif
+
+TEST_CASE("the C API's cache blob functions report sizes and refuse what they cannot do",
+          "[runtime][c_api][blob]") {
+  fake::install();
+  pc_engine_t eng = nullptr;
+  REQUIRE(pc_engine_create(&eng, pc_engine_gpu, 0) == pc_success);
+  const int64_t dims[2] = {5, 3};
+  pc_memory_desc_t md = nullptr;
+  REQUIRE(pc_memory_desc_create_with_tag(&md, 2, dims, pc_f32, pc_tag_ab) == pc_success);
+  pc_primitive_desc_t pd = nullptr;
+  REQUIRE(pc_reorder_primitive_desc_create(&pd, md, eng, md, eng, nullptr) == pc_success);
+
+  size_t size = 0;
+  REQUIRE(pc_primitive_desc_get_cache_blob_id(pd, &size, nullptr) == pc_success);
+  CHECK(size > 16);
+  std::vector<uint8_t> id(size);
+  REQUIRE(pc_primitive_desc_get_cache_blob_id(pd, &size, id.data()) == pc_success);
+  CHECK(size == id.size());
+  size_t small = size - 1;
+  CHECK(pc_primitive_desc_get_cache_blob_id(pd, &small, id.data()) == pc_invalid_arguments);
+  CHECK(pc_primitive_desc_get_cache_blob_id(pd, nullptr, nullptr) == pc_invalid_arguments);
+
+  pc_primitive_t prim = nullptr;
+  REQUIRE(pc_primitive_create(&prim, pd) == pc_success);
+  // The fake implementation cannot serialize.
+  CHECK(pc_primitive_get_cache_blob(prim, &size, nullptr) == pc_unimplemented);
+  pc_primitive_t from_blob = nullptr;
+  const uint8_t garbage[4] = {1, 2, 3, 4};
+  REQUIRE(pc_set_primitive_cache_capacity(0) == pc_success);
+  CHECK(pc_primitive_create_from_cache_blob(&from_blob, pd, sizeof garbage, garbage) ==
+        pc_corrupt_data);
+  CHECK(from_blob == nullptr);
+  CHECK(pc_primitive_create_from_cache_blob(&from_blob, pd, 4, nullptr) == pc_invalid_arguments);
+  REQUIRE(pc_set_primitive_cache_capacity(1024) == pc_success);
+
+  CHECK(pc_primitive_destroy(prim) == pc_success);
+  CHECK(pc_primitive_desc_destroy(pd) == pc_success);
+  CHECK(pc_memory_desc_destroy(md) == pc_success);
+  CHECK(pc_engine_destroy(eng) == pc_success);
+}

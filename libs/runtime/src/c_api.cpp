@@ -340,6 +340,32 @@ pc_status_t pc_primitive_desc_query_md(pc_memory_desc_t* md, const_pc_primitive_
     *md = new pc_memory_desc{pd->value.query_md(arg)};
   });
 }
+namespace {
+// The size-query protocol of the blob functions: out NULL asks the size.
+void copy_out(const std::vector<std::uint8_t>& bytes, size_t* size, uint8_t* out) {
+  require(size != nullptr, "size is NULL");
+  if (out == nullptr) {
+    *size = bytes.size();
+    return;
+  }
+  if (*size < bytes.size()) {
+    throw primcache::error(primcache::status::invalid_arguments,
+                           "the buffer holds " + std::to_string(*size) + " bytes, " +
+                               std::to_string(bytes.size()) + " are needed");
+  }
+  std::copy(bytes.begin(), bytes.end(), out);
+  *size = bytes.size();
+}
+}  // namespace
+
+pc_status_t pc_primitive_desc_get_cache_blob_id(const_pc_primitive_desc_t pd, size_t* size,
+                                                uint8_t* id) {
+  return guarded([&] {
+    require(pd != nullptr, "pd is NULL");
+    copy_out(pd->value.cache_blob_id(), size, id);
+  });
+}
+
 pc_status_t pc_primitive_desc_destroy(pc_primitive_desc_t pd) {
   delete pd;
   return pc_success;
@@ -349,6 +375,24 @@ pc_status_t pc_primitive_create(pc_primitive_t* primitive, const_pc_primitive_de
   return guarded([&] {
     require(primitive != nullptr && pd != nullptr, "primitive or pd is NULL");
     *primitive = new pc_primitive{primcache::primitive(pd->value)};
+  });
+}
+
+pc_status_t pc_primitive_get_cache_blob(pc_primitive_t primitive, size_t* size, uint8_t* blob) {
+  return guarded([&] {
+    require(primitive != nullptr, "primitive is NULL");
+    copy_out(primitive->value.cache_blob(), size, blob);
+  });
+}
+
+pc_status_t pc_primitive_create_from_cache_blob(pc_primitive_t* primitive,
+                                                const_pc_primitive_desc_t pd, size_t size,
+                                                const uint8_t* blob) {
+  return guarded([&] {
+    require(primitive != nullptr && pd != nullptr, "primitive or pd is NULL");
+    require(blob != nullptr || size == 0, "blob is NULL");
+    const std::vector<std::uint8_t> bytes(blob, blob + size);
+    *primitive = new pc_primitive{primcache::primitive(pd->value, bytes)};
   });
 }
 

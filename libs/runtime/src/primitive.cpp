@@ -73,8 +73,8 @@ result<bool> primitive_desc_impl::validate_config(const kernel_config&) const {
                  std::string(name_) + " has no kernel configurations to choose from"};
 }
 
-std::shared_ptr<const primitive_impl> primitive_desc_impl::create_impl(const engine&,
-                                                                       const kernel_config&) const {
+std::shared_ptr<const primitive_impl> primitive_desc_impl::create_impl_with(
+    const engine&, const kernel_config&) const {
   throw error(status::unimplemented,
               std::string(name_) + " has no kernel configurations to build with");
 }

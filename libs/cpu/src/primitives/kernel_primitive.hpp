@@ -88,7 +88,7 @@ class kernel_pd final : public backend::primitive_desc_impl, public isa_bound_pd
     if (!typed) return typed.why();
     return Traits::validate(desc_, typed.value(), bound_isa());
   }
-  std::shared_ptr<const backend::primitive_impl> create_impl(
+  std::shared_ptr<const backend::primitive_impl> create_impl_with(
       const engine& eng, const backend::kernel_config& cfg) const override;
 
   const desc_type& desc() const noexcept { return desc_; }
@@ -157,11 +157,11 @@ std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::create_impl(
     auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
     return std::make_shared<const kernel_impl<Traits>>(self, nullptr);
   }
-  return create_impl(eng, *config());
+  return create_impl_with(eng, *config());
 }
 
 template <class Traits>
-std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::create_impl(
+std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::create_impl_with(
     const engine&, const backend::kernel_config& cfg) const {
   if (!jit_) {
     throw error(status::unimplemented, std::string(name()) + " has no kernel configurations");

@@ -185,11 +185,27 @@ PC_API pc_status_t pc_reorder_primitive_desc_create(
 PC_API pc_status_t pc_primitive_desc_query_md(pc_memory_desc_t* md, const_pc_primitive_desc_t pd,
                                               int arg);
 PC_API pc_status_t pc_primitive_desc_destroy(pc_primitive_desc_t pd);
+/* The cache blob id (primitive_desc::cache_blob_id). With id NULL, *size
+ * receives its length; otherwise *size must be at least that length and the
+ * id is written to id (invalid_arguments when the buffer is too small). */
+PC_API pc_status_t pc_primitive_desc_get_cache_blob_id(const_pc_primitive_desc_t pd, size_t* size,
+                                                       uint8_t* id);
 
 PC_API pc_status_t pc_primitive_create(pc_primitive_t* primitive, const_pc_primitive_desc_t pd);
 PC_API pc_status_t pc_primitive_execute(pc_primitive_t primitive, pc_stream_t stream, int nargs,
                                         const pc_exec_arg_t* args);
 PC_API pc_status_t pc_primitive_destroy(pc_primitive_t primitive);
+/* The primitive's cache blob (primitive::cache_blob), sized like
+ * pc_primitive_desc_get_cache_blob_id: blob NULL asks for the length. */
+PC_API pc_status_t pc_primitive_get_cache_blob(pc_primitive_t primitive, size_t* size,
+                                               uint8_t* blob);
+/* A primitive from a cache blob, through the primitive cache: a hit ignores
+ * the blob, a miss loads it without compiling. A damaged blob is
+ * corrupt_data, another descriptor's invalid_arguments, another format
+ * version or an ISA above the cap unimplemented; nothing is loaded. */
+PC_API pc_status_t pc_primitive_create_from_cache_blob(pc_primitive_t* primitive,
+                                                       const_pc_primitive_desc_t pd, size_t size,
+                                                       const uint8_t* blob);
 
 PC_API pc_status_t pc_set_primitive_cache_capacity(int capacity);
 PC_API pc_status_t pc_get_primitive_cache_capacity(int* capacity);

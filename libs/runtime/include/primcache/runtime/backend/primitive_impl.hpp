@@ -124,9 +124,10 @@ class PRIMCACHE_API primitive_desc_impl : public std::enable_shared_from_this<pr
   // Compiles the primitive with `cfg` instead of config(), for measuring a
   // candidate: such an impl is never cached (its pd() names the chosen
   // configuration). Throws primcache::error for a configuration that does
-  // not validate. Default: unimplemented.
-  virtual std::shared_ptr<const primitive_impl> create_impl(const engine& eng,
-                                                            const kernel_config& cfg) const;
+  // not validate. Default: unimplemented. (Not an overload of create_impl:
+  // backends overriding one would hide the other.)
+  virtual std::shared_ptr<const primitive_impl> create_impl_with(const engine& eng,
+                                                                 const kernel_config& cfg) const;
   // The configuration the code is built with, chosen by finalize(); nullopt
   // for implementations without configurations.
   const std::optional<kernel_config>& config() const noexcept { return config_; }
