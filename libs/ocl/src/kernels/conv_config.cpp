@@ -32,6 +32,10 @@ conv_config default_conv_config(const device_entry& dev, const conv_problem& p) 
   const std::int64_t ocg = p.oc_per_group(), ow = p.ow();
   // Small shapes: shrink the block toward the output so work-items do not
   // compute mostly padding (depthwise ends with one channel per item).
+  // CPU devices keep the register tile and narrow the group first.
+  if (!(dev.type & CL_DEVICE_TYPE_GPU)) {
+    while (c.wg_oc > 1 && std::int64_t{c.wg_oc} * c.tile_oc / 2 >= ocg) c.wg_oc /= 2;
+  }
   while (c.tile_oc > 1 && std::int64_t{c.wg_oc} * c.tile_oc / 2 >= ocg) c.tile_oc /= 2;
   while (c.wg_oc > 1 && std::int64_t{c.wg_oc} * c.tile_oc / 2 >= ocg) c.wg_oc /= 2;
   while (c.tile_ow > 1 && std::int64_t{c.wg_ow} * c.tile_ow / 2 >= ow) c.tile_ow /= 2;
