@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -179,7 +180,7 @@ struct directory_store::state {
     return 0;
   }
 
-  int write_new_file(const std::string& path, std::span<const std::byte> b) {
+  int write_new_file(const std::string& path, std::span<const std::byte> b, bool stamp = false) {
     int fd = files->open_at(AT_FDCWD, path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     if (fd < 0) return fd;
     std::size_t done = 0;
@@ -194,6 +195,15 @@ struct directory_store::state {
         return -EIO;
       }
       done += static_cast<std::size_t>(r);
+    }
+    if (stamp) {
+      // The entry's creation time, to the nanosecond: file systems stamp
+      // writes with a coarse clock (a few ms), too coarse to order entries
+      // written in quick succession for oldest-first eviction.
+      struct timespec times[2];
+      times[0].tv_nsec = UTIME_OMIT;
+      ::clock_gettime(CLOCK_REALTIME, &times[1]);
+      ::futimens(fd, times);
     }
     int r = files->fsync(fd);
     int c = files->close(fd);
@@ -531,12 +541,10 @@ std::optional<std::vector<std::byte>> directory_store::get(std::span<const std::
         directory_lock g(s.write_mu, s.lock_fd);
         struct stat now {};
         if (::stat(ep.c_str(), &now) == 0 && now.st_ino == dst.st_ino && now.st_dev == dst.st_dev) {
-          std::uint64_t sz = entry_size_on_disk(ep);
           dead = s.unpublish(ep);
-          if (!dead.empty()) {
-            std::uint64_t total = s.current_size();
-            s.write_size_file(total - std::min(total, sz));
-          }
+          // A damaged entry's files no longer have the size size.txt
+          // counted: walk the store once (this is rare) rather than guess.
+          if (!dead.empty()) s.write_size_file(s.scan_size());
         }
       }
       if (!dead.empty()) remove_tree(dead);
@@ -577,7 +585,7 @@ put_result directory_store::put(std::span<const std::byte> key,
     return failed("cannot create " + stage, r);
   }
   int r = s.write_new_file(stage + "/" + key_file, key);
-  if (r == 0) r = s.write_new_file(stage + "/" + kernel_file, encoded);
+  if (r == 0) r = s.write_new_file(stage + "/" + kernel_file, encoded, /*stamp=*/true);
   if (r == 0) r = s.fsync_dir(stage);
   if (r != 0) {
     remove_tree(stage);

@@ -1,0 +1,628 @@
+// The directory store in one process: the RFC's layout, round trips,
+// collisions, capacity and oldest-first eviction, every kind of bad entry
+// refused, counted and removed, the directory's ownership and mode,
+// read-only mode, disk-full and I/O errors through the file layer, verify(),
+// and its registration in control.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "faulty_file_ops.hpp"
+#include "persist_test_support.hpp"
+#include "primcache/base/env.hpp"
+#include "primcache/control/registry.hpp"
+#include "primcache/persist/directory_store.hpp"
+#include "primcache/persist/registration.hpp"
+
+namespace fs = std::filesystem;
+using primcache::directory_store;
+using primcache::directory_store_options;
+using primcache::put_status;
+using primcache::test::as_bytes;
+using primcache::test::temp_dir;
+
+namespace {
+
+std::vector<std::byte> payload_of(const std::string& key, std::size_t n) {
+  std::vector<std::byte> out(n);
+  std::uint32_t x = 2166136261u;
+  for (char c : key) x = (x ^ static_cast<unsigned char>(c)) * 16777619u;
+  for (std::size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    out[i] = static_cast<std::byte>(x >> 24);
+  }
+  return out;
+}
+
+directory_store_options options_for(const std::string& path) {
+  directory_store_options o;
+  o.path = path;
+  o.capacity_mb = 16;
+  o.format.library_version = "test-1";
+  return o;
+}
+
+// Every entry directory (bucket/n) under the store.
+std::vector<std::string> entry_dirs(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& b : fs::directory_iterator(root)) {
+    std::string name = b.path().filename();
+    if (!b.is_directory() || name == ".tmp") continue;
+    for (const auto& e : fs::directory_iterator(b.path())) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::size_t leftovers(const std::string& root) {
+  std::size_t n = 0;
+  for (auto it = fs::directory_iterator(root + "/.tmp"); it != fs::directory_iterator(); ++it) ++n;
+  return n;
+}
+
+std::uint64_t size_txt(const std::string& root) {
+  std::ifstream f(root + "/size.txt");
+  std::uint64_t v = 0;
+  f >> v;
+  return v;
+}
+
+std::vector<char> read_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+void write_file(const std::string& p, const std::vector<char>& b) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+}  // namespace
+
+TEST_CASE("the directory store keeps the RFC's layout", "[persist][directory]") {
+  temp_dir dir;
+  const std::string root = dir.path() + "/cache";
+  auto s = directory_store::open(options_for(root));
+
+  struct stat st {};
+  REQUIRE(::stat(root.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(fs::exists(root + "/size.txt"));
+  CHECK(size_txt(root) == 0);
+
+  REQUIRE(s->put(as_bytes("k1"), payload_of("k1", 1000)).status == put_status::stored);
+  auto entries = entry_dirs(root);
+  REQUIRE(entries.size() == 1);
+  const std::string e = entries[0];
+  CHECK(fs::path(e).filename() == "0");
+  CHECK(fs::path(e).parent_path().filename().string().size() == 16);
+  CHECK(read_file(e + "/key.bin") == std::vector<char>{'k', '1'});
+  CHECK(fs::exists(e + "/kernel.bin"));
+  REQUIRE(::stat(fs::path(e).parent_path().c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  REQUIRE(::stat((e + "/kernel.bin").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(size_txt(root) == fs::file_size(e + "/kernel.bin") + 2);
+  CHECK(s->size() == size_txt(root));
+  CHECK(leftovers(root) == 0);
+}
+
+TEST_CASE("the directory store round-trips blobs", "[persist][directory]") {
+  temp_dir dir;
+  auto s = directory_store::open(options_for(dir.path()));
+
+  SECTION("get returns what put stored; a second put of the key writes nothing") {
+    for (std::size_t n : {0, 1, 4096, 100 * 1024}) {
+      std::string k = "key-" + std::to_string(n);
+      REQUIRE(s->put(as_bytes(k), payload_of(k, n)).status == put_status::stored);
+      auto again = s->put(as_bytes(k), payload_of("other", 10));
+      CHECK(again.status == put_status::exists);
+      auto got = s->get(as_bytes(k));
+      REQUIRE(got);
+      CHECK(*got == payload_of(k, n));
+    }
+    auto st = s->stats();
+    CHECK(st.hits == 4);
+    CHECK(st.writes == 4);
+    CHECK(st.misses == 0);
+    CHECK(st.bytes == s->size());
+    CHECK(st.bytes_read == 4096 + 1 + 100 * 1024);
+  }
+  SECTION("a missing key is a miss") {
+    CHECK_FALSE(s->get(as_bytes("nothing")));
+    CHECK(s->stats().misses == 1);
+  }
+  SECTION("erase removes the entry and its bytes") {
+    s->put(as_bytes("a"), payload_of("a", 500));
+    s->put(as_bytes("b"), payload_of("b", 500));
+    const auto before = s->size();
+    CHECK(s->erase(as_bytes("a")));
+    CHECK_FALSE(s->erase(as_bytes("a")));
+    CHECK_FALSE(s->get(as_bytes("a")));
+    CHECK(s->get(as_bytes("b")));
+    CHECK(s->size() < before);
+    CHECK(entry_dirs(dir.path()).size() == 1);
+  }
+  SECTION("clear drops every entry") {
+    for (int i = 0; i < 5; ++i) s->put(as_bytes("k" + std::to_string(i)), payload_of("x", 100));
+    s->clear();
+    CHECK(entry_dirs(dir.path()).empty());
+    CHECK(s->size() == 0);
+    CHECK_FALSE(s->get(as_bytes("k1")));
+  }
+  SECTION("another store object on the directory sees the entries") {
+    s->put(as_bytes("shared"), payload_of("shared", 1234));
+    auto other = directory_store::open(options_for(dir.path()));
+    auto got = other->get(as_bytes("shared"));
+    REQUIRE(got);
+    CHECK(*got == payload_of("shared", 1234));
+    CHECK(other->size() == s->size());
+  }
+  SECTION("a store of another library version does not load the entry") {
+    s->put(as_bytes("k"), payload_of("k", 10));
+    auto o = options_for(dir.path());
+    o.format.library_version = "test-2";
+    auto other = directory_store::open(o);
+    CHECK_FALSE(other->get(as_bytes("k")));
+    CHECK(other->stats().corrupt_entries == 1);
+  }
+}
+
+TEST_CASE("keys that share a bucket are told apart by key.bin", "[persist][directory]") {
+  temp_dir dir;
+  auto o = options_for(dir.path());
+  o.bucket_hash = [](std::span<const std::byte>) -> std::uint64_t { return 42; };
+  auto s = directory_store::open(o);
+  for (std::string k : {"a", "b", "c"}) {
+    REQUIRE(s->put(as_bytes(k), payload_of(k, 300)).status == put_status::stored);
+  }
+  const std::string bucket = dir.path() + "/000000000000002a";
+  CHECK(entry_dirs(dir.path()) ==
+        std::vector<std::string>{bucket + "/0", bucket + "/1", bucket + "/2"});
+  for (std::string k : {"a", "b", "c"}) {
+    auto got = s->get(as_bytes(k));
+    REQUIRE(got);
+    CHECK(*got == payload_of(k, 300));
+  }
+  CHECK_FALSE(s->get(as_bytes("d")));
+
+  SECTION("a new entry takes the lowest free number") {
+    REQUIRE(s->erase(as_bytes("b")));
+    REQUIRE(s->put(as_bytes("d"), payload_of("d", 300)).status == put_status::stored);
+    CHECK(read_file(bucket + "/1/key.bin") == std::vector<char>{'d'});
+    CHECK(*s->get(as_bytes("d")) == payload_of("d", 300));
+    CHECK(*s->get(as_bytes("c")) == payload_of("c", 300));
+  }
+  SECTION("a swapped key.bin is caught by the key inside kernel.bin, counted and removed") {
+    // Entry 0 holds a; make its key.bin say c, as if the files were mixed up.
+    write_file(bucket + "/0/key.bin", {'c'});
+    auto got = s->get(as_bytes("c"));
+    // Entry 0 is refused; entry 2 (the real c) is found after it.
+    REQUIRE(got);
+    CHECK(*got == payload_of("c", 300));
+    CHECK(s->stats().corrupt_entries == 1);
+    CHECK_FALSE(fs::exists(bucket + "/0"));
+    CHECK(s->verify(false).ok());
+  }
+}
+
+TEST_CASE("the directory store respects its capacity, oldest entries first",
+          "[persist][directory][capacity]") {
+  temp_dir dir;
+  auto o = options_for(dir.path());
+  o.capacity_mb = 1;
+  auto s = directory_store::open(o);
+  const std::size_t entry = 300 * 1024;
+  for (int i = 0; i < 3; ++i) {
+    std::string k = "k" + std::to_string(i);
+    REQUIRE(s->put(as_bytes(k), payload_of(k, entry)).status == put_status::stored);
+  }
+  CHECK(s->stats().evictions == 0);
+
+  SECTION("a put past the capacity evicts the oldest") {
+    REQUIRE(s->put(as_bytes("k3"), payload_of("k3", entry)).status == put_status::stored);
+    CHECK(s->stats().evictions == 1);
+    CHECK_FALSE(s->get(as_bytes("k0")));
+    for (std::string k : {"k1", "k2", "k3"}) CHECK(s->get(as_bytes(k)));
+    CHECK(s->size() <= (1u << 20));
+    // Reading k1 does not make it younger: creation order, not use, decides.
+    REQUIRE(s->put(as_bytes("k4"), payload_of("k4", entry)).status == put_status::stored);
+    CHECK_FALSE(s->get(as_bytes("k1")));
+    CHECK(s->get(as_bytes("k2")));
+  }
+  SECTION("lowering the capacity evicts at once") {
+    s->set_capacity(0);
+    CHECK(s->capacity() == 0);
+    CHECK(s->size() == 0);
+    CHECK(s->stats().evictions == 3);
+    CHECK(entry_dirs(dir.path()).empty());
+    auto r = s->put(as_bytes("k"), payload_of("k", 10));
+    CHECK(r.status == put_status::too_large);
+    CHECK_THAT(r.message, Catch::Contains("capacity of 0 MB"));
+    CHECK(s->stats().refusals == 1);
+  }
+  SECTION("an entry larger than the whole capacity is refused, nothing evicted") {
+    auto r = s->put(as_bytes("big"), payload_of("big", 2 << 20));
+    CHECK(r.status == put_status::too_large);
+    CHECK(s->stats().evictions == 0);
+    CHECK(entry_dirs(dir.path()).size() == 3);
+  }
+  SECTION("size.txt agrees with the entries after evictions") {
+    for (int i = 10; i < 20; ++i) {
+      std::string k = "k" + std::to_string(i);
+      s->put(as_bytes(k), payload_of(k, entry));
+    }
+    auto rep = s->verify(false);
+    CHECK(rep.ok());
+    CHECK(rep.bytes == rep.recorded_bytes);
+    CHECK(rep.bytes <= (1u << 20));
+    CHECK(rep.entries == 3);
+  }
+}
+
+TEST_CASE("bad entries are refused, counted and removed", "[persist][directory][corruption]") {
+  temp_dir dir;
+  const auto fleet =
+      primcache::fleet_key::from_bytes(as_bytes("fleet secret, 32 bytes long....")).value();
+  auto o = options_for(dir.path());
+  o.format.key = &fleet;
+  auto s = directory_store::open(o);
+  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
+  REQUIRE(s->put(as_bytes("bystander"), payload_of("bystander", 5000)).status ==
+          put_status::stored);
+  std::string victim;
+  for (const auto& e : entry_dirs(dir.path())) {
+    if (read_file(e + "/key.bin") == std::vector<char>{'v', 'i', 'c', 't', 'i', 'm'}) victim = e;
+  }
+  REQUIRE_FALSE(victim.empty());
+  const std::string kernel = victim + "/kernel.bin";
+  auto bytes = read_file(kernel);
+
+  SECTION("a flipped bit") {
+    auto at = GENERATE(0, 9, 40, 2000, -20, -1);
+    auto i = at >= 0 ? static_cast<std::size_t>(at) : bytes.size() + at;
+    bytes[i] ^= 0x04;
+    write_file(kernel, bytes);
+  }
+  SECTION("truncation") {
+    auto keep = GENERATE(0, 5, 100, -1);
+    bytes.resize(keep >= 0 ? static_cast<std::size_t>(keep) : bytes.size() - 1);
+    write_file(kernel, bytes);
+  }
+  SECTION("a missing kernel.bin") {
+    fs::remove(kernel);
+  }
+  SECTION("a forged entry: unsigned") {
+    auto forged = primcache::encode_entry({.library_version = "test-1", .key = nullptr},
+                                          as_bytes("victim"), as_bytes("evil"));
+    write_file(kernel,
+               std::vector<char>(reinterpret_cast<const char*>(forged.data()),
+                                 reinterpret_cast<const char*>(forged.data()) + forged.size()));
+  }
+  SECTION("a forged entry: signed with another key") {
+    auto other = primcache::fleet_key::from_bytes(as_bytes("not the fleet's key at all")).value();
+    auto forged = primcache::encode_entry({.library_version = "test-1", .key = &other},
+                                          as_bytes("victim"), as_bytes("evil"));
+    write_file(kernel,
+               std::vector<char>(reinterpret_cast<const char*>(forged.data()),
+                                 reinterpret_cast<const char*>(forged.data()) + forged.size()));
+  }
+
+  auto report = s->verify(false);
+  REQUIRE(report.bad.size() == 1);
+  CHECK(report.bad[0].path == victim);
+  CHECK(report.good == 1);
+
+  CHECK_FALSE(s->get(as_bytes("victim")));
+  // A missing kernel.bin reads as an entry being removed: skipped, not
+  // counted; verify reports it and removes it.
+  if (fs::exists(victim)) {
+    CHECK(s->stats().corrupt_entries == 0);
+    CHECK(s->verify(true).bad.size() == 1);
+  } else {
+    CHECK(s->stats().corrupt_entries == 1);
+  }
+  CHECK_FALSE(fs::exists(victim));
+  CHECK(s->stats().hits == 0);
+  CHECK(*s->get(as_bytes("bystander")) == payload_of("bystander", 5000));
+  // The store keeps working, and size.txt follows.
+  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
+  CHECK(*s->get(as_bytes("victim")) == payload_of("victim", 5000));
+  auto after = s->verify(false);
+  CHECK(after.ok());
+  CHECK(after.bytes == after.recorded_bytes);
+}
+
+TEST_CASE("verify finds every bad entry and stray file, and fixes them",
+          "[persist][directory][verify]") {
+  temp_dir dir;
+  auto s = directory_store::open(options_for(dir.path()));
+  for (int i = 0; i < 6; ++i) {
+    std::string k = "k" + std::to_string(i);
+    s->put(as_bytes(k), payload_of(k, 2000));
+  }
+  auto entries = entry_dirs(dir.path());
+  // Damage two entries, move a third into the wrong bucket, add strays.
+  auto b0 = read_file(entries[0] + "/kernel.bin");
+  b0[100] ^= 1;
+  write_file(entries[0] + "/kernel.bin", b0);
+  fs::resize_file(entries[1] + "/kernel.bin", 10);
+  fs::create_directories(dir.path() + "/00000000000000ff");
+  fs::rename(entries[2], dir.path() + "/00000000000000ff/0");
+  write_file(dir.path() + "/stray.txt", {'x'});
+  write_file(dir.path() + "/.tmp/w-999999999-0-0", {'x'});  // a writer that is gone
+  // size.txt out of date (a writer killed before updating it).
+  write_file(dir.path() + "/size.txt", {'7', '\n'});
+
+  auto rep = s->verify(false);
+  CHECK(rep.entries == 6);
+  CHECK(rep.good == 3);
+  CHECK(rep.bad.size() == 4);
+  CHECK(rep.recorded_bytes == 7);
+  CHECK(rep.stale_temporaries == 1);
+  CHECK_FALSE(rep.fixed);
+  bool wrong_bucket = false;
+  for (const auto& p : rep.bad) {
+    if (p.message.find("hashes to bucket") != std::string::npos) wrong_bucket = true;
+  }
+  CHECK(wrong_bucket);
+
+  auto fixed = s->verify(true);
+  CHECK(fixed.fixed);
+  CHECK(fixed.bad.size() == 4);
+  auto clean = s->verify(false);
+  CHECK(clean.ok());
+  CHECK(clean.entries == 3);
+  CHECK(clean.bytes == clean.recorded_bytes);
+  CHECK(clean.stale_temporaries == 0);
+  CHECK(leftovers(dir.path()) == 0);
+  CHECK_FALSE(fs::exists(dir.path() + "/00000000000000ff"));
+}
+
+TEST_CASE("a directory others could write to, or another user owns, is refused",
+          "[persist][directory][security]") {
+  temp_dir dir;
+  const std::string root = dir.path() + "/cache";
+  directory_store::open(options_for(root));
+
+  auto refused_with = [&](const std::string& words) {
+    try {
+      directory_store::open(options_for(root));
+      FAIL("the directory was accepted");
+    } catch (const primcache::error& e) {
+      CHECK(e.code() == primcache::status::permission_denied);
+      CHECK_THAT(e.message(), Catch::Contains(root) && Catch::Contains(words) &&
+                                  Catch::Contains("refusing to load code from it"));
+    }
+  };
+  SECTION("writable by others") {
+    ::chmod(root.c_str(), 0707);
+    refused_with("writable by others (mode 0707)");
+  }
+  SECTION("writable by group") {
+    ::chmod(root.c_str(), 0770);
+    refused_with("writable by group (mode 0770)");
+  }
+  SECTION("world-writable") {
+    ::chmod(root.c_str(), 0777);
+    refused_with("writable by group and others");
+  }
+  SECTION("readable by others is fine") {
+    ::chmod(root.c_str(), 0755);
+    CHECK_NOTHROW(directory_store::open(options_for(root)));
+  }
+  SECTION("owned by another user") {
+    if (::geteuid() != 0) {
+      WARN("not root: cannot give the directory to another user; ownership check not exercised");
+      return;
+    }
+    REQUIRE(::chown(root.c_str(), 65534, 65534) == 0);
+    refused_with("uid 65534");
+  }
+  SECTION("not a directory") {
+    write_file(dir.path() + "/file", {'x'});
+    CHECK_THROWS_AS(directory_store::open(options_for(dir.path() + "/file")), primcache::error);
+  }
+}
+
+TEST_CASE("a read-only store reads and never writes", "[persist][directory][readonly]") {
+  temp_dir dir;
+  {
+    auto w = directory_store::open(options_for(dir.path()));
+    w->put(as_bytes("a"), payload_of("a", 1000));
+    w->put(as_bytes("b"), payload_of("b", 1000));
+  }
+  const std::string b_entry = [&] {
+    for (const auto& e : entry_dirs(dir.path())) {
+      if (read_file(e + "/key.bin") == std::vector<char>{'b'}) return e;
+    }
+    return std::string();
+  }();
+  auto bytes = read_file(b_entry + "/kernel.bin");
+  bytes[50] ^= 1;
+  write_file(b_entry + "/kernel.bin", bytes);
+
+  // Every call that would change the file system fails as on a read-only
+  // mount, and is counted: a read-only store makes none.
+  auto files = std::make_shared<primcache::test::faulty_file_ops>();
+  files->fail_create = EROFS;
+  files->fail_write = EROFS;
+  files->fail_mkdir = EROFS;
+  files->fail_rename = EROFS;
+  auto o = options_for(dir.path());
+  o.read_only = true;
+  o.files = files;
+  const auto size_before = size_txt(dir.path());
+  auto s = directory_store::open(o);
+  CHECK(s->read_only());
+
+  CHECK(*s->get(as_bytes("a")) == payload_of("a", 1000));
+  CHECK_FALSE(s->get(as_bytes("b")));
+  CHECK(s->stats().corrupt_entries == 1);
+  CHECK(fs::exists(b_entry));  // counted and skipped, not removed
+
+  auto r = s->put(as_bytes("c"), payload_of("c", 10));
+  CHECK(r.status == put_status::read_only);
+  CHECK_THAT(r.message, Catch::Contains("read-only"));
+  CHECK_FALSE(s->erase(as_bytes("a")));
+  CHECK_THROWS_WITH(s->clear(), Catch::Contains("read-only"));
+  s->set_capacity(0);  // recorded; nothing evicted
+  CHECK(s->capacity() == 0);
+  CHECK(*s->get(as_bytes("a")) == payload_of("a", 1000));
+  auto rep = s->verify(true);
+  CHECK_FALSE(rep.fixed);
+  CHECK(rep.bad.size() == 1);
+  CHECK(files->modifying_calls == 0);
+  CHECK(size_txt(dir.path()) == size_before);
+
+  SECTION("a directory without write permission") {
+    // Root ignores permissions; this exercises only the open path then.
+    ::chmod(dir.path().c_str(), 0500);
+    auto x = options_for(dir.path());
+    x.read_only = true;
+    auto ro = directory_store::open(x);
+    CHECK(*ro->get(as_bytes("a")) == payload_of("a", 1000));
+  }
+  SECTION("a missing directory is not created") {
+    auto x = options_for(dir.path() + "/missing");
+    x.read_only = true;
+    CHECK_THROWS_AS(directory_store::open(x), primcache::error);
+    CHECK_FALSE(fs::exists(dir.path() + "/missing"));
+  }
+}
+
+TEST_CASE("PRIMCACHE_PERSISTENT_CACHE_READONLY is parsed strictly", "[persist][readonly][env]") {
+  const char* name = primcache::persistent_cache_readonly_env;
+  ::unsetenv(name);
+  CHECK_FALSE(primcache::readonly_from_env());
+  CHECK(primcache::readonly_from_env(true));
+  ::setenv(name, "1", 1);
+  CHECK(primcache::readonly_from_env());
+  ::setenv(name, "off", 1);
+  CHECK_FALSE(primcache::readonly_from_env(true));
+  ::setenv(name, "maybe", 1);
+  CHECK_FALSE(primcache::readonly_from_env(false));
+  bool reported = false;
+  for (const auto& m : primcache::env_reports()) {
+    if (m.find("PRIMCACHE_PERSISTENT_CACHE_READONLY='maybe'") != std::string::npos) {
+      reported = true;
+    }
+  }
+  CHECK(reported);
+  ::unsetenv(name);
+}
+
+TEST_CASE("disk full and I/O errors fail a put cleanly", "[persist][directory][faults]") {
+  temp_dir dir;
+  auto files = std::make_shared<primcache::test::faulty_file_ops>();
+  auto o = options_for(dir.path());
+  o.files = files;
+  auto s = directory_store::open(o);
+  REQUIRE(s->put(as_bytes("old"), payload_of("old", 1000)).status == put_status::stored);
+  const auto size_before = s->size();
+
+  SECTION("ENOSPC at write") {
+    files->fail_write = ENOSPC;
+  }
+  SECTION("ENOSPC at fsync") {
+    files->fail_fsync = ENOSPC;
+  }
+  SECTION("EIO at fsync") {
+    files->fail_fsync = EIO;
+  }
+  SECTION("ENOSPC at rename") {
+    files->fail_rename = ENOSPC;
+  }
+  SECTION("ENOSPC at mkdir") {
+    files->fail_mkdir = ENOSPC;
+  }
+  SECTION("EIO at open") {
+    files->fail_create = EIO;
+  }
+
+  auto r = s->put(as_bytes("new"), payload_of("new", 100 * 1024));
+  CHECK(r.status == put_status::failed);
+  CHECK_THAT(r.message, Catch::Contains(dir.path()));
+  CHECK((r.message.find(std::strerror(ENOSPC)) != std::string::npos ||
+         r.message.find(std::strerror(EIO)) != std::string::npos));
+  CHECK(s->stats().errors == 1);
+  CHECK(s->stats().writes == 1);
+  // Nothing half-written: no entry, no leftover, the size unchanged.
+  files->fail_write = 0;
+  files->fail_fsync = 0;
+  files->fail_rename = 0;
+  files->fail_mkdir = 0;
+  files->fail_create = 0;
+  CHECK_FALSE(s->get(as_bytes("new")));
+  CHECK(leftovers(dir.path()) == 0);
+  CHECK(s->size() == size_before);
+  CHECK(entry_dirs(dir.path()).size() == 1);
+  // The store keeps working.
+  REQUIRE(s->put(as_bytes("new"), payload_of("new", 100 * 1024)).status == put_status::stored);
+  CHECK(*s->get(as_bytes("new")) == payload_of("new", 100 * 1024));
+  CHECK(*s->get(as_bytes("old")) == payload_of("old", 1000));
+  CHECK(s->verify(false).ok());
+}
+
+TEST_CASE("a read error is a counted miss that keeps the entry", "[persist][directory][faults]") {
+  temp_dir dir;
+  auto files = std::make_shared<primcache::test::faulty_file_ops>();
+  auto o = options_for(dir.path());
+  o.files = files;
+  auto s = directory_store::open(o);
+  s->put(as_bytes("k"), payload_of("k", 1000));
+  files->fail_read = EIO;
+  CHECK_FALSE(s->get(as_bytes("k")));
+  CHECK(s->stats().errors == 1);
+  CHECK(s->stats().corrupt_entries == 0);
+  files->fail_read = 0;
+  CHECK(*s->get(as_bytes("k")) == payload_of("k", 1000));
+}
+
+TEST_CASE("a blob store shows in control as cache 'persistent'", "[persist][control]") {
+  temp_dir dir;
+  primcache::control_registry registry;
+  auto o = options_for(dir.path());
+  o.capacity_mb = 8;
+  auto s = directory_store::open(o);
+  auto reg = primcache::register_blob_store(*s, "persistent", registry);
+  s->put(as_bytes("k"), payload_of("k", 3000));
+  s->get(as_bytes("k"));
+  s->get(as_bytes("missing"));
+
+  auto h = registry.find_cache("persistent");
+  auto info = h.info();
+  CHECK(info.unit == primcache::capacity_unit::megabytes);
+  CHECK(info.capacity == 8);
+  CHECK(info.size == 1);  // 3 KB, rounded up to 1 MB
+  REQUIRE(info.weight_bytes);
+  CHECK(*info.weight_bytes == s->size());
+  CHECK(info.stats.hits == 1);
+  CHECK(info.stats.misses == 1);
+  bool writes = false;
+  for (const auto& [name, value] : info.extra) {
+    if (name == "writes") writes = value == 1;
+  }
+  CHECK(writes);
+
+  registry.set_capacity("persistent", 2);
+  CHECK(s->capacity() == 2);
+  registry.flush("persistent");
+  CHECK(s->size() == 0);
+  CHECK_FALSE(s->get(as_bytes("k")));
+
+  reg.reset();
+  CHECK_THROWS(registry.find_cache("persistent"));
+}
