@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -540,4 +541,18 @@ TEST_CASE("the C API round-trips a primitive through its cache blob", "[cpu][blo
   pc_memory_desc_destroy(src_md);
   pc_memory_desc_destroy(dst_md);
   pc_engine_destroy(eng);
+}
+
+// Run by tests/cpu/blob_id_stable.cmake in two processes, which compare the
+// printed ids: a blob id names code across processes, not within one.
+TEST_CASE("print the cache blob ids of one primitive per kind", "[.][blob_id]") {
+  for (const a_case& c : all_cases()) {
+    std::string hex;
+    for (std::uint8_t b : c.make_pd().cache_blob_id()) {
+      static constexpr char digits[] = "0123456789abcdef";
+      hex += digits[b >> 4];
+      hex += digits[b & 15];
+    }
+    std::printf("blob_id %s %s\n", c.name.c_str(), hex.c_str());
+  }
 }
