@@ -31,20 +31,10 @@ using primcache::directory_store;
 using primcache::directory_store_options;
 using primcache::put_status;
 using primcache::test::as_bytes;
+using primcache::test::payload_of;
 using primcache::test::temp_dir;
 
 namespace {
-
-std::vector<std::byte> payload_of(const std::string& key, std::size_t n) {
-  std::vector<std::byte> out(n);
-  std::uint32_t x = 2166136261u;
-  for (char c : key) x = (x ^ static_cast<unsigned char>(c)) * 16777619u;
-  for (std::size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    out[i] = static_cast<std::byte>(x >> 24);
-  }
-  return out;
-}
 
 directory_store_options options_for(const std::string& path) {
   directory_store_options o;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <span>
@@ -18,6 +19,19 @@ namespace primcache::test {
 inline std::vector<std::byte> as_bytes(std::string_view s) {
   auto b = std::as_bytes(std::span(s.data(), s.size()));
   return {b.begin(), b.end()};
+}
+
+// n bytes that depend on the key alone: a reader can tell whether what it
+// got is exactly what the writer of that key stored.
+inline std::vector<std::byte> payload_of(std::string_view key, std::size_t n) {
+  std::vector<std::byte> out(n);
+  std::uint32_t x = 2166136261u;
+  for (char c : key) x = (x ^ static_cast<unsigned char>(c)) * 16777619u;
+  for (std::size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    out[i] = static_cast<std::byte>(x >> 24);
+  }
+  return out;
 }
 
 // A fresh directory (mode 0700) under TMPDIR, removed with everything in it.

@@ -603,25 +603,32 @@ put_result directory_store::put(std::span<const std::byte> key,
       out = {put_status::exists, {}};
     } else {
       std::uint64_t size = s.evict(s.current_size(), entry_size, cap, dead);
-      std::string target;
-      for (unsigned n = 0;; ++n) {
-        target = bucket + "/" + std::to_string(n);
-        r = s.files->rename(stage.c_str(), target.c_str(), true);
-        if (r != -EEXIST && r != -ENOTEMPTY) break;
-      }
-      if (r != 0) {
-        out = failed("cannot publish " + target, r);
-      } else if (int f = s.fsync_dir(bucket); f != 0) {
-        // Not durable: take it back rather than leave an entry that a crash
-        // could tear.
-        if (std::string d = s.unpublish(target); !d.empty()) dead.push_back(d);
-        out = failed("cannot fsync " + bucket, f);
-      } else if (int w = s.write_size_file(size + entry_size); w != 0) {
-        if (std::string d = s.unpublish(target); !d.empty()) dead.push_back(d);
+      // size.txt grows before an entry appears and shrinks after one goes,
+      // so a writer killed in between leaves it too high, never too low: a
+      // low one would let the store pass its capacity unseen, a high one
+      // only makes the next eviction walk the store and correct it.
+      if (int w = s.write_size_file(size + entry_size); w != 0) {
         out = failed("cannot update size.txt", w);
       } else {
-        s.writes.fetch_add(1, std::memory_order_relaxed);
-        s.bytes_written.fetch_add(entry_size, std::memory_order_relaxed);
+        std::string target;
+        for (unsigned n = 0;; ++n) {
+          target = bucket + "/" + std::to_string(n);
+          r = s.files->rename(stage.c_str(), target.c_str(), true);
+          if (r != -EEXIST && r != -ENOTEMPTY) break;
+        }
+        if (r != 0) {
+          s.write_size_file(size);
+          out = failed("cannot publish " + target, r);
+        } else if (int f = s.fsync_dir(bucket); f != 0) {
+          // Not durable: take it back rather than keep an entry that a
+          // crash could lose or tear.
+          if (std::string d = s.unpublish(target); !d.empty()) dead.push_back(d);
+          s.write_size_file(size);
+          out = failed("cannot fsync " + bucket, f);
+        } else {
+          s.writes.fetch_add(1, std::memory_order_relaxed);
+          s.bytes_written.fetch_add(entry_size, std::memory_order_relaxed);
+        }
       }
     }
   }
