@@ -29,7 +29,6 @@ namespace {
 
 using bytes = std::vector<std::byte>;
 
-constexpr std::uint64_t mb = std::uint64_t{1} << 20;
 constexpr const char* tmp_dir = ".tmp";
 constexpr const char* size_file = "size.txt";
 constexpr const char* lock_file = ".lock";
