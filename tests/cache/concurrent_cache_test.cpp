@@ -356,6 +356,78 @@ TEST_CASE("no_evict with a weigher refuses values that do not fit", "[cache][no_
   CHECK(log.events.empty());
 }
 
+TEST_CASE("cost evicts the entry cheapest to create per unit of weight", "[cache][cost]") {
+  eviction_log log;
+  string_cache cache(options{.capacity = 30,
+                             .policy = cache_policy::cost,
+                             .weigher = string_weight,
+                             .on_evict = log.listener()});
+  CHECK(cache.policy() == cache_policy::cost);
+  // Slow creators take 50 ms; fast ones a few hundred nanoseconds. Every
+  // value weighs 10.
+  auto slow = [](char c) {
+    return [c] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return std::string(10, c);
+    };
+  };
+  auto fast = [](char c) { return [c] { return std::string(10, c); }; };
+  cache.get_or_add(1, slow('a'));
+  cache.get_or_add(2, fast('b'));
+  cache.get_or_add(3, slow('c'));
+  for (int i = 0; i < 3; ++i) cache.get_or_add(2, fast('x'));  // hits: recency plays no part
+  cache.get_or_add(4, fast('d'));                              // evicts the cheapest, 2
+  CHECK(log.keys() == std::vector<int>{2});
+  CHECK(cache.stats().evictions == 1);
+  cache.get_or_add(5, fast('e'));  // evicts 4, not the slow 1 or 3
+  CHECK(log.keys() == std::vector<int>{2, 4});
+  CHECK(cache.contains(1));
+  CHECK(cache.contains(3));
+
+  SECTION("shrinking evicts the cheapest first") {
+    cache.set_capacity(20);
+    CHECK(log.keys() == std::vector<int>{2, 4, 5});
+    CHECK(cache.contains(1));
+    CHECK(cache.contains(3));
+  }
+}
+
+TEST_CASE("cost compares time per unit of weight, not time alone", "[cache][cost]") {
+  eviction_log log;
+  string_cache cache(options{.capacity = 25,
+                             .policy = cache_policy::cost,
+                             .weigher = string_weight,
+                             .on_evict = log.listener()});
+  auto slow = [](std::size_t weight) {
+    return [weight] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return std::string(weight, 's');
+    };
+  };
+  cache.get_or_add(1, slow(20));                            // 50 ms over 20: 2.5 ms per unit
+  cache.get_or_add(2, slow(5));                             // 50 ms over 5: 10 ms per unit
+  cache.get_or_add(3, [] { return std::string(5, 'f'); });  // needs room: 1 goes
+  CHECK(log.keys() == std::vector<int>{1});
+  CHECK(cache.contains(2));
+  CHECK(cache.weight() == 10);
+}
+
+TEST_CASE("cost without a weigher ranks entries by creation time", "[cache][cost]") {
+  eviction_log log;
+  string_cache cache(
+      options{.capacity = 2, .policy = cache_policy::cost, .on_evict = log.listener()});
+  cache.get_or_add(1, [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return std::string("slow");
+  });
+  add(cache, 2);
+  add(cache, 3);  // evicts 2, the cheaper
+  CHECK(log.keys() == std::vector<int>{2});
+  add(cache, 4);  // evicts 3
+  CHECK(log.keys() == std::vector<int>{2, 3});
+  CHECK(cache.contains(1));
+}
+
 TEST_CASE("erase and clear remove entries and tell the listener why", "[cache][erase]") {
   eviction_log log;
   string_cache cache(options{.capacity = 8, .on_evict = log.listener()});
@@ -567,6 +639,7 @@ TEST_CASE("every enumeration has names, and values outside say unknown", "[cache
   CHECK(to_string(static_cast<lookup_outcome>(9)) == "unknown");
   CHECK(to_string(cache_policy::lru) == "lru");
   CHECK(to_string(cache_policy::no_evict) == "no_evict");
+  CHECK(to_string(cache_policy::cost) == "cost");
   CHECK(to_string(static_cast<cache_policy>(9)) == "unknown");
   CHECK(to_string(eviction_reason::capacity) == "capacity");
   CHECK(to_string(eviction_reason::erased) == "erased");

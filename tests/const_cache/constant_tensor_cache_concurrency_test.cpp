@@ -264,11 +264,12 @@ TEST_CASE("many threads on shared and private keys, with settings changing",
       });
     }
     std::thread turner([&] {
-      const cache_policy policies[] = {cache_policy::lru, cache_policy::no_evict};
+      const cache_policy policies[] = {cache_policy::lru, cache_policy::no_evict,
+                                       cache_policy::cost};
       for (int i = 0; !stop.load(); ++i) {
         const std::uint64_t mb = static_cast<std::uint64_t>(i % 4);  // 0..3 MB
         if (i % 16 == 15) {
-          cache.set_capacity(mb, policies[(i / 16) % 2]);
+          cache.set_capacity(mb, policies[(i / 16) % 3]);
         } else if (i % 5 == 0) {
           cache.flush();
         } else if (i % 7 == 0) {

@@ -3,9 +3,11 @@
 // eviction notifications and every failure path.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -255,6 +257,30 @@ TEST_CASE("lru evicts the least recently used tensor to make room", "[const_cach
   CHECK(cache.tensor_count() == 2);
   CHECK(cached(cache, buffers, "a"));
   CHECK(cached(cache, buffers, "c"));
+}
+
+TEST_CASE("cost keeps the tensors most expensive to compute per byte", "[const_cache][policy]") {
+  buffer_counter buffers;
+  constant_tensor_cache cache("cpu");
+  cache.set_capacity(1, cache_policy::cost);
+  CHECK(cache.policy() == cache_policy::cost);
+  std::vector<std::string> evicted;
+  auto sub = cache.on_eviction([&](const constant_key& k, const primcache::constant_buffer*,
+                                   eviction_reason) { evicted.emplace_back(k.bytes()); });
+  // 300 KiB each; "slow" takes 50 ms to compute, the others a few microseconds.
+  cache.get_or_add(1, "slow", 300 * KiB, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return buffers.make(300 * KiB, 1);
+  });
+  lookup(cache, buffers, "fast", 300 * KiB);
+  lookup(cache, buffers, "other", 300 * KiB);
+  for (int i = 0; i < 3; ++i) lookup(cache, buffers, "fast", 300 * KiB);  // recency: no part
+  lookup(cache, buffers, "new", 300 * KiB);  // needs room: a cheap one goes, never "slow"
+  REQUIRE(evicted.size() == 1);
+  CHECK(evicted[0] != "slow");
+  CHECK(cached(cache, buffers, "slow"));
+  CHECK(cache.stats().evictions == 1);
+  CHECK(cache.stats().refusals == 0);
 }
 
 TEST_CASE("a change of policy flushes and takes effect", "[const_cache][policy]") {

@@ -34,6 +34,19 @@ class ring {
     }
     e.order_prev = e.order_next = nullptr;
   }
+  // `e` becomes the head (the next place a search starts).
+  void insert_head(entry_hook& e) noexcept {
+    insert_tail(e);
+    head_ = &e;
+  }
+  // `e` goes just before `at` (which is in the ring); when `at` is the head,
+  // that is the tail.
+  void insert_before(entry_hook& e, entry_hook& at) noexcept {
+    e.order_prev = at.order_prev;
+    e.order_next = &at;
+    at.order_prev->order_next = &e;
+    at.order_prev = &e;
+  }
   entry_hook* head() const noexcept { return head_; }
   void advance() noexcept { head_ = head_->order_next; }
 
@@ -79,6 +92,50 @@ class no_evict_order final : public eviction_order {
   ring ring_;
 };
 
+// Cost-aware: entries sorted by creation time per unit of weight, cheapest
+// at the head, so victim() is O(1). Entries in flight (weight 0, cost not yet
+// known) sit at the expensive end: evicting them frees no weight. insert()
+// walks from the head to the entry's place, O(entries); it runs on misses
+// only (twice per creation, which costs far more), never on hits.
+class cost_order final : public eviction_order {
+ public:
+  void insert(entry_hook& e) noexcept override {
+    entry_hook* head = ring_.head();
+    if (head == nullptr) {
+      ring_.insert_tail(e);
+      return;
+    }
+    // The first entry strictly more expensive than e: e goes just before it,
+    // after its equals (the oldest of equals stays nearest the head).
+    entry_hook* at = head;
+    do {
+      if (cheaper(e, *at)) break;
+      at = at->order_next;
+    } while (at != head);
+    if (at == head && cheaper(e, *head)) {
+      ring_.insert_head(e);
+    } else {
+      ring_.insert_before(e, *at);
+    }
+  }
+  void remove(entry_hook& e) noexcept override { ring_.remove(e); }
+  entry_hook* victim() noexcept override { return ring_.head(); }
+  bool evicts_to_admit() const noexcept override { return true; }
+
+ private:
+  // a.cost / a.weight < b.cost / b.weight, without division or overflow; an
+  // entry of weight 0 (in flight) is the most expensive of all.
+  static bool cheaper(const entry_hook& a, const entry_hook& b) noexcept {
+    if (a.weight == 0) return false;
+    if (b.weight == 0) return true;
+    // 64 x 64 bits: exact in 128 (a GCC and Clang extension).
+    __extension__ typedef unsigned __int128 wide;
+    return static_cast<wide>(a.cost_ns) * b.weight < static_cast<wide>(b.cost_ns) * a.weight;
+  }
+
+  ring ring_;
+};
+
 }  // namespace
 
 eviction_order::~eviction_order() = default;
@@ -87,6 +144,7 @@ std::unique_ptr<eviction_order> make_eviction_order(cache_policy policy) {
   switch (policy) {
     case cache_policy::lru: return std::make_unique<clock_order>();
     case cache_policy::no_evict: return std::make_unique<no_evict_order>();
+    case cache_policy::cost: return std::make_unique<cost_order>();
   }
   throw error(status::invalid_arguments,
               "cache policy " + std::to_string(static_cast<int>(policy)) + " does not exist");

@@ -18,6 +18,7 @@ std::string_view to_string(cache_policy policy) noexcept {
   switch (policy) {
     case cache_policy::lru: return "lru";
     case cache_policy::no_evict: return "no_evict";
+    case cache_policy::cost: return "cost";
   }
   return "unknown";
 }

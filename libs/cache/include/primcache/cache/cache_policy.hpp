@@ -10,10 +10,17 @@
 //   no_evict  a full cache refuses new entries: the caller still runs its
 //             creator and gets its value, which the cache does not keep (a
 //             refusal). Shrinking the capacity still evicts, oldest first.
+//   cost      keeps the entries that cost most to create per unit of weight
+//             (the creator's time over the entry's weight, or its time alone
+//             without a weigher): to make room it evicts the entry with the
+//             lowest time per unit, the oldest of equals. A new entry is
+//             always admitted (its cost is known only once it is created);
+//             an entry in flight is given up last. Recency plays no part,
+//             so the hit path costs the same as under lru.
 //
 // The policy is chosen at construction and only ever consulted with the
 // cache's exclusive lock held; the lookup path never calls it, so further
-// policies (cost-aware, SIEVE, S3-FIFO) fit behind the same seam.
+// policies (SIEVE, S3-FIFO) fit behind the same seam.
 //
 //   primcache::cache_options<K, V> o;
 //   o.policy = primcache::cache_policy::no_evict;
@@ -27,9 +34,9 @@
 
 namespace primcache {
 
-enum class cache_policy : unsigned char { lru, no_evict };
+enum class cache_policy : unsigned char { lru, no_evict, cost };
 
-// "lru", "no_evict"; "unknown" for values outside the enum.
+// "lru", "no_evict", "cost"; "unknown" for values outside the enum.
 PRIMCACHE_API std::string_view to_string(cache_policy policy) noexcept;
 
 }  // namespace primcache

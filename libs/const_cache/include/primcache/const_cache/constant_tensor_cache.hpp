@@ -20,10 +20,10 @@
 // When the cache is full, policy no_evict keeps what it has: the caller still
 // runs its creator and gets its buffer, which the cache does not keep (a
 // refusal, counted). Policy lru evicts the least recently used tensors to
-// make room; policy cost (once primcache::cache offers it) the cheapest to
-// recompute per byte. A value is judged when its creation ends: an entry
-// weighs 0 bytes while in flight. The tensor cache is a
-// primcache::concurrent_cache underneath (docs/cache.md), weighed in bytes.
+// make room; policy cost the cheapest to recompute per byte. A value is
+// judged when its creation ends: an entry weighs 0 bytes while in flight.
+// The tensor cache is a primcache::concurrent_cache underneath
+// (docs/cache.md), weighed in bytes.
 //
 // Buffers are shared: one handed out stays valid for its holder even after
 // it is evicted, erased or flushed. on_eviction() tells subscribers that the
