@@ -733,3 +733,80 @@ TEST_CASE("problem and config keys tell different kernels apart", "[cpu][conv][k
   c2.write_key(w2);
   CHECK_FALSE(w1.finish() == w2.finish());
 }
+
+TEST_CASE("weights packed ahead of time give bitwise the results of packing per call",
+          "[cpu][conv][weights][prepacked]") {
+  const cpu_isa isa = primcache::effective_isa();
+  std::vector<shape> shapes;
+  {
+    shape s;  // plain oihw, channel tails
+    s.ic = 20;
+    s.oc = 36;
+    s.wei = format_tag::oihw;
+    shapes.push_back(s);
+  }
+  {
+    shape s;  // grouped, goihw (always packed)
+    s.ic = 32;
+    s.oc = 48;
+    s.g = 2;
+    s.wei = format_tag::goihw;
+    shapes.push_back(s);
+  }
+  {
+    shape s;  // depthwise from goihw, nhwc activations
+    s.ic = s.oc = s.g = 24;
+    s.wei = format_tag::goihw;
+    s.src = s.dst = format_tag::nhwc;
+    shapes.push_back(s);
+  }
+  {
+    shape s;  // 1x1, hwio-like layout
+    s.ic = 16;
+    s.oc = 40;
+    s.kh = s.kw = 1;
+    s.pt = s.pl = s.pb = s.pr = 0;
+    s.wei = format_tag::hwio;
+    shapes.push_back(s);
+  }
+  for (const shape& s : shapes) {
+    ci::conv_problem p = make_problem(s);
+    ci::post_op relu;
+    relu.what = ci::post_op::kind::eltwise;
+    relu.eltwise = {ci::eltwise_alg::relu, 0.f, 0.f, 1.f};
+    p.post_ops = {relu};
+    auto k = check_against_reference(p, ci::default_conv_config(p, isa), isa);
+    REQUIRE(k->packs_weights());
+    CHECK(k->packed_bytes() == k->scratchpad_bytes());
+    tensors t(p, 11);
+    const std::vector<float> want = run_kernel(*k, t);
+    buffer packed(k->packed_bytes() / 4);
+    k->pack_weights(t.wei.data, packed.data, pool());
+    buffer dst(p.dst.size_bytes() / 4);
+    std::fill(dst.data, dst.data + dst.size, -777.f);
+    ci::conv_args a = t.args(dst.data);
+    a.weights = nullptr;  // only the packed weights are read
+    a.packed_weights = packed.data;
+    k->execute(a, nullptr, pool());  // no scratchpad: nothing is packed
+    INFO(describe(p, k->config(), isa));
+    CHECK(std::memcmp(dst.data, want.data(), want.size() * sizeof(float)) == 0);
+  }
+  // Preferred weights are not packed, but their packed form is themselves.
+  shape s;
+  s.ic = 32;
+  s.oc = 32;
+  ci::conv_problem p = make_problem(s);
+  auto k = ci::conv_kernel::create(p, ci::default_conv_config(p, isa), isa);
+  REQUIRE(k.has_value());
+  CHECK_FALSE(k.value()->packs_weights());
+  CHECK(k.value()->packed_bytes() == p.weights.size_bytes());
+  // Packing keys: the weights' layout and groups.
+  s.wei = format_tag::oihw;
+  ci::conv_problem q = make_problem(s);
+  auto kq = ci::conv_kernel::create(q, ci::default_conv_config(q, isa), isa);
+  REQUIRE(kq.has_value());
+  primcache::key_writer a, b;
+  k.value()->write_packing_key(a);
+  kq.value()->write_packing_key(b);
+  CHECK(a.finish() != b.finish());
+}

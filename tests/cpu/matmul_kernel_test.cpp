@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jit/object_symbols.hpp"
+#include "kernels/matmul_config.hpp"
 #include "kernels/matmul_kernel.hpp"
 #include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
@@ -530,4 +531,160 @@ TEST_CASE("matmul creation refuses malformed problems, configurations and ISAs",
     REQUIRE_FALSE(k.has_value());
     CHECK_FALSE(k.why().message.empty());
   }
+}
+
+namespace {
+
+// The kernel's run with its weights prepacked by matmul_pack_weights.
+std::vector<float> run_prepacked(const matmul_kernel& k, const tensors& t) {
+  const ci::matmul_packing pk = ci::matmul_packing::of(k.problem(), k.config());
+  std::vector<float> packed(pk.bytes() / sizeof(float), std::nanf(""));
+  ci::matmul_pack_weights(pk, t.wei.data(), packed.data(), test_pool());
+  // Every float of the packed layout is written (zeros past N).
+  CHECK(std::none_of(packed.begin(), packed.end(), [](float x) { return std::isnan(x); }));
+  std::vector<float> out = t.dst;
+  scratch s(k.scratchpad_bytes());
+  ci::matmul_args a = t.args(out.data());
+  a.weights = packed.data();
+  k.execute(a, s.get(), test_pool());
+  return out;
+}
+
+// A packing configuration and its prepacked twin: the same blocking, the
+// weights read from the prepacked buffer instead of packed per call. The
+// micro-kernel sees the same panels in the same order: bitwise equal.
+void check_prepacked_twin(matmul_problem p, matmul_config c, cpu_isa isa) {
+  c.pack_b = true;
+  p.prepacked_weights = false;
+  auto packing = make(p, c, isa);
+  matmul_problem pp = p;
+  pp.prepacked_weights = true;
+  matmul_config pc = c;
+  pc.pack_b = false;
+  auto prepacked = make(pp, pc, isa);
+  CHECK(prepacked->scratchpad_bytes() == 0);
+  tensors t(p, 7);
+  const std::vector<float> want = run(*packing, t);
+  const std::vector<float> got = run_prepacked(*prepacked, t);
+  INFO("isa " << primcache::to_string(isa) << " shape " << p.batch << "x" << p.m << "x" << p.n
+              << "x" << p.k << " mr " << c.mr << " nr " << c.nr << " kc " << c.kc << " nc " << c.nc
+              << " grid " << c.thr_m << "x" << c.thr_n);
+  REQUIRE(got.size() == want.size());
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  // And the reference agrees (within the f32 bound), padding untouched.
+  comparison cmp = compare(p, t, got);
+  INFO(cmp.first);
+  CHECK(cmp.bad == 0);
+  CHECK(cmp.padding_written == 0);
+}
+
+}  // namespace
+
+TEST_CASE("prepacked weights give bitwise the results of packing per call",
+          "[cpu][matmul][prepacked]") {
+  struct shape {
+    std::int64_t batch, m, n, k;
+  };
+  for (cpu_isa isa : test_isas()) {
+    for (shape s :
+         {shape{1, 1, 1, 1}, shape{1, 7, 13, 5}, shape{1, 49, 200, 37}, shape{1, 1, 300, 129},
+          shape{2, 19, 45, 37}, shape{3, 64, 64, 64}, shape{1, 128, 97, 300}}) {
+      for (int nthr : {1, 2}) {
+        matmul_problem p = matmul_problem::dense(s.batch, s.m, s.n, s.k);
+        p.nthr = nthr;
+        matmul_config c = ci::default_matmul_config(p, isa);
+        check_prepacked_twin(p, c, isa);
+        // Other tiles, blocks, unrolls, loop orders and grids.
+        for (const matmul_config& v : ci::matmul_config_variants(p, isa)) {
+          check_prepacked_twin(p, v, isa);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("prepacked weights: post-ops, bias, transposed and batch-broadcast weights",
+          "[cpu][matmul][prepacked]") {
+  const cpu_isa isa =
+      primcache::effective_isa() >= cpu_isa::avx512_core ? cpu_isa::avx512_core : cpu_isa::avx2;
+  // Bias and a chain with every kind of binary operand.
+  {
+    matmul_problem p = matmul_problem::dense(1, 23, 70, 41);
+    p.with_bias = true;
+    p.post_ops = {eltwise(eltwise_alg::gelu_erf), binary(0, binary_broadcast::none),
+                  binary(1, binary_broadcast::per_channel), eltwise(eltwise_alg::relu, 0.1f),
+                  binary(2, binary_broadcast::scalar)};
+    p.nthr = 2;
+    check_prepacked_twin(p, ci::default_matmul_config(p, isa), isa);
+  }
+  // Transposed weights (k stride 1, n stride K): packed by columns.
+  {
+    matmul_problem p = matmul_problem::dense(1, 17, 40, 33);
+    p.wei_strides = {0, 1, 33};
+    check_prepacked_twin(p, ci::default_matmul_config(p, isa), isa);
+  }
+  // Weights shared by every batch: one packed copy.
+  {
+    matmul_problem p = matmul_problem::dense(4, 9, 50, 21);
+    p.wei_strides = {0, 50, 1};
+    const matmul_config c = ci::default_matmul_config(p, isa);
+    CHECK(ci::matmul_packing::of(p, c).batches == 1);
+    check_prepacked_twin(p, c, isa);
+  }
+  // Weights per batch, with padded rows: one packed copy per batch.
+  {
+    matmul_problem p = matmul_problem::dense(3, 10, 30, 12);
+    p.wei_strides = {12 * 40, 40, 1};
+    const matmul_config c = ci::default_matmul_config(p, isa);
+    CHECK(ci::matmul_packing::of(p, c).batches == 3);
+    check_prepacked_twin(p, c, isa);
+  }
+}
+
+TEST_CASE("prepacked problems: defaults, candidates, keys and refusals",
+          "[cpu][matmul][prepacked]") {
+  const cpu_isa isa = cpu_isa::avx2;
+  matmul_problem p = matmul_problem::dense(1, 64, 96, 80);
+  p.prepacked_weights = true;
+  const matmul_config def = ci::default_matmul_config(p, isa);
+  CHECK_FALSE(def.pack_b);
+  CHECK(def.n_inner);  // the packed blocking
+  auto space = ci::matmul_config_candidates(p, isa);
+  REQUIRE(space.size() > 0);
+  for (std::uint64_t i = 0; i < space.size(); i += space.size() / 50 + 1) {
+    CHECK_FALSE(space.at(i).pack_b);
+    CHECK(ci::validate_matmul_config_for(p, space.at(i), isa).has_value());
+  }
+  // A configuration that packs is refused: the weights come packed.
+  matmul_config packs = def;
+  packs.pack_b = true;
+  auto bad = ci::matmul_kernel::create(p, packs, isa);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.why().code == primcache::status::invalid_arguments);
+  CHECK(bad.why().message.find("prepacked") != std::string::npos);
+  // Transposed weights need no packing configuration either.
+  matmul_problem t = p;
+  t.wei_strides = {0, 1, 80};
+  CHECK(ci::matmul_kernel::create(t, ci::default_matmul_config(t, isa), isa).has_value());
+  // The flag is in the kernel's key; the packing key names only the weights
+  // and nr, so kernels of other M share packed weights.
+  primcache::key_writer a, b;
+  matmul_problem q = p;
+  q.prepacked_weights = false;
+  p.write_key(a);
+  q.write_key(b);
+  CHECK(a.finish() != b.finish());
+  matmul_problem other_m = p;
+  other_m.m = 3;
+  matmul_config c3 = def;
+  primcache::key_writer ka, kb;
+  ci::matmul_packing::of(p, def).write_key(ka);
+  ci::matmul_packing::of(other_m, c3).write_key(kb);
+  CHECK(ka.finish() == kb.finish());
+  primcache::key_writer kc;
+  c3.nr = def.nr == 8 ? 16 : 8;
+  ci::matmul_packing::of(other_m, c3).write_key(kc);
+  primcache::key_writer kd;
+  ci::matmul_packing::of(p, def).write_key(kd);
+  CHECK(kc.finish() != kd.finish());
 }

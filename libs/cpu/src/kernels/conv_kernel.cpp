@@ -37,15 +37,14 @@ result<std::unique_ptr<conv_kernel>> conv_kernel::finish(const conv_problem& p,
   const conv_geometry ge = flatten_conv_pointwise(g.value());
   const conv_config ec = effective_conv_config(ge, c);
   std::unique_ptr<conv_kernel> k(new conv_kernel(p, c, std::move(m), fn.value()));
+  k->geometry_ = std::make_unique<const conv_geometry>(g.value());
   auto pref = preferred_weights_desc(p);
   // Only Ohwi16o and Goihw16g are the packed layout itself; the plain
   // layout preferred for other grouped weights is always packed.
   const bool in_place = pref && (ge.depthwise || (ge.g == 1 && p.weights.ndims() == 4)) &&
                         pref.value() == p.weights && p.weights.offset0() == 0;
   k->packs_weights_ = !in_place;
-  k->packed_bytes_ = k->packs_weights_
-                         ? static_cast<std::size_t>(conv_packed_weight_floats(ge)) * sizeof(float)
-                         : 0;
+  k->packed_bytes_ = static_cast<std::size_t>(conv_packed_weight_floats(ge)) * sizeof(float);
   k->work_items_ = conv_work_items(ge, ec);
   // Grouped outputs whose groups split a 16-channel block are stored lane by
   // lane, which never touches a blocked dst's channel padding.
@@ -92,11 +91,16 @@ cpu_isa conv_kernel::isa() const {
 }
 
 std::size_t conv_kernel::scratchpad_bytes() const {
-  return packed_bytes_;
+  return packs_weights_ ? packed_bytes_ : 0;
+}
+
+void conv_kernel::write_packing_key(key_writer& w) const {
+  w.str("conv_packing").i64(problem_.groups);
+  problem_.weights.write_key(w);
 }
 
 void conv_kernel::pack_weights(const float* user, float* packed, thread_pool& pool) const {
-  const conv_geometry g = analyze_conv(problem_).value();
+  const conv_geometry& g = *geometry_;
   const memory_desc& md = problem_.weights;
   const bool five = md.ndims() == 5;
   auto user_at = [&](std::int64_t grp, std::int64_t o, std::int64_t i, std::int64_t h,
@@ -134,7 +138,9 @@ void conv_kernel::pack_weights(const float* user, float* packed, thread_pool& po
 
 void conv_kernel::execute(const conv_args& args, void* scratchpad, thread_pool& pool) const {
   const auto* wei = static_cast<const float*>(args.weights);
-  if (packs_weights_) {
+  if (args.packed_weights != nullptr) {
+    wei = args.packed_weights;
+  } else if (packs_weights_) {
     auto* packed = static_cast<float*>(scratchpad);
     pack_weights(wei, packed, pool);
     wei = packed;

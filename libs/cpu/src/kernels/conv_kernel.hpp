@@ -49,6 +49,7 @@
 namespace primcache::cpu_internal {
 
 class jit_module;
+struct conv_geometry;
 
 struct conv_problem {
   // (N, IC, IH, IW): plain layout or nChw16c.
@@ -98,6 +99,9 @@ struct conv_args {
   void* dst = nullptr;
   // Indexed by binary_add_op::arg_index; a `none` operand is laid out as dst.
   const float* const* binary_operands = nullptr;
+  // When set: the weights already packed by pack_weights() (packed_bytes()
+  // bytes); execute() reads them and skips packing (weights is unused).
+  const float* packed_weights = nullptr;
 };
 
 // The output size the problem's shapes imply along one axis, or a failure
@@ -138,6 +142,15 @@ class conv_kernel {
   // layout, else 0.
   std::size_t scratchpad_bytes() const;
   bool packs_weights() const noexcept { return packs_weights_; }
+  // Bytes of the packed weights (whether or not execute() packs).
+  std::size_t packed_bytes() const noexcept { return packed_bytes_; }
+  // Packs weights in problem.weights' layout into `packed` (packed_bytes(),
+  // 4-byte aligned), in parallel on `pool`. The layout's analysis was done
+  // once, at creation.
+  void pack_weights(const float* user, float* packed, thread_pool& pool) const;
+  // What identifies the packed bytes besides the weights' identity: the
+  // weights' descriptor and the groups (the packed layout follows from them).
+  void write_packing_key(key_writer& w) const;
   void execute(const conv_args& args, void* scratchpad, thread_pool& pool) const;
 
   const conv_problem& problem() const noexcept { return problem_; }
@@ -150,7 +163,6 @@ class conv_kernel {
               entry_fn* fn);
   static result<std::unique_ptr<conv_kernel>> finish(const conv_problem& p, const conv_config& c,
                                                      std::unique_ptr<jit_module> m);
-  void pack_weights(const float* user, float* packed, thread_pool& pool) const;
   // Writes zeros into the channel padding of an nChw16c dst (the lanes past
   // OC in its last 16-channel block), for the configurations whose generated
   // code stores lane by lane and leaves them unwritten.
@@ -160,6 +172,8 @@ class conv_kernel {
   conv_config config_;
   std::unique_ptr<jit_module> module_;
   entry_fn* fn_ = nullptr;
+  // The problem's geometry, analyzed once (the packer's offsets and blocks).
+  std::unique_ptr<const conv_geometry> geometry_;
   bool packs_weights_ = false;
   bool zeroes_dst_padding_ = false;
   std::int64_t work_items_ = 0;

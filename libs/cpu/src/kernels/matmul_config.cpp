@@ -56,7 +56,7 @@ struct tile {
 matmul_config with_blocking(const matmul_problem& p, matmul_config c, int lanes) {
   (void)lanes;
   const std::int64_t unroll = c.k_unroll;
-  if (c.pack_b) {
+  if (c.pack_b || p.prepacked_weights) {
     // The innermost loop runs over the nr blocks of the packed kc x nc
     // panel (about 1 MiB: L2) with the mr x kc block of src in L1; depth
     // 256 makes each micro-kernel call long enough to hide its edges.
@@ -128,6 +128,7 @@ void matmul_problem::write_key(key_writer& w) const {
   w.boolean(with_bias);
   cpu_internal::write_key(w, post_ops);
   w.i32(nthr);
+  w.boolean(prepacked_weights);
 }
 
 void matmul_config::write_key(key_writer& w) const {
@@ -162,7 +163,7 @@ matmul_config default_matmul_config(const matmul_problem& p, cpu_isa isa) {
     // rows of the weights are far apart (cache-set conflicts, TLB misses).
     const bool reused = p.m >= 3 * c.mr;
     const bool scattered = p.wei_strides[1] * 4 > 2048 || p.k * p.n * 4 > (256 << 10);
-    c.pack_b = !dense_n || (reused && scattered);
+    c.pack_b = !p.prepacked_weights && (!dense_n || (reused && scattered));
     c.thr_m = nthr;
     c.thr_n = 1;
     c = with_best_grid(p, c, lanes);
@@ -221,7 +222,7 @@ std::vector<matmul_config> matmul_config_variants(const matmul_problem& p, cpu_i
   // Small cache blocks: several mc, nc and kc blocks even for small shapes.
   {
     matmul_config c = def;
-    c.pack_b = true;
+    c.pack_b = !p.prepacked_weights;
     c.mc = c.mr;
     c.nc = c.nr;
     c.kc = std::max<std::int64_t>(1, std::min<std::int64_t>(p.k, 64) / 3 + 1);
@@ -298,7 +299,11 @@ enumerated_configs<matmul_config> matmul_config_candidates(const matmul_problem&
   kcs = unique_sorted(kcs);
   const std::vector<int> unrolls = {1, 2, 4, 8};
   std::vector<bool> packs = {true};
-  if (p.wei_strides[2] == 1) packs.insert(packs.begin(), false);
+  if (p.prepacked_weights) {
+    packs = {false};  // the weights come packed
+  } else if (p.wei_strides[2] == 1) {
+    packs.insert(packs.begin(), false);
+  }
   struct grid {
     int m, n;
   };

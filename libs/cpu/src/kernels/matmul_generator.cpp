@@ -188,10 +188,12 @@ class matmul_generator {
     auto width = [&](int v) { return std::min(lanes_, cols - v * lanes_); };
     const std::int64_t sam = p_.src_strides[1];
     const std::int64_t sak = p_.src_strides[2];
-    const std::int64_t ldb = c_.pack_b ? c_.nr : p_.wei_strides[1];
+    const bool packed_b = c_.pack_b || p_.prepacked_weights;
+    const std::int64_t ldb = packed_b ? c_.nr : p_.wei_strides[1];
     const std::int64_t ldc = p_.dst_strides[1];
-    // Without packing, B's columns past N are outside the tensor.
-    const bool mask_b = !c_.pack_b;
+    // Without packing, B's columns past N are outside the tensor; packed
+    // panels are zero-padded to nr.
+    const bool mask_b = !packed_b;
 
     // Initial accumulators: zeros for the first K block, else dst.
     llvm::BasicBlock* entry = b_.GetInsertBlock();
@@ -328,7 +330,10 @@ class matmul_generator {
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     llvm::Value* batch = fn->getArg(6);
     llvm::Value* src = gep(fn->getArg(0), b_.CreateMul(batch, i64c(p_.src_strides[0])));
-    llvm::Value* wei = gep(fn->getArg(1), b_.CreateMul(batch, i64c(p_.wei_strides[0])));
+    // Prepacked weights: one packed copy per weights batch.
+    const std::int64_t wei_batch_stride =
+        p_.prepacked_weights ? matmul_packing::of(p_, c_).batch_stride() : p_.wei_strides[0];
+    llvm::Value* wei = gep(fn->getArg(1), b_.CreateMul(batch, i64c(wei_batch_stride)));
     llvm::Value* bias = fn->getArg(2);
     llvm::Value* dst_off_b = b_.CreateMul(batch, i64c(p_.dst_strides[0]));
     llvm::Value* dst = gep(fn->getArg(3), dst_off_b);
@@ -445,7 +450,11 @@ class matmul_generator {
     llvm::Value* a = gep(t.src, b_.CreateAdd(b_.CreateMul(row, i64c(p_.src_strides[1])),
                                              b_.CreateMul(t.pc, i64c(p_.src_strides[2]))));
     llvm::Value* bp = nullptr;
-    if (c_.pack_b) {
+    if (p_.prepacked_weights) {
+      // Column block jr holds K rows of nr floats.
+      bp = gep(t.wei,
+               b_.CreateAdd(b_.CreateMul(jr, i64c(p_.k * c_.nr)), b_.CreateMul(t.pc, i64c(c_.nr))));
+    } else if (c_.pack_b) {
       bp = gep(t.pack, b_.CreateMul(b_.CreateSub(jr, t.jc), i64c(c_.kc * c_.nr)));
     } else {
       bp = gep(t.wei, b_.CreateAdd(b_.CreateMul(t.pc, i64c(p_.wei_strides[1])), col));
@@ -520,7 +529,7 @@ void generate_matmul(const matmul_problem& p, const matmul_config& c, cpu_isa is
 
 std::string matmul_module_name(const matmul_problem& p) {
   return "matmul_f32_" + std::to_string(p.batch) + "x" + std::to_string(p.m) + "x" +
-         std::to_string(p.n) + "x" + std::to_string(p.k);
+         std::to_string(p.n) + "x" + std::to_string(p.k) + (p.prepacked_weights ? "_packed" : "");
 }
 
 }  // namespace primcache::cpu_internal

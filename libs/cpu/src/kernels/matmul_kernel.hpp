@@ -59,6 +59,12 @@ struct matmul_problem {
   // per_channel one value per column n (dense), scalar one value.
   post_op_chain post_ops;
   int nthr = 1;
+  // The weights arrive prepacked (matmul_pack_weights with the kernel's nr):
+  // per weights batch, ceil(N / nr) column blocks of K rows of nr floats,
+  // zero-padded past N. wei_strides still describe the unpacked weights
+  // (what the pack function reads; batch stride 0: one packed copy for every
+  // batch). The configuration must not pack (pack_b false).
+  bool prepacked_weights = false;
 
   // Row-major src (batch, m, k), weights (batch, k, n), dst (batch, m, n).
   static matmul_problem dense(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k);
@@ -153,7 +159,34 @@ class matmul_kernel {
 result<bool> check_matmul_problem(const matmul_problem& p, bool for_reference = false);
 
 // Plain loops in double precision, then bias and post-ops as the reference
-// semantics of post_ops.hpp define them.
+// semantics of post_ops.hpp define them. Reads unpacked weights (the
+// problem's prepacked_weights is ignored).
 void matmul_reference(const matmul_problem& p, const matmul_args& args);
+
+// ---- prepacked weights ----
+// The packed layout depends only on the weights (K, N, their strides,
+// whether batches share them) and the register block's nr: every kernel of
+// those, whatever its M, blocking or post-ops, reads the same packed bytes.
+struct matmul_packing {
+  std::int64_t k = 0, n = 0;
+  std::array<std::int64_t, 3> wei_strides{};  // of the unpacked weights
+  std::int64_t batches = 1;                   // 1 when batches share the weights
+  int nr = 0;
+
+  static matmul_packing of(const matmul_problem& p, const matmul_config& c);
+  std::int64_t column_blocks() const noexcept { return (n + nr - 1) / nr; }
+  // Floats between two packed batches (0 when batches share the weights).
+  std::int64_t batch_stride() const noexcept { return batches > 1 ? column_blocks() * k * nr : 0; }
+  std::size_t bytes() const noexcept;
+  // What identifies the packed bytes besides the weights' identity.
+  void write_key(key_writer& w) const;
+};
+
+// Packs `weights` (laid out as the packing's wei_strides say) into `packed`
+// (packing.bytes(), 4-byte aligned), in parallel on `pool` over column
+// blocks. Plain C++: packing runs once per constant weights, and copying
+// nr-float rows is bound by memory, not by code (docs/kernels-matmul.md).
+void matmul_pack_weights(const matmul_packing& packing, const float* weights, float* packed,
+                         thread_pool& pool);
 
 }  // namespace primcache::cpu_internal

@@ -140,13 +140,28 @@ std::optional<failure> validate_matmul_config(const matmul_problem& p, const mat
     return invalid("thread grid " + std::to_string(c.thr_m) + "x" + std::to_string(c.thr_n) +
                    " has more cells than nthr = " + std::to_string(p.nthr));
   }
-  if (!c.pack_b && p.wei_strides[2] != 1) {
+  if (c.pack_b && p.prepacked_weights) {
+    return invalid("the weights come prepacked: the configuration must not pack them");
+  }
+  if (!c.pack_b && !p.prepacked_weights && p.wei_strides[2] != 1) {
     return invalid("without packing the weights must be dense along n (n stride " +
                    std::to_string(p.wei_strides[2]) + ")");
   }
   if (c.pack_b && c.kc * c.nc > kMaxPackBytes / 4) {
     return invalid("packed panel kc x nc = " + std::to_string(c.kc) + "x" + std::to_string(c.nc) +
                    " is too large");
+  }
+  if (p.prepacked_weights) {
+    // The packed weights' extent: batches x column blocks x K x nr floats.
+    const matmul_packing pk = matmul_packing::of(p, c);
+    std::int64_t floats = 0;
+    if (__builtin_mul_overflow(pk.column_blocks() * pk.nr, pk.k, &floats) ||
+        __builtin_mul_overflow(floats, pk.batches, &floats)) {
+      return invalid("prepacked weights extent overflows");
+    }
+    const std::int64_t ext[] = {pk.batches, pk.column_blocks(), pk.k, pk.nr};
+    const std::int64_t str[] = {pk.batch_stride(), pk.k * pk.nr, pk.nr, 1};
+    if (!max_offset(ext, str)) return invalid("prepacked weights extent overflows");
   }
   return std::nullopt;
 }
