@@ -1,9 +1,11 @@
 #include "primitives/cpu_engine.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
 #include "primcache/runtime/backend/registry.hpp"
+#include "primcache/runtime/engine.hpp"
 
 namespace primcache::cpu_internal {
 
@@ -115,7 +117,20 @@ void* required_arg(const backend::exec_ctx& ctx, int arg, const char* what, cons
   return p;
 }
 
-void register_cpu_backend() {
+bool register_cpu_backend() {
+  // A program may carry two copies of the backend (its objects and the shared
+  // library, or a static archive and a shared one); each registers from its
+  // static initializer. The registry is one per process: a second
+  // registration would replace the engine factory (dropping the CPU device
+  // that engines already made hold: memory made before it would not work
+  // with primitives made after) and list every implementation twice. The
+  // first copy's registration stands; the others register nothing.
+  if (engine::get_count(engine_kind::cpu) != 0) {
+    std::fprintf(stderr,
+                 "primcache: the CPU backend is linked into this program twice (its objects "
+                 "and its library?); the copy registered first is used\n");
+    return false;
+  }
   backend::register_engine_factory(
       engine_kind::cpu, [] { return std::size_t{1}; },
       [](std::size_t index) -> std::shared_ptr<const backend::engine_impl> {
@@ -125,13 +140,14 @@ void register_cpu_backend() {
   register_conv_impls();
   register_eltwise_impls();
   register_reorder_impls();
+  return true;
 }
 
 namespace {
 // Linking primcache::cpu is all a user does to get cpu engines: the shared
 // library registers itself when it is loaded, and in a static link this
 // object is pulled in by the anchor below.
-const bool registered = (register_cpu_backend(), true);
+const bool registered = register_cpu_backend();
 }  // namespace
 
 }  // namespace primcache::cpu_internal

@@ -25,9 +25,11 @@ class cpu_engine final : public backend::engine_impl {
   void deallocate(void* p) const noexcept override;
 };
 
-// Registers the engine factory and every CPU implementation; runs once, from
-// the library's static initializer.
-void register_cpu_backend();
+// Registers the engine factory and every CPU implementation, from the
+// library's static initializer. When a CPU backend is registered already
+// (a second copy of the backend in one program), registers nothing, says so
+// on stderr and returns false.
+bool register_cpu_backend();
 void register_matmul_impls();
 void register_conv_impls();
 void register_eltwise_impls();
