@@ -101,6 +101,14 @@ void cache_handle::set_capacity(std::uint64_t capacity) const {
   call_or_throw(*entry_, [&](const cache_ops& ops) { ops.set_capacity(ops.object, capacity); });
 }
 
+std::optional<capacity_preview> cache_handle::preview_capacity(std::uint64_t capacity) const {
+  std::optional<capacity_preview> out;
+  call_or_throw(*entry_, [&](const cache_ops& ops) {
+    if (ops.preview_capacity != nullptr) out = ops.preview_capacity(ops.object, capacity);
+  });
+  return out;
+}
+
 void cache_handle::flush() const {
   call_or_throw(*entry_, [&](const cache_ops& ops) { ops.clear(ops.object); });
 }

@@ -66,6 +66,11 @@ class PRIMCACHE_API cache_handle {
   cache_info info() const;
 
   void set_capacity(std::uint64_t capacity) const;
+  // What set_capacity(capacity) would drop now, as the cache tells
+  // (controllable_cache.hpp's optional preview_capacity); empty when the
+  // cache has no preview. Changes nothing. Whatever the cache throws for a
+  // value it would refuse passes through.
+  std::optional<capacity_preview> preview_capacity(std::uint64_t capacity) const;
   // Calls the cache's clear().
   void flush() const;
 

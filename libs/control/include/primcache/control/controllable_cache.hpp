@@ -23,6 +23,12 @@
 //                      std::vector<std::pair<std::string, std::uint64_t>> or
 //                      a std::map; names follow names.hpp (others are left
 //                      out of the listing)
+//   preview_capacity(n) what set_capacity(n) would drop now, without doing
+//                      it: something convertible to capacity_preview (below).
+//                      Lets a console say before a change how many entries
+//                      and bytes go; caches whose rules are "evict down to
+//                      the new capacity" may leave it out (control then says
+//                      it does not know, and readers estimate)
 //
 //   struct toy_cache {
 //     std::uint64_t capacity() const;
@@ -79,6 +85,21 @@ concept cache_with_extra_stats = requires(C& c) {
                                    { c.extra_stats() } -> extra_stats_range;
                                  };
 
+// What a capacity change would drop from a cache's current contents, as the
+// cache itself tells (preview_capacity). The cache may change meanwhile: it
+// is what the change would do now.
+struct capacity_preview {
+  bool flushes = false;       // the change empties the cache (all its entries go)
+  std::uint64_t entries = 0;  // entries that would go (in-flight ones included)
+  std::uint64_t bytes = 0;    // bytes that would go (0 for caches not weighed)
+  friend bool operator==(const capacity_preview&, const capacity_preview&) = default;
+};
+
+template <typename C>
+concept cache_with_preview = requires(C& c, std::uint64_t n) {
+                               { c.preview_capacity(n) } -> std::convertible_to<capacity_preview>;
+                             };
+
 // Per-cache extra statistics, as control reports them.
 using extra_stat_list = std::vector<std::pair<std::string, std::uint64_t>>;
 
@@ -97,6 +118,7 @@ struct cache_ops {
   // Optional members: nullptr when the cache lacks them.
   std::uint64_t (*weight)(void*) = nullptr;
   extra_stat_list (*extra_stats)(void*) = nullptr;
+  capacity_preview (*preview_capacity)(void*, std::uint64_t) = nullptr;
 };
 
 template <controllable_cache C>
@@ -137,6 +159,11 @@ cache_ops make_cache_ops(C& c) {
                          static_cast<std::uint64_t>(e.second));
       }
       return out;
+    };
+  }
+  if constexpr (cache_with_preview<C>) {
+    ops.preview_capacity = [](void* p, std::uint64_t n) -> capacity_preview {
+      return static_cast<C*>(p)->preview_capacity(n);
     };
   }
   return ops;
