@@ -11,13 +11,31 @@ namespace primcache {
 namespace {
 
 // What control sees of one constant tensor cache: capacity and size in MB,
-// the bytes as weight, the flush rules behind set_capacity.
+// the bytes as weight, the flush rules behind set_capacity, and a preview of
+// what a capacity would drop. A device named by its kind alone ("cpu") is
+// its kind's cache: a capacity set on it through control sets the kind (the
+// same flush rules, and the runtime's get_constant_tensor_cache_capacity
+// then reads what the operator set); an indexed device ("gpu.1") is set
+// alone.
 class control_view {
  public:
-  explicit control_view(constant_tensor_cache& cache) noexcept : cache_(cache) {}
+  control_view(constant_tensor_cache& cache, constant_tensor_caches& owner) noexcept
+      : cache_(cache), owner_(owner) {}
 
   std::uint64_t capacity() const noexcept { return cache_.capacity(); }
-  void set_capacity(std::uint64_t megabytes) { cache_.set_capacity(megabytes); }
+  void set_capacity(std::uint64_t megabytes) {
+    if (is_kind()) {
+      owner_.set_capacity(cache_.device(), megabytes, cache_.policy());
+    } else {
+      cache_.set_capacity(megabytes);
+    }
+  }
+  capacity_preview preview_capacity(std::uint64_t megabytes) const {
+    const capacity_change_effect e =
+        is_kind() ? owner_.preview_capacity(cache_.device(), megabytes, cache_.policy())
+                  : cache_.preview_capacity(megabytes);
+    return {.flushes = e.flushes, .entries = e.tensors, .bytes = e.bytes};
+  }
   // Rounded up: a cache holding a few bytes does not read as empty.
   std::uint64_t size() const noexcept {
     return (cache_.get_size() + (std::uint64_t{1} << 20) - 1) >> 20;
@@ -32,7 +50,12 @@ class control_view {
   }
 
  private:
+  bool is_kind() const noexcept {
+    return constant_tensor_caches::kind_of(cache_.device()) == cache_.device();
+  }
+
   constant_tensor_cache& cache_;
+  constant_tensor_caches& owner_;
 };
 
 constexpr std::string_view name_prefix = "constant.";
@@ -52,7 +75,8 @@ std::string control_name(std::string_view device) {
 // Declared in this order so that the registration goes first, then the view
 // and the cache it borrows.
 struct constant_tensor_caches::slot {
-  explicit slot(std::string device) : cache(std::move(device)), view(cache) {}
+  slot(std::string device, constant_tensor_caches& owner)
+      : cache(std::move(device)), view(cache, owner) {}
   constant_tensor_cache cache;
   control_view view;
   cache_registration registration;
@@ -83,7 +107,7 @@ constant_tensor_cache& constant_tensor_caches::device(std::string_view name) {
   const std::string registered = control_name(name);
   lock_guard<mutex> guard(mutex_);
   if (auto it = slots_.find(name); it != slots_.end()) return it->second->cache;
-  auto s = std::make_unique<slot>(std::string(name));
+  auto s = std::make_unique<slot>(std::string(name), *this);
   // The kind's setting, if any: on an empty cache it flushes nothing.
   if (auto k = kinds_.find(kind_of(name)); k != kinds_.end()) {
     s->cache.set_capacity(k->second.megabytes, k->second.policy);
@@ -119,8 +143,7 @@ void constant_tensor_caches::set_capacity(std::string_view kind, std::uint64_t m
   set_kind(kind, megabytes, policy);
 }
 
-void constant_tensor_caches::set_kind(std::string_view kind, std::uint64_t megabytes,
-                                      cache_policy policy) {
+void constant_tensor_caches::check_kind(std::string_view kind, std::uint64_t megabytes) {
   if (kind.empty() || kind.find('.') != std::string_view::npos) {
     throw error(status::invalid_arguments,
                 "constant tensor cache kind '" + std::string(kind) +
@@ -136,6 +159,11 @@ void constant_tensor_caches::set_kind(std::string_view kind, std::uint64_t megab
                     std::to_string(megabytes) + " MB is too large (the limit is " +
                     std::to_string(constant_tensor_cache::max_megabytes) + " MB)");
   }
+}
+
+void constant_tensor_caches::set_kind(std::string_view kind, std::uint64_t megabytes,
+                                      cache_policy policy) {
+  check_kind(kind, megabytes);
   if (to_string(policy) == "unknown") {
     throw error(status::invalid_arguments,
                 "constant tensor cache kind '" + std::string(kind) + "': policy " +
@@ -166,6 +194,32 @@ cache_policy constant_tensor_caches::policy(std::string_view kind) const {
   return it == kinds_.end() ? cache_policy::no_evict : it->second.policy;
 }
 
+capacity_change_effect constant_tensor_caches::preview_capacity(std::string_view kind,
+                                                                std::uint64_t megabytes) const {
+  return preview_capacity(kind, megabytes, policy(kind));
+}
+
+capacity_change_effect constant_tensor_caches::preview_capacity(std::string_view kind,
+                                                                std::uint64_t megabytes,
+                                                                cache_policy policy) const {
+  check_kind(kind, megabytes);
+  std::vector<const constant_tensor_cache*> targets;
+  {
+    lock_guard<mutex> guard(mutex_);
+    for (const auto& [name, s] : slots_) {
+      if (kind_of(name) == kind) targets.push_back(&s->cache);
+    }
+  }
+  capacity_change_effect total;
+  for (const constant_tensor_cache* c : targets) {
+    const capacity_change_effect e = c->preview_capacity(megabytes, policy);
+    total.flushes = total.flushes || e.flushes;
+    total.tensors += e.tensors;
+    total.bytes += e.bytes;
+  }
+  return total;
+}
+
 void constant_tensor_caches::apply(const constant_capacity_config& config) {
   for (const constant_capacity_entry& e : config.entries) {
     set_capacity(e.kind, e.megabytes, e.policy.value_or(policy(e.kind)));
@@ -173,7 +227,15 @@ void constant_tensor_caches::apply(const constant_capacity_config& config) {
 }
 
 constant_tensor_caches& constant_caches() {
-  static constant_tensor_caches* const caches = new constant_tensor_caches(control());
+  // PRIMCACHE_CONSTANT_TENSOR_CACHE_CAPACITY is read once, when the set is
+  // made — before anything can use or set it — so every later setting (the
+  // runtime's API, control) wins over it, whichever library touches the
+  // caches first.
+  static constant_tensor_caches* const caches = [] {
+    auto* c = new constant_tensor_caches(control());
+    c->apply(read_constant_capacity_env());
+    return c;
+  }();
   return *caches;
 }
 

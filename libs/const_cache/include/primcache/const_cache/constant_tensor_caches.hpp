@@ -22,7 +22,10 @@
 // extra statistics: `tensors` (entries held), `capacity_set` (1 once a
 // capacity was set: the next setting then flushes only if it decreases) and
 // `policy` (the cache_policy's value). A capacity set through control
-// follows the flush rules and keeps the policy.
+// follows the flush rules and keeps the policy; on a device named by its
+// kind alone ("cpu") it sets the kind (keeping that cache's policy). Its
+// preview_capacity (control's cache_handle::preview_capacity) tells what a
+// capacity would drop.
 //
 // Thread-safety: every member may be called from any thread at once. A
 // device's cache, once created, lives as long as the set (for
@@ -76,6 +79,12 @@ class PRIMCACHE_API constant_tensor_caches {
   // The kind's setting (unlimited and no_evict until set).
   std::uint64_t capacity(std::string_view kind) const;
   cache_policy policy(std::string_view kind) const;
+  // What set_capacity(kind, megabytes) would drop now from the kind's
+  // devices, summed (flushes: at least one would be emptied). Same
+  // exceptions as set_capacity; changes nothing.
+  capacity_change_effect preview_capacity(std::string_view kind, std::uint64_t megabytes) const;
+  capacity_change_effect preview_capacity(std::string_view kind, std::uint64_t megabytes,
+                                          cache_policy policy) const;
 
   // Applies parsed entries (capacity_config.hpp), each as set_capacity of
   // its kind, keeping the kind's policy where an entry names none. The
@@ -92,6 +101,7 @@ class PRIMCACHE_API constant_tensor_caches {
   };
   struct slot;  // a cache, its control view and its registration
 
+  static void check_kind(std::string_view kind, std::uint64_t megabytes);
   void set_kind(std::string_view kind, std::uint64_t megabytes, cache_policy policy)
       PRIMCACHE_EXCLUDES(mutex_);
 
@@ -104,7 +114,10 @@ class PRIMCACHE_API constant_tensor_caches {
 };
 
 // The process's set, registered with control(); never destroyed, so caches
-// stay usable during exit.
+// stay usable during exit. When it is made (the first call), it applies
+// PRIMCACHE_CONSTANT_TENSOR_CACHE_CAPACITY (read_constant_capacity_env), so
+// the variable is read once, before any setting, and every later setting
+// wins over it.
 PRIMCACHE_API constant_tensor_caches& constant_caches();
 
 }  // namespace primcache
