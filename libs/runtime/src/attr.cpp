@@ -96,6 +96,8 @@ void primitive_attr::write_key(key_writer& w) const {
 
 void primitive_attr::write_run_time_values(key_writer& w) const {
   for (float s : scales_) w.f32(s);
+  // After the scales, whose count write_key recorded: no ambiguity.
+  w.boolean(constant_weights_);
 }
 
 namespace backend {

@@ -1,5 +1,8 @@
 #include "primcache/runtime/memory.hpp"
 
+#include <atomic>
+#include <cstdint>
+
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
 #include "primcache/runtime/backend/memory_storage.hpp"
@@ -64,12 +67,24 @@ std::unique_ptr<stream_impl> engine_impl::create_stream() const {
 
 }  // namespace backend
 
+namespace {
+// Ids of memory data: the first is 1, none is reused (2^64 ids outlast any
+// process).
+std::uint64_t next_memory_id() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
+
 struct memory::state {
   state(const desc& d, const engine& e, std::unique_ptr<backend::memory_storage> s)
       : md(d), eng(e), storage(std::move(s)) {}
   desc md;
   engine eng;  // keeps the engine (and so the storage's engine_impl) alive
   std::unique_ptr<backend::memory_storage> storage;
+  // Relaxed: set_data_handle may not race with executions reading it (the
+  // memory's contract); atomic so that a misuse is not undefined behaviour.
+  std::atomic<std::uint64_t> id{next_memory_id()};
 };
 
 namespace {
@@ -113,6 +128,12 @@ void* memory::get_data_handle() const {
 void memory::set_data_handle(void* handle) {
   if (!state_) empty_memory();
   state_->storage->set_handle(handle);
+  // Even for the same pointer: the caller says the data may be other data.
+  state_->id.store(next_memory_id(), std::memory_order_relaxed);
+}
+std::uint64_t memory::get_id() const {
+  if (!state_) empty_memory();
+  return state_->id.load(std::memory_order_relaxed);
 }
 void* memory::map_data() const {
   if (!state_) empty_memory();

@@ -5,6 +5,7 @@
 #include "kernels/conv_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "primitives/constant_weights.hpp"
 #include "primitives/cpu_engine.hpp"
 #include "primitives/kernel_primitive.hpp"
 
@@ -65,11 +66,23 @@ struct conv_traits {
         p.bias.is_zero() ? nullptr : required_arg(ctx, PRIMCACHE_ARG_BIAS, "convolution", "bias");
     args.dst = required_arg(ctx, PRIMCACHE_ARG_DST, "convolution", "dst");
     args.binary_operands = operands.data();
-    if (k) {
-      k->execute(args, ctx.scratchpad, default_thread_pool());
-    } else {
+    if (!k) {
       conv_reference(p, args);
+      return;
     }
+    thread_pool& pool = default_thread_pool();
+    // Constant weights not in the kernel's layout are packed once into the
+    // constant tensor cache. The generated code is the same either way, so
+    // the flag is not in the key: it comes from the executing primitive's
+    // attributes (the impl is shared by primitives with and without it).
+    std::shared_ptr<const constant_buffer> packed;
+    if (k->packs_weights() && ctx.run_time_attr(pd).get_constant_weights()) {
+      packed = packed_constant_weights(
+          ctx, "convolution", k->packed_bytes(), [&](key_writer& w) { k->write_packing_key(w); },
+          [&](const float* user, float* out) { k->pack_weights(user, out, pool); });
+      args.packed_weights = packed->data_as<const float>();
+    }
+    k->execute(args, ctx.scratchpad, pool);
   }
 };
 

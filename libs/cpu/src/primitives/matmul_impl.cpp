@@ -6,6 +6,7 @@
 #include "kernels/matmul_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "primitives/constant_weights.hpp"
 #include "primitives/cpu_engine.hpp"
 #include "primitives/kernel_primitive.hpp"
 
@@ -54,6 +55,9 @@ struct matmul_traits {
     d.op.weights.write_key(w);
     d.op.bias.write_key(w);
     d.op.dst.write_key(w);
+    // Constant weights change the code (it reads prepacked weights), so the
+    // key says so; written only then, so other keys keep their bytes.
+    if (d.problem.prepacked_weights) w.str("prepacked_weights");
   }
   using config = matmul_config;
   static config default_config(const desc& d, cpu_isa isa) {
@@ -81,11 +85,23 @@ struct matmul_traits {
             : nullptr;
     args.dst = static_cast<float*>(required_arg(ctx, PRIMCACHE_ARG_DST, "matmul", "dst"));
     args.binary_operands = operands.data();
-    if (k) {
-      k->execute(args, ctx.scratchpad, default_thread_pool());
-    } else {
+    if (!k) {
       matmul_reference(p, args);
+      return;
     }
+    thread_pool& pool = default_thread_pool();
+    if (!p.prepacked_weights) {
+      k->execute(args, ctx.scratchpad, pool);
+      return;
+    }
+    // Constant weights: packed once into the constant tensor cache (or for
+    // this call when the cache keeps nothing); held until the call returns.
+    const matmul_packing packing = matmul_packing::of(p, k->config());
+    const auto packed = packed_constant_weights(
+        ctx, "matmul", packing.bytes(), [&](key_writer& w) { packing.write_key(w); },
+        [&](const float* user, float* out) { matmul_pack_weights(packing, user, out, pool); });
+    args.weights = packed->data_as<const float>();
+    k->execute(args, ctx.scratchpad, pool);
   }
 };
 
@@ -126,6 +142,9 @@ result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(const op_desc&
   if (!chain) return chain.why();
   p.post_ops = std::move(chain).value();
   p.nthr = get_num_threads();
+  // The kernel reads constant weights prepacked (the reference reads them
+  // as they are).
+  p.prepacked_weights = jit && attr.get_constant_weights();
   const cpu_isa isa = effective_isa();
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT matmul needs avx2");
   // Accept only what the kernel (or the reference) builds and runs.

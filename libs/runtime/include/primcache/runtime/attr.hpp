@@ -1,5 +1,5 @@
 // primcache/runtime/attr.hpp — algorithms, propagation kinds and primitive
-// attributes (post-ops, output scales).
+// attributes (post-ops, output scales, constant weights).
 //
 //   primcache::post_ops ops;
 //   ops.append_eltwise(1.f, primcache::algorithm::eltwise_relu, 0.f, 0.f);
@@ -7,6 +7,7 @@
 //   primcache::primitive_attr attr;
 //   attr.set_post_ops(ops);
 //   attr.set_output_scales(0, {0.5f});          // reorder: dst = src * 0.5
+//   attr.set_constant_weights(true);            // matmul/conv: weights never change
 //
 // Post-ops run in order on each destination value after the operation
 // itself: eltwise replaces v by scale * f(v, alpha, beta); binary_add adds
@@ -91,12 +92,25 @@ class PRIMCACHE_API primitive_attr {
   const std::vector<float>& get_output_scales() const noexcept { return scales_; }
   bool has_output_scales() const noexcept { return !scales_.empty(); }
 
+  // Weights are constant (matmul, convolution): the contents of the
+  // weights memory do not change between executions unless its data handle
+  // does (memory::set_data_handle, or another memory object). The first
+  // execution packs them into the kernel's layout and keeps the result in
+  // the engine's constant tensor cache, keyed by the packing and the
+  // memory's id (memory::get_id); later executions, of this primitive and of
+  // any other with the same weights memory and packing, reuse it. Other
+  // primitive kinds ignore it. Default false.
+  void set_constant_weights(bool constant) noexcept { constant_weights_ = constant; }
+  bool get_constant_weights() const noexcept { return constant_weights_; }
+
   // The attribute's part of a primitive key (floats by bit pattern). Values
   // kernels take at run time (the output scales) enter only as their mask
   // and count: primitives that differ only in them share compiled code.
+  // Constant weights do not enter it either: a backend whose code differs
+  // for constant weights writes that difference into its own op key.
   void write_key(key_writer& w) const;
-  // Those run-time values, for keys that must tell them apart (the cache of
-  // primitive descriptors, which hold them).
+  // Those run-time values and the constant-weights flag, for keys that must
+  // tell them apart (the cache of primitive descriptors, which hold them).
   void write_run_time_values(key_writer& w) const;
   friend bool operator==(const primitive_attr&, const primitive_attr&) = default;
 
@@ -104,6 +118,7 @@ class PRIMCACHE_API primitive_attr {
   post_ops post_ops_;
   int scales_mask_ = 0;
   std::vector<float> scales_;
+  bool constant_weights_ = false;
 };
 
 }  // namespace primcache

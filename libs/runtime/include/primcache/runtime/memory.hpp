@@ -13,6 +13,13 @@
 // until the last copy goes; a wrapped buffer belongs to the caller, who
 // keeps it alive while the memory is used.
 //
+// Each memory object has an id (get_id): process-unique, never reused,
+// increasing, and replaced by a fresh one whenever the data handle changes
+// (set_data_handle). Copies share it. It is the identity of the data for
+// the constant tensor cache (primitive_attr::set_constant_weights): a raw
+// pointer is not, since a freed buffer's address comes back from the next
+// allocation.
+//
 // Thread-safety: concurrent reads are safe; set_data_handle must not race
 // with executions that use the memory. Exceptions: primcache::error.
 #pragma once
@@ -52,8 +59,10 @@ class PRIMCACHE_API memory {
   // The backend handle: a host pointer on the CPU, a device buffer on a GPU.
   void* get_data_handle() const;
   // Replaces the buffer by the caller's (which the caller keeps alive); a
-  // buffer the memory allocated is freed.
+  // buffer the memory allocated is freed. Gives the memory a new id.
   void set_data_handle(void* handle);
+  // The identity of this memory's data (see above); never 0.
+  std::uint64_t get_id() const;
   // Host access to the data wherever it lives: map_data returns a pointer
   // the host may read and write until unmap_data (for host memory, the
   // buffer itself).
