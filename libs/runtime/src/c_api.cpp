@@ -47,6 +47,18 @@ pc_status_t fail(pc_status_t s, std::string_view message) noexcept {
   return s;
 }
 
+}  // namespace
+
+// For the C API's other files (c_api_persistent.cpp): the same last-error
+// buffer.
+namespace primcache::runtime_internal {
+pc_status_t c_api_fail(pc_status_t s, std::string_view message) noexcept {
+  return fail(s, message);
+}
+}  // namespace primcache::runtime_internal
+
+namespace {
+
 // Runs f, mapping exceptions to statuses; f returns nothing.
 template <typename F>
 pc_status_t guarded(F&& f) noexcept {

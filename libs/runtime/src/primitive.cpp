@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "persistent_cache_internal.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
@@ -206,17 +207,30 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(
     ~depth_guard() { --tl_creation_depth; }
   } guard;
   if (nested) refuse_own_key(pd);
+  persistent_outcome persistent = persistent_outcome::none;
   auto r = global_primitive_cache().get_or_add(pd.cache_key(), [&] {
     const creation_frame frame(pd.cache_key());
     // Timed here, on the miss path only: a hit reads no clock.
     const auto compile_start = std::chrono::steady_clock::now();
-    auto impl = blob ? pd.create_impl_from_blob(eng, *blob) : pd.create_impl(eng);
+    // Without a blob: the persistent cache's, else a compilation.
+    auto impl = blob ? pd.create_impl_from_blob(eng, *blob) : [&] {
+      auto made = create_through_persistent_cache(pd, eng);
+      persistent = made.outcome;
+      return std::move(made.impl);
+    }();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
-    if (!blob) metrics().create(eng.get_kind()).observe(seconds);
+    const bool from_store = persistent == persistent_outcome::hit;
+    if (from_store) {
+      metrics().from_persistent(eng.get_kind()).observe(seconds);
+    } else if (!blob) {
+      metrics().create(eng.get_kind()).observe(seconds);
+    }
     control().record_event({.kind = nested ? "create_nested" : "create",
                             .name = std::string(to_string(pd.kind())),
-                            .source = blob ? "blob" : "compile",
+                            .source = blob         ? "blob"
+                                      : from_store ? "persistent"
+                                                   : "compile",
                             .duration_ms = seconds * 1e3,
                             .detail = std::string(pd.name()) + " " + describe(pd)});
     return impl;
@@ -232,6 +246,10 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(
     std::string outcome = r.outcome == lookup_outcome::hit      ? "cache_hit"
                           : r.outcome == lookup_outcome::waited ? "cache_wait"
                                                                 : "cache_miss";
+    if (r.outcome == lookup_outcome::miss && persistent != persistent_outcome::none) {
+      outcome =
+          persistent == persistent_outcome::hit ? "persistent_cache_hit" : "persistent_cache_miss";
+    }
     if (nested) outcome = "nested_" + outcome;
     if (blob && r.outcome == lookup_outcome::miss) outcome += "_from_blob";
     char time[32];
@@ -312,18 +330,8 @@ std::string primitive_desc::impl_info_str() const {
   return backend::impl_of(*this).name();
 }
 std::vector<std::uint8_t> primitive_desc::cache_blob_id() const {
-  // What names the code, plus what makes this library's code for that name
-  // differ from another build's: the key bytes after the library version
-  // and the build identity (a hash of the code-generating sources and LLVM).
-  const auto& pd = backend::impl_of(*this);
-  key_writer w;
-  w.str("primcache-blob-id").u32(1);
-  w.str(version().version).str(version().build_identity);
-  w.raw(pd.cache_key().bytes());
-  const key k = w.finish();
-  std::vector<std::uint8_t> out(k.size());
-  std::memcpy(out.data(), k.data(), k.size());
-  return out;
+  // The library version, the build identity and the key (persistent_cache.cpp).
+  return runtime_internal::cache_blob_id_of(backend::impl_of(*this));
 }
 std::size_t primitive_desc::scratchpad_size() const {
   return backend::impl_of(*this).scratchpad_bytes();

@@ -67,6 +67,8 @@ const runtime_metrics& metrics() {
                                          {{"engine", kEngines[e]}, {"source", "compile"}});
       r->memory_seconds[e] = c.histogram("primcache_primitive_create_seconds", kHelp,
                                          {{"engine", kEngines[e]}, {"source", "memory"}});
+      r->persistent_seconds[e] = c.histogram("primcache_primitive_create_seconds", kHelp,
+                                             {{"engine", kEngines[e]}, {"source", "persistent"}});
     }
     for (primitive_kind k : {primitive_kind::matmul, primitive_kind::convolution,
                              primitive_kind::eltwise, primitive_kind::reorder}) {

@@ -30,13 +30,16 @@ primitive_desc_cache_type& primitive_desc_cache();
 // from the start) and never destroyed; recording is a relaxed atomic add.
 struct runtime_metrics {
   // primcache_primitive_create_seconds{engine, source}: source="compile"
-  // for every creation that compiled (the persistent cache will add
-  // source="persistent"); source="memory" for creations the primitive cache
+  // for every creation that compiled; source="persistent" for those the
+  // persistent cache served; source="memory" for creations the primitive cache
   // served (hits, and waits on a concurrent compile), timed on one creation
   // in kMemorySampleEvery per thread: two clock reads on every hit would add
   // a tenth to the hit path. Counts come from the cache's requests_total.
   metric_histogram create_seconds[2];  // engine cpu, gpu
   metric_histogram memory_seconds[2];  // engine cpu, gpu
+  // source="persistent": creations the persistent cache served (a read and
+  // a load, no compilation).
+  metric_histogram persistent_seconds[2];  // engine cpu, gpu
   static constexpr unsigned kMemorySampleEvery = 64;
   // primcache_primitive_executions_total{kind}, by primitive_kind - 1.
   metric_counter executions[4];
@@ -45,6 +48,9 @@ struct runtime_metrics {
   }
   const metric_histogram& from_memory(engine_kind engine) const noexcept {
     return memory_seconds[engine == engine_kind::gpu ? 1 : 0];
+  }
+  const metric_histogram& from_persistent(engine_kind engine) const noexcept {
+    return persistent_seconds[engine == engine_kind::gpu ? 1 : 0];
   }
   const metric_counter& executed(backend::primitive_kind kind) const noexcept {
     return executions[static_cast<int>(kind) - 1];

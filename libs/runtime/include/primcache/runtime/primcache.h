@@ -215,4 +215,7 @@ PC_API pc_status_t pc_get_primitive_cache_size(int* size);
 }
 #endif
 
+#include "primcache/runtime/primcache_constant.h"
+#include "primcache/runtime/primcache_persistent.h"
+
 #endif

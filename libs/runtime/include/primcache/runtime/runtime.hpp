@@ -23,6 +23,7 @@
 #include "primcache/runtime/engine.hpp"
 #include "primcache/runtime/matmul.hpp"
 #include "primcache/runtime/memory.hpp"
+#include "primcache/runtime/persistent_cache.hpp"
 #include "primcache/runtime/primitive.hpp"
 #include "primcache/runtime/primitive_cache.hpp"
 #include "primcache/runtime/reorder.hpp"

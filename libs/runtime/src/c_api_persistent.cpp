@@ -1,0 +1,64 @@
+// The C API of the persistent cache (primcache_persistent.h).
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "primcache/base/error.hpp"
+#include "primcache/runtime/persistent_cache.hpp"
+#include "primcache/runtime/primcache.h"
+
+namespace primcache::runtime_internal {
+// c_api.cpp: records the message for pc_last_error_message().
+pc_status_t c_api_fail(pc_status_t s, std::string_view message) noexcept;
+}  // namespace primcache::runtime_internal
+
+namespace {
+
+template <typename F>
+pc_status_t guarded(F&& f) noexcept {
+  using primcache::runtime_internal::c_api_fail;
+  try {
+    f();
+    return pc_success;
+  } catch (const primcache::error& e) {
+    return c_api_fail(static_cast<pc_status_t>(e.code()), e.message());
+  } catch (const std::bad_alloc&) {
+    return c_api_fail(pc_out_of_memory, "out of memory");
+  } catch (const std::exception& e) {
+    return c_api_fail(pc_runtime_error, e.what());
+  } catch (...) {
+    return c_api_fail(pc_runtime_error, "unknown exception");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+pc_status_t pc_set_persistent_cache_dir(const char* dir, int64_t capacity_mb) {
+  return guarded([&] {
+    using primcache::error;
+    using primcache::status;
+    if (dir == nullptr || *dir == '\0') {
+      throw error(status::invalid_arguments, "the persistent cache directory is NULL or empty");
+    }
+    if (capacity_mb < 0) {
+      throw error(status::invalid_arguments,
+                  "persistent cache capacity " + std::to_string(capacity_mb) + " MB is negative");
+    }
+    // Opened before anything is detached: a directory that is refused
+    // leaves the attached store in place.
+    auto store = primcache::open_persistent_cache_dir(dir, static_cast<std::uint64_t>(capacity_mb));
+    primcache::set_persistent_cache(std::move(store));
+  });
+}
+
+pc_status_t pc_detach_persistent_cache(void) {
+  return guarded([] { primcache::detach_persistent_cache(); });
+}
+
+pc_status_t pc_flush_persistent_cache(void) {
+  return guarded([] { primcache::flush_persistent_cache_writes(); });
+}
+
+}  // extern "C"
