@@ -18,6 +18,7 @@
 
 #include "primcache/runtime/args.h"
 #include "primcache/runtime/attr.hpp"
+#include "primcache/runtime/constant_cache.hpp"
 #include "primcache/runtime/convolution.hpp"
 #include "primcache/runtime/eltwise.hpp"
 #include "primcache/runtime/engine.hpp"
