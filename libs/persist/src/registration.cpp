@@ -35,7 +35,14 @@ class control_view {
             {"refusals", s.refusals},
             {"bytes_read", s.bytes_read},
             {"bytes_written", s.bytes_written},
-            {"read_only", store_.read_only() ? 1 : 0}};
+            {"read_only", store_.read_only() ? 1 : 0},
+            {"remote_hits", s.remote_hits},
+            {"remote_errors", s.remote_errors},
+            {"timeouts", s.timeouts},
+            {"breaker_state", s.breaker_state},
+            {"breaker_opens", s.breaker_opens},
+            {"breaker_rejections", s.breaker_rejections},
+            {"dropped_writes", s.dropped_writes}};
   }
 
  private:

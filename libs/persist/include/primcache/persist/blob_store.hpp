@@ -50,6 +50,16 @@ struct blob_store_stats {
   std::uint64_t corrupt_entries = 0;  // bad entries found (and removed when writable)
   std::uint64_t errors = 0;           // I/O failures (reads and writes)
   std::uint64_t refusals = 0;         // puts refused: read-only, larger than the capacity
+  // Remote stores (redis_store, and tiered_store for its remote tier); zero
+  // for the directory store.
+  std::uint64_t remote_hits = 0;    // tiered: gets the remote tier answered (local missed)
+  std::uint64_t remote_errors = 0;  // failed remote calls: refused, reset, timed out, error replies
+  std::uint64_t timeouts = 0;       // of which ran out of time (connect or command)
+  std::uint64_t breaker_state =
+      0;  // circuit_breaker.hpp's breaker_state: 0 closed, 1 open, 2 half-open
+  std::uint64_t breaker_opens = 0;       // times the breaker opened
+  std::uint64_t breaker_rejections = 0;  // calls not made because the breaker was open
+  std::uint64_t dropped_writes = 0;      // tiered: background writes dropped, the queue being full
 };
 
 enum class put_status : int {

@@ -6,7 +6,9 @@
 //   primcache::blob_store_registration reg = primcache::register_blob_store(*store);
 //   // control().list_caches() now has "persistent": capacity and size in MB,
 //   // weight_bytes the exact bytes, and extra stats writes, corrupt_entries,
-//   // errors, refusals, bytes_read, bytes_written, read_only.
+//   // errors, refusals, bytes_read, bytes_written, read_only, and the remote
+//   // tier's remote_hits, remote_errors, timeouts, breaker_state (0 closed,
+//   // 1 open, 2 half-open), breaker_opens, breaker_rejections, dropped_writes.
 //
 // Capacity and size are in MB (capacity_unit::megabytes); size is rounded up,
 // so a store holding a few bytes does not read as empty. Stats: hits, misses,

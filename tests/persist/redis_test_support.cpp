@@ -1,0 +1,202 @@
+#include "redis_test_support.hpp"
+
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace primcache::test {
+namespace {
+
+// redis-server on PATH (or in /usr/bin, where Debian puts it); empty if none.
+std::string find_redis_server() {
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  path += ":/usr/bin:/usr/sbin";
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string candidate = path.substr(start, end - start) + "/redis-server";
+    if (end > start && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return {};
+}
+
+bool answers_ping(int port) {
+  timeval tv{0, 200000};
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  if (c == nullptr) return false;
+  bool ok = false;
+  if (c->err == 0) {
+    redisSetTimeout(c, tv);
+    auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
+    ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+  }
+  redisFree(c);
+  return ok;
+}
+
+}  // namespace
+
+int free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    throw std::runtime_error("cannot find a free loopback port");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+redis_server::redis_server() {
+  std::string tmpl = std::filesystem::temp_directory_path().string() + "/primcache-redis-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  port_ = free_loopback_port();
+  start();
+}
+
+redis_server::~redis_server() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGCONT);  // a stopped server must be able to die
+    kill();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string redis_server::url(std::string_view prefix) const {
+  return "redis://127.0.0.1:" + std::to_string(port_) + "/" + std::string(prefix);
+}
+
+void redis_server::start() {
+  const std::string exe = find_redis_server();
+  if (exe.empty()) {
+    throw std::runtime_error(
+        "redis-server is not installed: the Redis store's tests need a real server; run "
+        "scripts/install-deps (Debian package redis-server)");
+  }
+  std::vector<std::string> argv = {exe,
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--daemonize",
+                                   "no",
+                                   "--enable-debug-command",
+                                   "yes",
+                                   "--dir",
+                                   dir_,
+                                   "--logfile",
+                                   dir_ + "/redis.log"};
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  int rc = ::posix_spawn(&pid_, exe.c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    pid_ = -1;
+    throw std::runtime_error("cannot start " + exe);
+  }
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < end) {
+    if (answers_ping(port_)) return;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("redis-server exited at start; see " + dir_ + "/redis.log");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("redis-server did not answer PING within 20 s on port " +
+                           std::to_string(port_));
+}
+
+void redis_server::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int st = 0;
+  ::waitpid(pid_, &st, 0);
+  pid_ = -1;
+}
+
+void redis_server::restart() {
+  kill();
+  start();
+}
+
+void redis_server::pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void redis_server::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
+raw_redis::raw_redis(int port) {
+  timeval tv{5, 0};
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  if (c == nullptr || c->err != 0) {
+    std::string why = c ? c->errstr : "out of memory";
+    if (c) redisFree(c);
+    throw std::runtime_error("cannot connect to redis on port " + std::to_string(port) + ": " +
+                             why);
+  }
+  redisSetTimeout(c, tv);
+  ctx_ = c;
+}
+
+raw_redis::~raw_redis() {
+  redisFree(static_cast<redisContext*>(ctx_));
+}
+
+std::string raw_redis::command(const std::vector<std::string>& argv) {
+  std::vector<const char*> p;
+  std::vector<std::size_t> l;
+  for (const std::string& a : argv) {
+    p.push_back(a.data());
+    l.push_back(a.size());
+  }
+  auto* c = static_cast<redisContext*>(ctx_);
+  auto* r = static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(argv.size()), p.data(), l.data()));
+  if (r == nullptr) throw std::runtime_error(std::string("redis command failed: ") + c->errstr);
+  std::string out;
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER: out = std::to_string(r->integer); break;
+    case REDIS_REPLY_NIL: out = "(nil)"; break;
+    case REDIS_REPLY_ARRAY: out = "(array of " + std::to_string(r->elements) + ")"; break;
+    default: out.assign(r->str, r->len); break;
+  }
+  freeReplyObject(r);
+  return out;
+}
+
+}  // namespace primcache::test
