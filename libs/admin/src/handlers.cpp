@@ -3,6 +3,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -155,29 +156,60 @@ admin_response get_cache(const call& c) {
   return reply(c, [&] { return cache_json(c.registry.find_cache(c.name).info()); });
 }
 
+// The body's "capacity": an integer 0 ... admin_max_capacity, else a 400
+// saying which.
+std::uint64_t capacity_field(const call& c) {
+  const json::value v = body_field(c, "capacity");
+  std::uint64_t capacity = 0;
+  if (const auto* i = v.if_int64()) {
+    if (*i < 0) {
+      throw refusal{status::bad_request,
+                    "capacity " + std::to_string(*i) + " is negative; it must be >= 0"};
+    }
+    capacity = static_cast<std::uint64_t>(*i);
+  } else if (const auto* u = v.if_uint64()) {
+    capacity = *u;
+  } else {
+    throw refusal{status::bad_request, "capacity must be an integer; got " + json::serialize(v)};
+  }
+  if (capacity > admin_max_capacity) {
+    throw refusal{status::bad_request, "capacity " + std::to_string(capacity) +
+                                           " is out of range; the largest is 2^53 (" +
+                                           std::to_string(admin_max_capacity) + ")"};
+  }
+  return capacity;
+}
+
 admin_response post_capacity(const call& c) {
   return reply(c, [&] {
     const cache_handle cache = c.registry.find_cache(c.name);  // 404 before the body's checks
-    const json::value v = body_field(c, "capacity");
-    std::uint64_t capacity = 0;
-    if (const auto* i = v.if_int64()) {
-      if (*i < 0) {
-        throw refusal{status::bad_request,
-                      "capacity " + std::to_string(*i) + " is negative; it must be >= 0"};
-      }
-      capacity = static_cast<std::uint64_t>(*i);
-    } else if (const auto* u = v.if_uint64()) {
-      capacity = *u;
-    } else {
-      throw refusal{status::bad_request, "capacity must be an integer; got " + json::serialize(v)};
-    }
-    if (capacity > admin_max_capacity) {
-      throw refusal{status::bad_request, "capacity " + std::to_string(capacity) +
-                                             " is out of range; the largest is 2^53 (" +
-                                             std::to_string(admin_max_capacity) + ")"};
-    }
-    cache.set_capacity(capacity);
+    cache.set_capacity(capacity_field(c));
     return cache_json(cache.info());
+  });
+}
+
+// What the capacity would drop, as the cache tells (control's
+// preview_capacity); changes nothing. Caches without a preview answer
+// "known": false with nulls, and the reader estimates.
+admin_response post_capacity_preview(const call& c) {
+  return reply(c, [&] {
+    const cache_handle cache = c.registry.find_cache(c.name);  // 404 before the body's checks
+    const std::uint64_t capacity = capacity_field(c);
+    const std::optional<capacity_preview> p = cache.preview_capacity(capacity);
+    const cache_info now = cache.info();
+    json::object o{{"name", now.name},         {"unit", std::string(to_string(now.unit))},
+                   {"capacity", now.capacity}, {"size", now.size},
+                   {"new_capacity", capacity}, {"known", p.has_value()}};
+    if (p) {
+      o["flushes"] = p->flushes;
+      o["entries"] = p->entries;
+      o["bytes"] = p->bytes;
+    } else {
+      o["flushes"] = nullptr;
+      o["entries"] = nullptr;
+      o["bytes"] = nullptr;
+    }
+    return o;
   });
 }
 
@@ -269,6 +301,10 @@ const route table[] = {
     {verb::get, {"api", "v1", "caches"}, false, get_caches},
     {verb::get, {"api", "v1", "caches", "{name}"}, false, get_cache},
     {verb::post, {"api", "v1", "caches", "{name}", "capacity"}, true, post_capacity},
+    {verb::post,
+     {"api", "v1", "caches", "{name}", "capacity", "preview"},
+     true,
+     post_capacity_preview},
     {verb::post, {"api", "v1", "caches", "{name}", "flush"}, true, post_flush},
     {verb::get, {"api", "v1", "switches"}, false, get_switches},
     {verb::post, {"api", "v1", "switches", "{name}"}, true, post_switch},
