@@ -11,12 +11,27 @@ export interface CacheStats {
 
 export interface Cache {
   name: string;
-  unit: "entries" | "bytes";
+  unit: "entries" | "bytes" | "MB";
   capacity: number;
   size: number;
   weight_bytes: number | null;
   stats: CacheStats;
   extra: Record<string, number>;
+}
+
+// What a capacity would drop now, as the cache tells (POST
+// .../capacity/preview). known: false for caches without a preview (then
+// the other fields are null and a decrease evicts down to the capacity).
+export interface CapacityPreview {
+  name: string;
+  unit: Cache["unit"];
+  capacity: number;
+  size: number;
+  new_capacity: number;
+  known: boolean;
+  flushes: boolean | null;
+  entries: number | null;
+  bytes: number | null;
 }
 
 export interface Switch {
@@ -87,6 +102,10 @@ export class Api {
 
   setCapacity(cache: string, capacity: number): Promise<Cache> {
     return this.post(`/api/v1/caches/${encodeURIComponent(cache)}/capacity`, { capacity });
+  }
+  // Changes nothing; a POST with the token, like the change it previews.
+  previewCapacity(cache: string, capacity: number): Promise<CapacityPreview> {
+    return this.post(`/api/v1/caches/${encodeURIComponent(cache)}/capacity/preview`, { capacity });
   }
   flush(cache: string): Promise<{ flushed_entries: number; cache: Cache }> {
     return this.post(`/api/v1/caches/${encodeURIComponent(cache)}/flush`, {});

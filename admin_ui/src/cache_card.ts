@@ -1,6 +1,6 @@
 // One card per registered cache: its numbers, two live charts (size against
 // capacity, hit rate) and the operator's controls (capacity, flush).
-import { Api, ApiError, Cache } from "./api";
+import { Api, ApiError, Cache, CapacityPreview } from "./api";
 import { LiveChart } from "./chart";
 import { confirmAction, toast } from "./dialogs";
 import { formatCount, formatPercent, formatQuantity, h, setText } from "./dom";
@@ -67,7 +67,7 @@ export class CacheCard {
           "div",
           { class: "card-title" },
           h("h3", {}, initial.name),
-          h("span", { class: "badge" }, initial.unit === "bytes" ? "bytes" : "entries"),
+          h("span", { class: "badge" }, initial.unit),
         ),
         h(
           "div",
@@ -142,7 +142,7 @@ export class CacheCard {
       // A flush or restart can make counters go back: no point then.
       if (lookups > 0 && d("hits") >= 0 && d("misses") >= 0 && d("waits") >= 0) recent = d("hits") / lookups;
     }
-    this.sizeChart.push(now, [cache.size, cache.capacity]);
+    this.sizeChart.push(now, [cache.size, isUnlimited(cache.capacity) ? null : cache.capacity]);
     this.hitChart.push(now, [recent === null ? null : recent * 100]);
     this.render(recent);
   }
@@ -158,9 +158,13 @@ export class CacheCard {
     const s = c.stats;
     const lookups = s.hits + s.misses + s.waits;
     setText(this.fields["size"], formatQuantity(c.size, c.unit));
-    setText(this.fields["capacity"], formatQuantity(c.capacity, c.unit));
-    const used = c.capacity > 0 ? c.size / c.capacity : c.size > 0 ? 1 : 0;
-    setText(this.fields["used"], c.capacity > 0 ? `${(used * 100).toFixed(0)}% full` : "capacity 0");
+    const unlimited = isUnlimited(c.capacity);
+    setText(this.fields["capacity"], unlimited ? "unlimited" : formatQuantity(c.capacity, c.unit));
+    const used = unlimited ? 0 : c.capacity > 0 ? c.size / c.capacity : c.size > 0 ? 1 : 0;
+    setText(
+      this.fields["used"],
+      unlimited ? "no limit" : c.capacity > 0 ? `${(used * 100).toFixed(0)}% full` : "capacity 0",
+    );
     this.bar.style.width = `${Math.min(100, used * 100)}%`;
     this.bar.classList.toggle("meter-full", used >= 0.98);
     setText(this.fields["hit-rate"], formatPercent(lookups > 0 ? s.hits / lookups : null));
@@ -170,7 +174,7 @@ export class CacheCard {
     }
     this.fields["failures"].classList.toggle("stat-bad", s.failures > 0);
     if (document.activeElement !== this.capacityInput && this.capacityInput.dataset.dirty !== "1") {
-      this.capacityInput.placeholder = String(c.capacity);
+      this.capacityInput.placeholder = unlimited ? "unlimited" : String(c.capacity);
     }
     const extras = Object.entries(c.extra ?? {});
     this.extraList.hidden = extras.length === 0;
@@ -197,17 +201,23 @@ export class CacheCard {
       return;
     }
     const c = this.cache;
-    const evicted = Math.max(0, c.size - capacity);
-    if (capacity < c.capacity) {
+    // The cache's own account of what goes, where it has one (the constant
+    // caches flush on their first setting and on any decrease); else the
+    // excess over the new capacity.
+    let preview: CapacityPreview;
+    try {
+      preview = await this.api.previewCapacity(c.name, capacity);
+    } catch (e) {
+      report(e, `Could not preview the capacity of ${c.name}`);
+      return;
+    }
+    const message = dropMessage(c, capacity, preview);
+    if (message !== null) {
       const ok = await confirmAction({
-        title: `Lower the capacity of ${c.name}?`,
-        message:
-          `From ${formatQuantity(c.capacity, c.unit)} to ${formatQuantity(capacity, c.unit)}. ` +
-          (evicted > 0
-            ? `${amount(evicted, c.unit)} ${goes(evicted, c.unit)}: it holds ${amount(c.size, c.unit)} now.`
-            : `No entries go: it holds ${amount(c.size, c.unit)}.`),
-        confirm: "Lower capacity",
-        danger: evicted > 0,
+        title: capacity < c.capacity ? `Lower the capacity of ${c.name}?` : `Set the capacity of ${c.name}?`,
+        message: message.text,
+        confirm: capacity < c.capacity ? "Lower capacity" : "Set capacity",
+        danger: message.drops,
       });
       if (!ok) return;
     }
@@ -227,10 +237,7 @@ export class CacheCard {
     const c = this.cache;
     const ok = await confirmAction({
       title: `Flush ${c.name}?`,
-      message:
-        c.size > 0
-          ? `All ${amount(c.size, c.unit)} ${goes(c.size, c.unit)}. They are created again on their next use.`
-          : "It is empty: nothing goes.",
+      message: flushMessage(c),
       confirm: "Flush",
       danger: true,
     });
@@ -245,6 +252,58 @@ export class CacheCard {
       report(e, `Could not flush ${c.name}`);
     }
   }
+}
+
+// "All 17 entries go", or, for a constant tensor cache, its tensors and bytes.
+function flushMessage(c: Cache): string {
+  const tensors = c.extra?.["tensors"];
+  if (c.name.startsWith("constant.") && tensors !== undefined && c.weight_bytes !== null) {
+    if (tensors === 0) return "It is empty: nothing goes.";
+    return `All ${formatCount(tensors)} ${tensors === 1 ? "tensor" : "tensors"} (${formatQuantity(
+      c.weight_bytes,
+      "bytes",
+    )}) ${tensors === 1 ? "goes" : "go"}. They are computed again on their next use.`;
+  }
+  return c.size > 0
+    ? `All ${amount(c.size, c.unit)} ${goes(c.size, c.unit)}. They are created again on their next use.`
+    : "It is empty: nothing goes.";
+}
+
+// The capacity a cache reports when it has no limit (2^64 − 1, which JSON
+// numbers read as 2^64).
+function isUnlimited(capacity: number): boolean {
+  return capacity >= 2 ** 64 - 2 ** 12;
+}
+
+// What the confirmation says before a capacity change, or null when the
+// change drops nothing and is not a decrease (no question then).
+function dropMessage(c: Cache, capacity: number, p: CapacityPreview): { text: string; drops: boolean } | null {
+  const from = `From ${isUnlimited(c.capacity) ? "unlimited" : formatQuantity(c.capacity, c.unit)} ${
+    c.unit === "entries" ? "" : c.unit + " "
+  }to ${formatQuantity(capacity, c.unit)}${c.unit === "entries" ? "" : " " + c.unit}. `;
+  const noun = c.name.startsWith("constant.") ? ["tensor", "tensors"] : ["entry", "entries"];
+  if (p.known) {
+    const n = p.entries ?? 0;
+    if (p.flushes && n > 0) {
+      const what = `${formatCount(n)} ${n === 1 ? noun[0] : noun[1]} (${formatQuantity(p.bytes ?? 0, "bytes")})`;
+      const why = capacity === 0 ? "Capacity 0 empties and disables it" : capacity < c.capacity ? "A lower capacity empties it" : "The first capacity set on it empties it";
+      return { text: `${from}${why}: ${what} ${n === 1 ? "goes" : "go"}.`, drops: true };
+    }
+    if (capacity < c.capacity) {
+      return { text: `${from}Nothing goes: it holds no ${noun[1]}.`, drops: false };
+    }
+    return null;
+  }
+  if (capacity >= c.capacity) return null;
+  const evicted = Math.max(0, c.size - capacity);
+  return {
+    text:
+      from +
+      (evicted > 0
+        ? `${amount(evicted, c.unit)} ${goes(evicted, c.unit)}: it holds ${amount(c.size, c.unit)} now.`
+        : `No entries go: it holds ${amount(c.size, c.unit)}.`),
+    drops: evicted > 0,
+  };
 }
 
 export function report(e: unknown, what: string): void {
@@ -272,6 +331,7 @@ function compactCount(v: number): string {
 // "17 entries", "1 entry", "1.50 MiB".
 function amount(n: number, unit: string): string {
   const q = formatQuantity(n, unit);
+  if (unit === "MB") return `${q} MB`;
   return unit === "bytes" ? q : `${q} ${n === 1 ? "entry" : "entries"}`;
 }
 

@@ -138,7 +138,8 @@ let exitCode = 0;
 try {
   await page.goto(host.url);
   await eventually("the page goes live", async () => (await page.getByTestId("status").textContent()).startsWith("Live"));
-  await eventually("two cache cards", async () => (await page.locator("[data-cache]").count()) === 2);
+  await eventually("three cache cards", async () => (await page.locator("[data-cache]").count()) === 3);
+  assert.equal(await card("constant.cpu").count(), 1, "the CPU constant tensor cache has a card");
   await page.waitForTimeout(1500); // a couple of polls: points on the charts
   await shot("01-loaded.png");
 
@@ -185,6 +186,47 @@ try {
     assert.equal(number(await field("primitive", "size")), lowered);
   });
   log(`primitive capacity ${before.capacity} -> ${lowered}`);
+
+  // Lower constant.cpu: the confirmation gives the cache's own account (a
+  // decrease flushes it: every tensor and byte goes), as the preview
+  // endpoint gives it.
+  const constantBefore = await apiCache("constant.cpu");
+  assert.equal(constantBefore.extra.tensors, 3, "constant.cpu holds three tensors");
+  const preview = await api("/api/v1/caches/constant.cpu/capacity/preview", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${host.token}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ capacity: 32 }),
+  });
+  assert.deepEqual(
+    [preview.known, preview.flushes, preview.entries, preview.bytes],
+    [true, true, 3, 3 * 256 * 1024],
+    "the preview: a decrease flushes all three tensors",
+  );
+  assert.equal((await apiCache("constant.cpu")).extra.tensors, 3, "a preview changes nothing");
+  await card("constant.cpu").getByTestId("capacity-input").fill("32");
+  await card("constant.cpu").getByTestId("capacity-apply").click();
+  await confirm.waitFor();
+  const constantMessage = await confirm.textContent();
+  assert.match(constantMessage, /From 64 MB to 32 MB\./, "the confirmation names both capacities");
+  assert.match(constantMessage, /A lower capacity empties it: 3 tensors \(768\.0 KiB\) go/, "tensors and bytes that go");
+  await shot("02b-confirm-constant.png");
+  // Cancel first: nothing changes.
+  await page.getByTestId("confirm-cancel").click();
+  await page.waitForTimeout(300);
+  assert.equal((await apiCache("constant.cpu")).capacity, 64, "cancel changes nothing");
+  await card("constant.cpu").getByTestId("capacity-apply").click();
+  await confirm.waitFor();
+  await page.getByTestId("confirm-ok").click();
+  await eventually("constant.cpu was lowered and flushed", async () => {
+    const c = await apiCache("constant.cpu");
+    return c.capacity === 32 && c.extra.tensors === 0 && c.weight_bytes === 0;
+  });
+  // An increase keeps the (empty) contents and asks nothing.
+  await card("constant.cpu").getByTestId("capacity-input").fill("48");
+  await card("constant.cpu").getByTestId("capacity-apply").click();
+  await eventually("constant.cpu raised without a question", async () => (await apiCache("constant.cpu")).capacity === 48);
+  assert.equal(await page.getByTestId("confirm-dialog").count(), 0, "no confirmation for an increase that drops nothing");
+  log("constant.cpu: the confirmation said 3 tensors (768.0 KiB) go; lowered to 32 MB, raised to 48 MB");
 
   // Flush descriptor.
   const descriptor = await apiCache("descriptor");

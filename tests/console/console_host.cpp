@@ -1,7 +1,9 @@
 // console_host — a tiny process that embeds the real admin server for the
-// console's browser test (console.test.mjs): two caches, two switches, two
-// settings and a few creation events in primcache::control(), the admin
-// server on an ephemeral loopback port with a known token.
+// console's browser test (console.test.mjs): two caches, the process's CPU
+// constant tensor cache (constant.cpu: capacity 64 MB, three 256 KiB
+// tensors, a few hits), two switches, two settings and a few creation
+// events in primcache::control(), the admin server on an ephemeral loopback
+// port with a known token.
 //
 // While the switch "traffic" is on, a thread looks keys up in "primitive"
 // (hits, and misses until every key is in) and records one creation event
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <random>
 #include <string>
@@ -24,6 +27,7 @@
 
 #include "primcache/admin/admin_server.hpp"
 #include "primcache/cache/concurrent_cache.hpp"
+#include "primcache/const_cache/constant_tensor_caches.hpp"
 #include "primcache/control/registry.hpp"
 
 namespace {
@@ -66,6 +70,20 @@ int main(int argc, char** argv) {
     fill(descriptor, 10);
     for (int k = 0; k < 30; ++k) primitive.get_or_add(k, [] { return 0; });  // 30 hits
     for (int k = 0; k < 5; ++k) descriptor.get_or_add(k, [] { return 0; });  // 5 hits
+
+    // The process's constant caches register themselves in control().
+    primcache::constant_tensor_cache& constants = primcache::constant_caches().device("cpu");
+    constants.set_capacity(64);
+    for (int round = 0; round < 3; ++round) {  // 3 misses, then 6 hits
+      for (const char* name : {"conv1.weights", "fc.weights", "attn.qkv"}) {
+        constexpr std::size_t bytes = 256 * 1024;
+        constants.get_or_add(7, name, bytes, [] {
+          return primcache::make_constant_buffer(
+              bytes, [](std::size_t n) { return std::malloc(n); },
+              [](void* p, std::size_t) { std::free(p); });
+        });
+      }
+    }
 
     primcache::cache_registration primitive_reg =
         control.register_cache("primitive", primitive, primcache::capacity_unit::entries);
