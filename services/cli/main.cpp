@@ -4,6 +4,7 @@
 //   primcache stats                      every cache: size, capacity, hits, misses, ...
 //   primcache set-capacity NAME N        change a cache's capacity (needs the token)
 //   primcache flush NAME                 drop every entry of a cache (needs the token)
+//   primcache cache ...                  a persistent cache directory (cache_command.hpp)
 //
 // Options: --admin HOST:PORT (default 127.0.0.1:8477), --token-file PATH
 // (default: where primcached writes it). Errors are one line on stderr and
@@ -13,10 +14,12 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/json.hpp>
 
+#include "cache_command.hpp"
 #include "default_paths.hpp"
 #include "http_client.hpp"
 
@@ -31,7 +34,9 @@ constexpr const char* usage =
     "commands:\n"
     "  stats                  a table of every cache of the running primcached\n"
     "  set-capacity NAME N    set cache NAME's capacity to N (in its unit)\n"
-    "  flush NAME             drop every entry of cache NAME\n";
+    "  flush NAME             drop every entry of cache NAME\n"
+    "  cache ...              a persistent cache directory: stats, verify, clear, export,\n"
+    "                         import (primcache cache --help)\n";
 
 struct failure {
   std::string message;
@@ -187,6 +192,11 @@ int flush(const target& t, const std::string& name) {
 }
 
 int run(int argc, char** argv) {
+  // `cache` works on a directory, not on a daemon: its own words and options.
+  if (argc >= 2 && std::string_view(argv[1]) == "cache") {
+    return primcache::cli::run_cache_command(std::vector<std::string>(argv + 2, argv + argc),
+                                             stdout, stderr);
+  }
   target t;
   std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {

@@ -489,6 +489,9 @@ directory_store::~directory_store() = default;
 const std::string& directory_store::path() const noexcept {
   return s_->root;
 }
+const entry_format& directory_store::format() const noexcept {
+  return s_->format;
+}
 bool directory_store::read_only() const noexcept {
   return s_->read_only;
 }
@@ -725,8 +728,20 @@ blob_store_stats directory_store::stats() const {
 }
 
 verify_report directory_store::verify(bool fix) {
+  verify_options o;
+  o.fix = fix;
+  return verify(o);
+}
+
+verify_report directory_store::verify(const verify_options& options) {
   state& s = *s_;
-  const bool fixing = fix && !s.read_only;
+  const bool fixing = options.fix && !s.read_only;
+  std::uint64_t total = 0;
+  if (options.progress) {
+    for (const std::string& b : list_dir(s.root)) {
+      if (is_bucket_name(b)) total += entry_numbers(s.root + "/" + b).size();
+    }
+  }
   verify_report rep;
   std::vector<std::string> dead;
   auto walk = [&]() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
@@ -752,6 +767,7 @@ verify_report directory_store::verify(bool fix) {
           continue;
         }
         ++rep.entries;
+        if (options.progress) options.progress(rep.entries, std::max(total, rep.entries));
         int dfd = s.files->open_at(AT_FDCWD, ep.c_str(), O_RDONLY | O_DIRECTORY, 0);
         if (dfd < 0) {
           bad(ep, "cannot be opened as a directory: " + errno_text(dfd));
@@ -782,6 +798,7 @@ verify_report directory_store::verify(bool fix) {
         }
         ++rep.good;
         rep.bytes += k.size() + e.size();
+        if (options.on_good) options.on_good(k, e);
       }
       if (fixing) ::rmdir(bp.c_str());  // only if it ended up empty
     }

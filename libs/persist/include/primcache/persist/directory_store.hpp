@@ -99,6 +99,20 @@ struct verify_report {
   bool ok() const noexcept { return bad.empty(); }
 };
 
+// What verify() does besides checking, for the command line.
+struct verify_options {
+  // Remove bad entries and leftovers, rewrite size.txt (not when read-only).
+  bool fix = false;
+  // Called after each entry with (entries looked at, entries in the store);
+  // with it set, verify() counts the entries first. Both callbacks run on
+  // the caller's thread, under the store's lock when fixing: they must not
+  // call the store.
+  std::function<void(std::uint64_t done, std::uint64_t total)> progress;
+  // Called for each good entry with its key and its stored bytes (the entry
+  // format, signature included): what `primcache cache export` packs.
+  std::function<void(std::span<const std::byte> key, std::span<const std::byte> entry)> on_good;
+};
+
 class PRIMCACHE_API directory_store final : public blob_store {
  public:
   // Creates the directory (0700) if missing; checks ownership and mode.
@@ -119,8 +133,11 @@ class PRIMCACHE_API directory_store final : public blob_store {
   // Checks every entry against the store's format (and fleet key). With fix
   // (not when read-only): removes bad entries and leftovers, rewrites size.txt.
   verify_report verify(bool fix);
+  verify_report verify(const verify_options& options);
 
   const std::string& path() const noexcept;
+  // The library version and fleet key entries are written and checked with.
+  const entry_format& format() const noexcept;
 
  private:
   struct state;
