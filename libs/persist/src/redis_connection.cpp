@@ -43,7 +43,7 @@ void convert(const redisReply& r, redis_reply& out) {
     default: out.type = redis_reply::kind::nil; break;
   }
   out.integer = r.integer;
-  if (r.str != nullptr) out.str.assign(r.str, r.len);
+  if (r.str != nullptr) out.str = std::string_view(r.str, r.len);
   if (r.type == REDIS_REPLY_ARRAY) {
     out.elements.resize(r.elements);
     for (std::size_t i = 0; i < r.elements; ++i) convert(*r.element[i], out.elements[i]);
@@ -120,6 +120,10 @@ std::unique_ptr<redis_connection> redis_connection::connect(
       ::close(fd);
       throw std::bad_alloc();
     }
+    // Keep the read buffer between replies up to 1 MiB (hiredis frees one
+    // past 16 KiB after each reply): regrowing it for every 256 KiB value
+    // cost a GET several page-faulting reallocations.
+    reader->maxbuf = std::size_t{1} << 20;
     out = {};
     return std::unique_ptr<redis_connection>(new redis_connection(fd, reader));
   }
@@ -175,10 +179,10 @@ io_outcome redis_connection::command(std::span<const std::string_view> argv,
       return {io_failure::protocol, std::string("protocol error: ") + as_reader(reader_)->errstr};
     }
     if (parsed != nullptr) {
-      std::unique_ptr<redisReply, void (*)(void*)> r(static_cast<redisReply*>(parsed),
-                                                     freeReplyObject);
+      std::shared_ptr<const void> owner(parsed, freeReplyObject);
       reply = redis_reply{};
-      convert(*r, reply);
+      convert(*static_cast<const redisReply*>(parsed), reply);
+      reply.owner = std::move(owner);
       return {};
     }
     // A server trickling a large reply must not stretch the call past its deadline.

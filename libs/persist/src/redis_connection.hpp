@@ -33,13 +33,15 @@ struct socket_address {
 // lookup). Empty with `why` set on failure.
 std::vector<socket_address> resolve(const std::string& host, int port, std::string& why);
 
-// A reply, copied out of hiredis's objects.
+// A reply: hiredis's reply objects, held (not copied: values are up to
+// megabytes) by the top-level reply, and a view of them.
 struct redis_reply {
   enum class kind { nil, status, error, string, integer, array };
   kind type = kind::nil;
-  std::string str;  // status, error and string replies (bytes, not text)
+  std::string_view str;  // status, error and string replies (bytes, not text)
   long long integer = 0;
-  std::vector<redis_reply> elements;
+  std::vector<redis_reply> elements;  // views into the same objects
+  std::shared_ptr<const void> owner;  // the top-level hiredis reply
 };
 
 enum class io_failure {

@@ -239,7 +239,7 @@ struct redis_store::state {
         breaker.report(t, true);
         if (out.type == redis_reply::kind::error) {
           remote_errors.fetch_add(1, std::memory_order_relaxed);
-          why = where() + ": " + out.str;
+          why = where() + ": " + std::string(out.str);
           return outcome::failed;
         }
         return outcome::ok;
@@ -308,7 +308,8 @@ std::optional<std::vector<std::byte>> redis_store::get(std::span<const std::byte
     s.misses.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
-  decoded_entry d = decode_entry(s.options.format, key, std::as_bytes(std::span(r.str)));
+  decoded_entry d =
+      decode_entry(s.options.format, key, std::as_bytes(std::span(r.str.data(), r.str.size())));
   if (d.ok()) {
     s.hits.fetch_add(1, std::memory_order_relaxed);
     s.bytes_read.fetch_add(d.payload.size(), std::memory_order_relaxed);
@@ -396,7 +397,7 @@ void redis_store::clear() {
       throw error(status::runtime_error,
                   "cannot clear " + s.where() + ": SCAN answered something else than a cursor");
     }
-    cursor = r.elements[0].str;
+    cursor = std::string(r.elements[0].str);
     const std::vector<redis_reply>& keys = r.elements[1].elements;
     if (keys.empty()) continue;
     std::vector<std::string_view> unlink{"UNLINK"};
