@@ -552,10 +552,27 @@ TEST_CASE("env: a directory that cannot be used is reported with the reason; no 
   CHECK(get_persistent_cache_stats().misses == 0);
 }
 
-TEST_CASE("env: a Redis URL without a Redis store in this build is reported", "[.env_redis]") {
-  get_persistent_cache();
+TEST_CASE("env: a Redis URL attaches a Redis store; an unreachable server costs no creation",
+          "[.env_redis]") {
+  std::shared_ptr<blob_store> s = get_persistent_cache();
+  REQUIRE(s != nullptr);
+  CHECK(s->describe().find("redis") != std::string::npos);
+  CHECK(env_reports().empty());
+  // Nothing listens on the URL's port: the store misses, the creation compiles.
+  const a_case c = reorder_case();
+  const std::uint64_t compiled_before = compiled();
+  run(primitive(c.make_pd()), c);
+  CHECK(compiled() > compiled_before);
+  CHECK(get_persistent_cache_stats().misses == 1);
+  flush_persistent_cache_writes();
+  detach_persistent_cache();
+}
+
+TEST_CASE("env: a malformed Redis URL is reported with the reason and ignored",
+          "[.env_bad_redis]") {
+  CHECK(get_persistent_cache() == nullptr);
   const auto reports = env_reports();
-  REQUIRE_FALSE(reports.empty());
+  REQUIRE(reports.size() == 1);
   CHECK(reports[0].find("PRIMCACHE_PERSISTENT_CACHE_REDIS") != std::string::npos);
 }
 

@@ -28,7 +28,9 @@
 #include "primcache/persist/blob_store.hpp"
 #include "primcache/persist/directory_store.hpp"
 #include "primcache/persist/fleet_key.hpp"
+#include "primcache/persist/redis_store.hpp"
 #include "primcache/persist/registration.hpp"
+#include "primcache/persist/store_spec.hpp"
 #include "primcache/runtime/version.hpp"
 #include "primitive_cache_internal.hpp"
 
@@ -361,21 +363,30 @@ class state {
   }
 
   static std::shared_ptr<attachment> from_environment() {
-    const std::optional<std::string> redis = env_string(persistent_cache_redis_env);
+    std::optional<std::string> dir = env_string(persistent_cache_dir_env);
+    std::optional<std::string> redis = env_string(persistent_cache_redis_env);
     if (redis && !redis->empty()) {
-      report_malformed_env(persistent_cache_redis_env, *redis,
-                           "this build has no Redis store (the remote tier is not built in)",
-                           "no remote tier");
+      try {
+        parse_redis_url(*redis);
+      } catch (const error& e) {
+        report_malformed_env(persistent_cache_redis_env, *redis, e.message(), "no remote tier");
+        redis.reset();
+      }
     }
-    const std::optional<std::string> dir = env_string(persistent_cache_dir_env);
-    if (!dir || dir->empty()) return nullptr;
+    const bool has_dir = dir && !dir->empty();
+    const bool has_redis = redis && !redis->empty();
+    if (!has_dir && !has_redis) return nullptr;
     const std::int64_t capacity =
-        env_int(persistent_cache_capacity_env, kDefaultCapacityMb, 0, kMaxCapacityMb);
+        has_dir ? env_int(persistent_cache_capacity_env, kDefaultCapacityMb, 0, kMaxCapacityMb)
+                : kDefaultCapacityMb;
     std::shared_ptr<blob_store> store;
     try {
-      store = open_persistent_cache_dir(*dir, static_cast<std::uint64_t>(capacity));
+      store = open_persistent_cache(has_dir ? *dir : std::string(),
+                                    static_cast<std::uint64_t>(capacity),
+                                    has_redis ? *redis : std::string());
     } catch (const error& e) {
-      report_malformed_env(persistent_cache_dir_env, *dir, e.message(), "no persistent cache");
+      report_malformed_env(has_dir ? persistent_cache_dir_env : persistent_cache_redis_env,
+                           has_dir ? *dir : *redis, e.message(), "no persistent cache");
       return nullptr;
     }
     auto a = std::make_shared<attachment>(std::move(store), true);
@@ -508,26 +519,35 @@ void set_persistent_cache_write_queue_capacity(std::size_t primitives) {
   runtime_internal::the_writer().set_capacity(primitives);
 }
 
-std::shared_ptr<blob_store> open_persistent_cache_dir(const std::string& dir,
-                                                      std::uint64_t capacity_mb) {
+std::shared_ptr<blob_store> open_persistent_cache(const std::string& dir, std::uint64_t capacity_mb,
+                                                  const std::string& redis_url) {
   // The store borrows the fleet key: both live in one object.
   struct owned {
     std::optional<fleet_key> key;
-    std::unique_ptr<directory_store> store;  // destroyed before the key
+    std::unique_ptr<blob_store> store;  // destroyed before the key
   };
   auto key = fleet_key_from_env();
   if (!key) throw error(key.why().code, key.why().message);
   auto o = std::make_shared<owned>();
   o->key = std::move(key.value());
-  directory_store_options opt;
-  opt.path = dir;
-  opt.capacity_mb = capacity_mb;
-  opt.read_only = readonly_from_env();
-  opt.format.library_version = std::string(version().version) + "+" + version().build_identity;
-  opt.format.key = o->key ? &*o->key : nullptr;
-  o->store = directory_store::open(std::move(opt));
+  store_spec spec;
+  spec.dir = dir;
+  spec.capacity_mb = capacity_mb;
+  spec.redis_url = redis_url;
+  spec.read_only = readonly_from_env();
+  spec.format.library_version = std::string(version().version) + "+" + version().build_identity;
+  spec.format.key = o->key ? &*o->key : nullptr;
+  o->store = open_store(spec);
   blob_store* s = o->store.get();
   return std::shared_ptr<blob_store>(std::move(o), s);
+}
+
+std::shared_ptr<blob_store> open_persistent_cache_dir(const std::string& dir,
+                                                      std::uint64_t capacity_mb) {
+  if (dir.empty()) {
+    throw error(status::invalid_arguments, "the persistent cache directory is empty");
+  }
+  return open_persistent_cache(dir, capacity_mb, std::string());
 }
 
 persistent_cache_stats get_persistent_cache_stats() {

@@ -10,7 +10,9 @@
 //
 // Without a call, the environment decides, read once on first use:
 // PRIMCACHE_PERSISTENT_CACHE_DIR (a directory store; unset or empty: none),
-// PRIMCACHE_PERSISTENT_CACHE_CAPACITY (MB, default 1024), and the persist
+// PRIMCACHE_PERSISTENT_CACHE_CAPACITY (MB, default 1024),
+// PRIMCACHE_PERSISTENT_CACHE_REDIS (redis://host:port/prefix: a Redis
+// store, behind the directory when both are set), and the persist
 // library's PRIMCACHE_PERSISTENT_CACHE_KEY_FILE and _READONLY. A malformed
 // value, or a directory that cannot be opened, is reported once on stderr
 // with the reason and ignored. Any set_persistent_cache call wins over the
@@ -59,10 +61,18 @@ PRIMCACHE_API void flush_persistent_cache_writes();
 // every write). Writes beyond it are dropped and counted.
 PRIMCACHE_API void set_persistent_cache_write_queue_capacity(std::size_t primitives);
 
-// A directory store as the environment would open it: `capacity_mb`, the
-// fleet key of PRIMCACHE_PERSISTENT_CACHE_KEY_FILE (if set), read-only per
+// A store as the environment would open it (persist's open_store): `dir`
+// alone a directory store of capacity_mb MB, `redis_url` alone
+// (redis://host:port/prefix) a Redis store, both the tiered store (the
+// directory in front of Redis); with the fleet key of
+// PRIMCACHE_PERSISTENT_CACHE_KEY_FILE (if set), read-only per
 // PRIMCACHE_PERSISTENT_CACHE_READONLY, and entries stamped with this
-// library's version and build identity.
+// library's version and build identity. Throws error(invalid_arguments)
+// when both are empty or the URL is malformed.
+PRIMCACHE_API std::shared_ptr<blob_store> open_persistent_cache(const std::string& dir,
+                                                                std::uint64_t capacity_mb,
+                                                                const std::string& redis_url);
+// open_persistent_cache(dir, capacity_mb, "") for a non-empty dir.
 PRIMCACHE_API std::shared_ptr<blob_store> open_persistent_cache_dir(const std::string& dir,
                                                                     std::uint64_t capacity_mb);
 
