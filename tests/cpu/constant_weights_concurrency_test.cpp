@@ -91,6 +91,7 @@ TEST_CASE("flushes and evictions while executions hold packed weights are safe",
   // Room for one packed weights (512 KiB each) in 1 MB: lru evicts constantly.
   cache.set_capacity(1, cache_policy::lru);
   const matmul prim = constant_matmul();
+  const auto before = cache.stats();
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
   std::vector<std::thread> workers;
@@ -120,4 +121,7 @@ TEST_CASE("flushes and evictions while executions hold packed weights are safe",
   stop.store(true);
   churn.join();
   CHECK(bad.load() == 0);
+  // The executions did race with evictions (lru making room), not only
+  // with flushes.
+  CHECK(cache.stats().evictions > before.evictions);
 }

@@ -32,30 +32,46 @@ void matmul_packing::write_key(key_writer& w) const {
 void matmul_pack_weights(const matmul_packing& pk, const float* weights, float* packed,
                          thread_pool& pool) {
   const std::int64_t blocks = pk.column_blocks();
-  const std::int64_t items = pk.batches * blocks;
   const std::int64_t nr = pk.nr;
   const std::int64_t sk = pk.wei_strides[1], sn = pk.wei_strides[2];
+  // Each thread takes a range of column blocks of every batch.
   pool.parallel_for(pool.size(), [&](int ithr, int nthr) {
-    const range r = balance(items, ithr, nthr);
-    for (std::int64_t item = r.begin; item < r.end; ++item) {
-      const std::int64_t b = item / blocks, j = item % blocks;
-      const float* in = weights + b * pk.wei_strides[0] + j * nr * sn;
-      float* out = packed + b * pk.batch_stride() + j * pk.k * nr;
-      const std::int64_t cols = std::min(nr, pk.n - j * nr);
+    const range r = balance(blocks, ithr, nthr);
+    if (r.begin >= r.end) return;
+    for (std::int64_t b = 0; b < pk.batches; ++b) {
+      const float* in = weights + b * pk.wei_strides[0];
+      float* out = packed + b * pk.batch_stride();
       if (sn == 1) {
-        // Rows of the block are contiguous: one copy per row, zeros past N.
+        // Rows are contiguous: walk them in order (one read stream, a
+        // stream per column block written), a copy of nr floats per block.
+        const std::int64_t last = std::min(r.end, blocks - 1);  // full blocks: [begin, last)
+        const std::int64_t tail = pk.n - (blocks - 1) * nr;     // columns of the last block
         for (std::int64_t k = 0; k < pk.k; ++k) {
-          std::memcpy(out + k * nr, in + k * sk, static_cast<std::size_t>(cols) * sizeof(float));
-          std::fill(out + k * nr + cols, out + (k + 1) * nr, 0.f);
+          const float* row = in + k * sk;
+          for (std::int64_t j = r.begin; j < last; ++j) {
+            std::memcpy(out + j * pk.k * nr + k * nr, row + j * nr,
+                        static_cast<std::size_t>(nr) * sizeof(float));
+          }
+          if (r.end == blocks) {
+            float* dst = out + (blocks - 1) * pk.k * nr + k * nr;
+            std::memcpy(dst, row + (blocks - 1) * nr,
+                        static_cast<std::size_t>(tail) * sizeof(float));
+            std::fill(dst + tail, dst + nr, 0.f);
+          }
         }
-      } else {
-        // Columns are contiguous (transposed weights: sk == 1) or nothing is:
-        // walk each column down K, writing with stride nr.
+        continue;
+      }
+      // Columns are contiguous (transposed weights: sk == 1) or nothing is:
+      // walk each column down K, writing with stride nr.
+      for (std::int64_t j = r.begin; j < r.end; ++j) {
+        const std::int64_t cols = std::min(nr, pk.n - j * nr);
+        float* blk = out + j * pk.k * nr;
         for (std::int64_t c = 0; c < nr; ++c) {
           if (c < cols) {
-            for (std::int64_t k = 0; k < pk.k; ++k) out[k * nr + c] = in[c * sn + k * sk];
+            const float* col = in + (j * nr + c) * sn;
+            for (std::int64_t k = 0; k < pk.k; ++k) blk[k * nr + c] = col[k * sk];
           } else {
-            for (std::int64_t k = 0; k < pk.k; ++k) out[k * nr + c] = 0.f;
+            for (std::int64_t k = 0; k < pk.k; ++k) blk[k * nr + c] = 0.f;
           }
         }
       }
