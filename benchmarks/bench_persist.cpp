@@ -9,11 +9,17 @@
 //   BM_NewProcess/<source>               a spawned bench_persist_child: ResNet-50's 11
 //                                        convolutions created and run once, to exit
 // <source>: compile (no store attached), persistent_dir (a warmed directory
-// store), persistent_redis (skipped: this build has no Redis store).
+// store), persistent_redis (a warmed Redis store on a redis-server the bench
+// starts on a free loopback port; skipped with the reason when
+// redis-server is missing).
 // <op>: matmul 128x768x3072, conv3x3 (ResNet-50 conv3_x, 128->128 at 28x28).
+#include <arpa/inet.h>
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +128,83 @@ void empty_primitive_cache() {
 
 enum source { compile = 0, persistent_dir = 1, persistent_redis = 2 };
 
+// A redis-server on a free loopback port for the bench's life (no
+// persistence), or the reason there is none.
+class redis_server {
+ public:
+  redis_server() {
+    std::string exe;
+    for (const char* d : {"/usr/bin", "/usr/local/bin", "/usr/sbin"}) {
+      if (::access((std::string(d) + "/redis-server").c_str(), X_OK) == 0) {
+        exe = std::string(d) + "/redis-server";
+        break;
+      }
+    }
+    if (exe.empty()) {
+      why_ = "skipped: redis-server is not installed (scripts/install-deps installs it)";
+      return;
+    }
+    port_ = free_port();
+    const std::string port = std::to_string(port_);
+    const char* argv[] = {exe.c_str(), "--port", port.c_str(),   "--bind", "127.0.0.1",
+                          "--save",    "",       "--appendonly", "no",     nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    const int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, const_cast<char**>(argv), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      pid_ = -1;
+      why_ = "skipped: redis-server did not start";
+      return;
+    }
+    for (int i = 0; i < 500; ++i) {  // up to 5 s
+      if (connects(port_)) return;
+      ::usleep(10000);
+    }
+    why_ = "skipped: redis-server did not listen within 5 s";
+  }
+  ~redis_server() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  const std::string& why_not() const { return why_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/bench"; }
+
+ private:
+  static int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+  static bool connects(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  }
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string why_;
+};
+
+redis_server& the_redis() {
+  static redis_server r;
+  return r;
+}
+
 // Attaches what `src` needs (a warmed store for persistent_dir), or skips.
 bool attach(benchmark::State& state, source src, const op& o) {
   if (src == compile) {
@@ -129,11 +212,15 @@ bool attach(benchmark::State& state, source src, const op& o) {
     return true;
   }
   if (src == persistent_redis) {
-    state.SkipWithError(
-        "skipped: this build has no Redis store (libs/persist's Redis tier has not landed)");
-    return false;
+    if (!the_redis().why_not().empty()) {
+      std::printf("%s\n", the_redis().why_not().c_str());
+      state.SkipWithError(the_redis().why_not().c_str());
+      return false;
+    }
+    pc::set_persistent_cache(pc::open_persistent_cache("", 1024, the_redis().url()));
+  } else {
+    pc::set_persistent_cache(pc::open_persistent_cache_dir(bench_dir() + "/first-create", 1024));
   }
-  pc::set_persistent_cache(pc::open_persistent_cache_dir(bench_dir() + "/first-create", 1024));
   empty_primitive_cache();
   o.run(false);  // writes the entry
   pc::flush_persistent_cache_writes();
@@ -242,8 +329,10 @@ void first_create(const char* name, source s, int o, bool execute, int iteration
   first_create("persistent_dir/matmul/create", persistent_dir, 0, false, 200);
   first_create("persistent_dir/conv3x3", persistent_dir, 1, true, 200);
   first_create("persistent_dir/conv3x3/create", persistent_dir, 1, false, 200);
-  first_create("persistent_redis/matmul", persistent_redis, 0, true, 1);
-  first_create("persistent_redis/conv3x3", persistent_redis, 1, true, 1);
+  first_create("persistent_redis/matmul", persistent_redis, 0, true, 200);
+  first_create("persistent_redis/matmul/create", persistent_redis, 0, false, 200);
+  first_create("persistent_redis/conv3x3", persistent_redis, 1, true, 200);
+  first_create("persistent_redis/conv3x3/create", persistent_redis, 1, false, 200);
   return true;
 }();
 
