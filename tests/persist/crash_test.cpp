@@ -34,13 +34,18 @@ primcache::directory_store_options options_for(const std::string& path) {
 }
 
 // The child: writes (and now and then erases) entries of 16-160 KB until it
-// is killed. Never returns.
-[[noreturn]] void write_forever(const std::string& path, int round) {
+// is killed, saying on `started` when its first entry is in. Never returns.
+[[noreturn]] void write_forever(const std::string& path, int round, int started) {
   auto s = directory_store::open(options_for(path));
   std::minstd_rand rng(static_cast<unsigned>(round) * 7919u + 1u);
   for (int j = 0;; ++j) {
     std::string k = "round-" + std::to_string(round) + "-" + std::to_string(j);
     s->put(as_bytes(k), payload_of(k, 16 * 1024 + rng() % (144 * 1024)));
+    if (j == 0) {
+      const char one = 1;
+      (void)!::write(started, &one, 1);
+      ::close(started);
+    }
     if (j % 5 == 4)
       s->erase(as_bytes("round-" + std::to_string(round) + "-" + std::to_string(j - 2)));
   }
@@ -58,10 +63,22 @@ TEST_CASE("a writer SIGKILLed at random points leaves no bad entry",
   int killed_writing = 0;  // rounds whose child was killed before it finished
   int caught_midway = 0;
   for (int round = 0; round < rounds; ++round) {
+    int started[2];
+    REQUIRE(::pipe(started) == 0);
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
-    if (pid == 0) write_forever(path, round);
-    ::usleep(200 + rng() % 12000);
+    if (pid == 0) {
+      ::close(started[0]);
+      write_forever(path, round, started[1]);
+    }
+    ::close(started[1]);
+    // The random delay counts from the child's first stored entry, not from
+    // fork(): on a loaded machine a child may not run for milliseconds, and
+    // kills timed from fork() then land before it has written anything.
+    char one = 0;
+    REQUIRE(::read(started[0], &one, 1) == 1);
+    ::close(started[0]);
+    ::usleep(rng() % 12000);
     ::kill(pid, SIGKILL);
     int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);
