@@ -5,6 +5,7 @@
 #include "json_field.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
+#include "primcache/runtime/constant_cache.hpp"
 #include "primcache/runtime/primitive_cache.hpp"
 
 namespace primcache::primcached {
@@ -14,7 +15,8 @@ daemon_config load_config(std::string_view text, const std::string& file,
   const boost::json::value doc = parse_json_text(text, file);
   const json_field root(doc, file);
   root.object();
-  root.allow_only({"admin", "threads", "summary_interval_seconds", "caches", "workload"});
+  root.allow_only(
+      {"admin", "threads", "summary_interval_seconds", "caches", "constant_caches", "workload"});
   daemon_config c;
   c.file = file;
   if (std::optional<json_field> admin = root.member("admin")) {
@@ -43,6 +45,30 @@ daemon_config load_config(std::string_view text, const std::string& file,
                             static_cast<std::uint64_t>(entry.integer(0, std::int64_t{1} << 53)));
     }
   }
+  if (std::optional<json_field> constants = root.member("constant_caches")) {
+    for (const auto& kv : constants->object()) {
+      const json_field entry = *constants->member(kv.key());
+      engine_kind kind = engine_kind::cpu;
+      if (kv.key() == "cpu") {
+        kind = engine_kind::cpu;
+      } else if (kv.key() == "gpu") {
+        kind = engine_kind::gpu;
+      } else {
+        entry.fail("unknown engine kind (expected cpu or gpu)");
+      }
+      std::int64_t mb = 0;
+      if (entry.value().is_string()) {
+        if (entry.string() != "unlimited")
+          entry.fail("expected MB (an integer >= 0) or \"unlimited\"");
+        mb = constant_tensor_cache_unlimited;
+      } else if (entry.value().is_number()) {
+        mb = entry.integer(0, max_constant_tensor_cache_capacity);
+      } else {
+        entry.fail("expected MB (an integer >= 0) or \"unlimited\"");
+      }
+      c.constant_caches.emplace_back(kind, mb);
+    }
+  }
   if (auto f = root.member("workload")) {
     c.workload = f->string();
     if (c.workload.empty()) f->fail("expected a path (leave the field out for the default)");
@@ -52,8 +78,14 @@ daemon_config load_config(std::string_view text, const std::string& file,
 }
 
 void apply_capacities(const daemon_config& config) {
-  // The runtime registers its caches on first use: make sure they are there.
+  // The runtime registers its caches on first use: make sure they are there
+  // (the constant caches read PRIMCACHE_CONSTANT_TENSOR_CACHE_CAPACITY then;
+  // the config's constant_caches win over it).
   get_primitive_cache_capacity();
+  (void)constant_tensor_cache_for(engine_kind::cpu);
+  for (const auto& [kind, mb] : config.constant_caches) {
+    set_constant_tensor_cache_capacity(kind, mb);
+  }
   for (const auto& [name, capacity] : config.caches) {
     try {
       control().set_capacity(name, capacity);

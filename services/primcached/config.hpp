@@ -1,6 +1,7 @@
 // services/primcached/config.hpp — primcached's configuration file: the
 // admin server's address and token file, the workload threads, the summary
-// interval, cache capacities by control name, and the workload to run
+// interval, cache capacities by control name, the constant tensor caches'
+// capacities by engine kind, and the workload to run
 // (docs/primcached.md describes every field).
 //
 //   primcache::primcached::daemon_config c =
@@ -17,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "primcache/runtime/engine.hpp"
+
 namespace primcache::primcached {
 
 struct daemon_config {
@@ -29,6 +32,12 @@ struct daemon_config {
   double summary_interval_seconds = 5;  // > 0
   // (control name, capacity), in file order; capacities in the cache's unit.
   std::vector<std::pair<std::string, std::uint64_t>> caches;
+  // (engine kind, MB) of the constant tensor caches ("constant_caches":
+  // {"cpu": 2048, "gpu": "unlimited"}), in file order; unlimited is
+  // primcache::constant_tensor_cache_unlimited. Set through
+  // set_constant_tensor_cache_capacity, so they win over
+  // PRIMCACHE_CONSTANT_TENSOR_CACHE_CAPACITY.
+  std::vector<std::pair<engine_kind, std::int64_t>> constant_caches;
   // The workload file, relative paths resolved against the config file's
   // folder; empty: the embedded default workload.
   std::string workload;
@@ -39,8 +48,10 @@ struct daemon_config {
 daemon_config load_config(std::string_view text, const std::string& file,
                           const std::string& base_dir);
 
-// Sets each configured capacity through primcache::control(); a name that is
-// not registered is refused with the list of those that are.
+// Makes the runtime register its caches (the primitive cache, constant.cpu),
+// sets the constant tensor caches' capacities by kind, then each configured
+// capacity through primcache::control(); a name that is not registered is
+// refused with the list of those that are.
 void apply_capacities(const daemon_config& config);
 
 }  // namespace primcache::primcached

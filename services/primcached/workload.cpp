@@ -104,7 +104,13 @@ tensor_spec read_tensor(const json_field& entry, const tensor_fields& t, std::st
 }
 
 void read_attributes(const json_field& attrs, primitive_spec& spec) {
-  attrs.allow_only({"post_ops", "output_scales", "output_scales_mask"});
+  attrs.allow_only({"post_ops", "output_scales", "output_scales_mask", "constant_weights"});
+  if (std::optional<json_field> c = attrs.member("constant_weights")) {
+    if (spec.kind != primitive_kind::matmul && spec.kind != primitive_kind::convolution) {
+      c->fail("only matmul and convolution have weights");
+    }
+    spec.constant_weights = c->boolean();
+  }
   if (std::optional<json_field> ops = attrs.member("post_ops")) {
     const std::size_t n = ops->array().size();
     for (std::size_t i = 0; i < n; ++i) {
@@ -304,6 +310,9 @@ primitive_attr make_attr(const primitive_spec& spec) {
   }
   if (!spec.output_scales.empty()) {
     attr.set_output_scales(spec.output_scales_mask, spec.output_scales);
+  }
+  if (spec.kind == primitive_kind::matmul || spec.kind == primitive_kind::convolution) {
+    attr.set_constant_weights(spec.constant_weights);
   }
   return attr;
 }

@@ -58,6 +58,10 @@ struct primitive_spec {
   std::vector<post_op_spec> post_ops;
   std::vector<float> output_scales;
   int output_scales_mask = 0;
+  // matmul, convolution: the weights are constant (primitive_attr::
+  // set_constant_weights): packed once into the constant tensor cache. On by
+  // default — a workload's weights are filled once and never change.
+  bool constant_weights = true;
   // how often it is picked (relative to the others) and the probability that
   // a pick creates it again (through the caches) before executing it
   double weight = 1.0;
