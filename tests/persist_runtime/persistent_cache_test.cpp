@@ -5,6 +5,8 @@
 // process, registered in CMakeLists.txt).
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <condition_variable>
@@ -507,6 +509,36 @@ TEST_CASE("the C API attaches a directory and reports its errors", "[persistent]
   CHECK(pc_detach_persistent_cache() == pc_success);
   CHECK(get_persistent_cache() == nullptr);
   CHECK(pc_detach_persistent_cache() == pc_success);
+}
+
+TEST_CASE("a forked child writes through its own writer thread", "[persistent][fork]") {
+  temp_dir dir;
+  detach_at_end detach;
+  set_persistent_cache(dir_store(dir.path()));
+  empty_primitive_cache();
+  const a_case parent_case = matmul_case(73);
+  run(primitive(parent_case.make_pd()), parent_case);  // the parent's writer thread runs
+  flush_persistent_cache_writes();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The parent's writer thread does not exist here: the child starts its
+    // own on its first write, and a flush returns (it would hang otherwise).
+    // The application-attached store stays attached (persistent_cache.hpp).
+    const a_case c = matmul_case(79);
+    const auto before = get_persistent_cache_stats();
+    run(primitive(c.make_pd()), c);
+    flush_persistent_cache_writes();
+    const auto after = get_persistent_cache_stats();
+    ::_exit(get_persistent_cache() != nullptr && after.writes_stored == before.writes_stored + 1
+                ? 0
+                : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(entries(dir.path()).size() == 2);
 }
 
 // ---- run in their own processes (CMakeLists.txt), with the environment set ----
