@@ -27,13 +27,22 @@
 // write is dropped and counted. One background thread serializes and puts
 // queued primitives. Nested primitives take the same path.
 //
-// Thread-safety: every function may be called from any thread.
+// Detaching and process exit (an atexit handler, at most 10 s) finish the
+// queued writes. The attached store is registered in control as cache
+// "persistent" (do not register it yourself).
+//
+// Thread-safety: every function may be called from any thread. fork(): the
+// child gets its own writer thread on its first write; a store attached from
+// the environment is reopened by the child on first use, one attached by a
+// call stays attached (a child should attach its own directory store: the
+// store's file lock is shared with the parent's).
 // Exceptions: set_persistent_cache throws error(already_exists) when another
 // object is registered as cache "persistent" in control (nothing is attached
-// then); open_persistent_cache_dir throws what directory_store::open throws
-// (permission_denied for a directory others could write, runtime_error) and
-// the fleet key's failure when PRIMCACHE_PERSISTENT_CACHE_KEY_FILE is set
-// but unusable.
+// then); open_persistent_cache[_dir] throws what persist's open_store throws
+// (permission_denied for a directory others could write, runtime_error,
+// invalid_arguments for a malformed URL or no dir and no URL) and the fleet
+// key's failure when PRIMCACHE_PERSISTENT_CACHE_KEY_FILE is set but
+// unusable.
 #pragma once
 
 #include <cstddef>
