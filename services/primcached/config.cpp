@@ -6,6 +6,7 @@
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 #include "primcache/runtime/constant_cache.hpp"
+#include "primcache/runtime/persistent_cache.hpp"
 #include "primcache/runtime/primitive_cache.hpp"
 
 namespace primcache::primcached {
@@ -15,8 +16,8 @@ daemon_config load_config(std::string_view text, const std::string& file,
   const boost::json::value doc = parse_json_text(text, file);
   const json_field root(doc, file);
   root.object();
-  root.allow_only(
-      {"admin", "threads", "summary_interval_seconds", "caches", "constant_caches", "workload"});
+  root.allow_only({"admin", "threads", "summary_interval_seconds", "caches", "constant_caches",
+                   "persistent_cache", "workload"});
   daemon_config c;
   c.file = file;
   if (std::optional<json_field> admin = root.member("admin")) {
@@ -69,12 +70,42 @@ daemon_config load_config(std::string_view text, const std::string& file,
       c.constant_caches.emplace_back(kind, mb);
     }
   }
+  if (std::optional<json_field> p = root.member("persistent_cache")) {
+    p->object();
+    p->allow_only({"dir", "capacity_mb", "redis"});
+    daemon_config::persistent_config pc;
+    if (auto f = p->member("dir")) {
+      pc.dir = f->string();
+      if (pc.dir.empty()) f->fail("expected a directory path (leave the field out for none)");
+      if (pc.dir.front() != '/' && !base_dir.empty()) pc.dir = base_dir + "/" + pc.dir;
+    }
+    if (auto f = p->member("capacity_mb")) {
+      pc.capacity_mb = static_cast<std::uint64_t>(f->integer(0, std::int64_t{1} << 44));
+    }
+    if (auto f = p->member("redis")) {
+      pc.redis = f->string();
+      if (pc.redis.rfind("redis://", 0) != 0) f->fail("expected a redis://host:port/prefix URL");
+    }
+    if (pc.dir.empty() && pc.redis.empty()) p->fail("expected \"dir\", \"redis\" or both");
+    c.persistent = std::move(pc);
+  }
   if (auto f = root.member("workload")) {
     c.workload = f->string();
     if (c.workload.empty()) f->fail("expected a path (leave the field out for the default)");
     if (c.workload.front() != '/' && !base_dir.empty()) c.workload = base_dir + "/" + c.workload;
   }
   return c;
+}
+
+std::string attach_persistent_cache(const daemon_config& config) {
+  if (!config.persistent) return {};
+  const daemon_config::persistent_config& p = *config.persistent;
+  try {
+    set_persistent_cache(open_persistent_cache(p.dir, p.capacity_mb, p.redis));
+  } catch (const error& e) {
+    return config.file + ": persistent_cache: " + e.message();
+  }
+  return {};
 }
 
 void apply_capacities(const daemon_config& config) {

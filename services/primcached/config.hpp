@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,15 @@ struct daemon_config {
   // set_constant_tensor_cache_capacity, so they win over
   // PRIMCACHE_CONSTANT_TENSOR_CACHE_CAPACITY.
   std::vector<std::pair<engine_kind, std::int64_t>> constant_caches;
+  // "persistent_cache": {"dir": ..., "capacity_mb": ..., "redis": ...}: the
+  // persistent kernel cache to attach (docs/primcached.md). Absent: the
+  // PRIMCACHE_PERSISTENT_CACHE_* variables apply, as in any program.
+  struct persistent_config {
+    std::string dir;  // relative paths resolved against the config file's folder
+    std::uint64_t capacity_mb = 1024;
+    std::string redis;  // redis://host:port/prefix
+  };
+  std::optional<persistent_config> persistent;
   // The workload file, relative paths resolved against the config file's
   // folder; empty: the embedded default workload.
   std::string workload;
@@ -47,6 +57,12 @@ struct daemon_config {
 // workload path (an embedded config passes base_dir "").
 daemon_config load_config(std::string_view text, const std::string& file,
                           const std::string& base_dir);
+
+// Attaches the configured persistent cache (set_persistent_cache with
+// open_persistent_cache); nothing when the config has none. Returns the
+// reason when the store cannot be opened or attached (the daemon runs
+// without it and says so), an empty string when attached or not configured.
+std::string attach_persistent_cache(const daemon_config& config);
 
 // Makes the runtime register its caches (the primitive cache, constant.cpu),
 // sets the constant tensor caches' capacities by kind, then each configured

@@ -196,6 +196,10 @@ int run(int argc, char** argv, int signal_fd) {
                          : load_workload(read_file(workload_path), workload_path);
 
   apply_capacities(config);
+  // Before the workload's first creation, so its misses read the store.
+  if (const std::string refused = attach_persistent_cache(config); !refused.empty()) {
+    std::fprintf(stderr, "primcached: running without the persistent cache: %s\n", refused.c_str());
+  }
 
   const std::string token = generate_token();
   admin_options options;
@@ -275,6 +279,8 @@ int run(int argc, char** argv, int signal_fd) {
   std::printf("primcached: stopping (%s)\n", stopped_by.c_str());
   print_summary(total, "total");
   admin->stop();
+  // The persistent cache's queued writes are finished before exit.
+  if (config.persistent) detach_persistent_cache();
   remove_token_file(config.token_file, token);
   return 0;
 }

@@ -1,7 +1,10 @@
 // primcached and the constant tensor caches: the config's constant_caches
 // (capacity per engine kind, through the runtime's API), constant.cpu
-// registered at start, and the workloads' weights marked constant.
+// registered at start, and the workloads' weights marked constant; and the
+// config's persistent_cache section.
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -139,4 +142,51 @@ TEST_CASE("Workload weights are constant unless an entry says otherwise",
     CHECK(e.message() ==
           "w.json: primitives[0].attributes.constant_weights: expected true or false");
   }
+}
+
+// The persistent cache section lives beside the constant caches' in the
+// config (and in this file, to keep tests/services/CMakeLists.txt as it is).
+TEST_CASE("The config's persistent_cache is read, checked and attached",
+          "[services][config][persistent]") {
+  const daemon_config c = load_config(
+      R"({"persistent_cache": {"dir": "pc", "capacity_mb": 64, "redis": "redis://127.0.0.1:6379/x"}})",
+      "primcached.json", "/etc/primcache");
+  REQUIRE(c.persistent.has_value());
+  CHECK(c.persistent->dir == "/etc/primcache/pc");
+  CHECK(c.persistent->capacity_mb == 64);
+  CHECK(c.persistent->redis == "redis://127.0.0.1:6379/x");
+  CHECK_FALSE(load_config("{}", "primcached.json", "").persistent.has_value());
+  CHECK(attach_persistent_cache(load_config("{}", "primcached.json", "")).empty());  // nothing
+
+  CHECK(refusal(R"({"persistent_cache": {}})") ==
+        "primcached.json: persistent_cache: expected \"dir\", \"redis\" or both");
+  CHECK(refusal(R"({"persistent_cache": {"dir": ""}})") ==
+        "primcached.json: persistent_cache.dir: expected a directory path (leave the field out "
+        "for none)");
+  CHECK(refusal(R"({"persistent_cache": {"redis": "http://x"}})") ==
+        "primcached.json: persistent_cache.redis: expected a redis://host:port/prefix URL");
+  CHECK(refusal(R"({"persistent_cache": {"dir": "/tmp/x", "capacity_mb": -1}})") ==
+        "primcached.json: persistent_cache.capacity_mb: expected an integer in [0, "
+        "17592186044416]");
+  CHECK_THAT(refusal(R"({"persistent_cache": {"path": "/tmp/x"}})"),
+             Catch::StartsWith("primcached.json: persistent_cache.path: unknown field"));
+
+  // Attached: the runtime registers it in control as "persistent"; detached
+  // again at the end. A directory that cannot be made is a reason, not a
+  // crash, and leaves nothing attached.
+  char tmpl[] = "/tmp/primcached_pc_XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = std::string(tmpl) + "/store";
+  const daemon_config good =
+      load_config(R"({"persistent_cache": {"dir": ")" + dir + R"(", "capacity_mb": 16}})",
+                  "primcached.json", "");
+  CHECK(attach_persistent_cache(good).empty());
+  CHECK(control().find_cache("persistent").capacity() == 16);
+  detach_persistent_cache();
+  const daemon_config bad =
+      load_config(R"({"persistent_cache": {"dir": "/proc/version/store"}})", "primcached.json", "");
+  CHECK_THAT(attach_persistent_cache(bad),
+             Catch::StartsWith("primcached.json: persistent_cache: "));
+  CHECK_THROWS(control().find_cache("persistent"));
+  std::filesystem::remove_all(tmpl);
 }
