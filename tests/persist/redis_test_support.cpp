@@ -71,8 +71,22 @@ redis_server::redis_server() {
   std::string tmpl = std::filesystem::temp_directory_path().string() + "/primcache-redis-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
-  port_ = free_loopback_port();
-  start();
+  // Another test run may take the free port between our probe and the
+  // server's bind (ctest -j): then the server exits at once; try another.
+  for (int attempt = 1;; ++attempt) {
+    port_ = free_loopback_port();
+    try {
+      start();
+      return;
+    } catch (const std::runtime_error&) {
+      if (attempt == 5 || pid_ > 0) {
+        if (pid_ > 0) kill();
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);  // no destructor runs for a throwing constructor
+        throw;
+      }
+    }
+  }
 }
 
 redis_server::~redis_server() {
