@@ -341,3 +341,54 @@ TEST_CASE("constant convolution weights are packed once, bitwise as per call",
   run_conv(p_any, w_any);
   CHECK(cache().tensor_count() == tensors);
 }
+
+TEST_CASE("data release actions run once the memory's id dies", "[cpu][constant][memory_id]") {
+  memory::desc md({4, 4}, data_type::f32, tag::ab);
+  std::vector<float> other(16);
+  int runs_a = 0, runs_b = 0;
+  {
+    memory m(md, cpu());
+    backend::on_data_release(m, "a", [&] { ++runs_a; });
+    backend::on_data_release(m, "a", [&] { runs_a += 100; });  // same token: ignored
+    backend::on_data_release(m, "b", [&] { ++runs_b; });
+    {
+      memory copy = m;  // a copy going changes nothing
+    }
+    CHECK(runs_a == 0);
+    m.set_data_handle(other.data());  // the data is released
+    CHECK(runs_a == 1);
+    CHECK(runs_b == 1);
+    backend::on_data_release(m, "a", [&] { ++runs_a; });  // the new data's
+    m.set_data_handle(other.data());
+    CHECK(runs_a == 2);
+    backend::on_data_release(m, "b", [&] { ++runs_b; });
+  }  // the last copy goes
+  CHECK(runs_a == 2);
+  CHECK(runs_b == 2);
+  CHECK_THROWS_AS(backend::on_data_release(memory(), "a", [] {}), error);
+}
+
+TEST_CASE("packed weights leave the cache when their memory's id dies", "[cpu][constant][matmul]") {
+  const matmul_case c{12, 80, 24};
+  const matmul prim = c.prim();
+  matmul_case relu = c;
+  relu.relu = true;
+  const matmul prim_relu = relu.prim();
+  const auto src = random_src(c, 60);
+  const std::size_t base = cache().tensor_count();
+  std::vector<float> x(std::size_t(c.k) * c.n), y(x.size());
+  fill(x.data(), x.size(), 61);
+  fill(y.data(), y.size(), 62);
+  {
+    memory w(c.b_md(), cpu(), x.data());
+    run(prim, c, w, src);
+    run(prim_relu, relu, w, src);  // the same entry
+    CHECK(cache().tensor_count() == base + 1);
+    w.set_data_handle(y.data());  // the old id's entry goes
+    CHECK(cache().tensor_count() == base);
+    CHECK(max_diff(expected(src, y.data(), c.m, c.n, c.k), run(prim, c, w, src).data()) < 1e-3f);
+    CHECK(cache().tensor_count() == base + 1);
+    memory copy = w;
+  }  // the last copy goes: so does the entry
+  CHECK(cache().tensor_count() == base);
+}

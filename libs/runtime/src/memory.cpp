@@ -2,8 +2,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "primcache/base/error.hpp"
+#include "primcache/base/thread_annotations.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
 #include "primcache/runtime/backend/memory_storage.hpp"
 #include "primcache/runtime/stream.hpp"
@@ -79,12 +83,28 @@ std::uint64_t next_memory_id() noexcept {
 struct memory::state {
   state(const desc& d, const engine& e, std::unique_ptr<backend::memory_storage> s)
       : md(d), eng(e), storage(std::move(s)) {}
+  ~state() { run_release_actions(); }
   desc md;
   engine eng;  // keeps the engine (and so the storage's engine_impl) alive
   std::unique_ptr<backend::memory_storage> storage;
   // Relaxed: set_data_handle may not race with executions reading it (the
   // memory's contract); atomic so that a misuse is not undefined behaviour.
   std::atomic<std::uint64_t> id{next_memory_id()};
+
+  // What backends asked to run when the current data is released
+  // (backend::on_data_release); executions of several threads may add.
+  using action_list = std::vector<std::pair<std::string, std::function<void()>>>;
+  mutex release_mutex;
+  action_list release_actions PRIMCACHE_GUARDED_BY(release_mutex);
+
+  void run_release_actions() noexcept {
+    action_list actions;
+    {
+      lock_guard g(release_mutex);
+      actions.swap(release_actions);
+    }
+    for (auto& a : actions) a.second();
+  }
 };
 
 namespace {
@@ -130,6 +150,7 @@ void memory::set_data_handle(void* handle) {
   state_->storage->set_handle(handle);
   // Even for the same pointer: the caller says the data may be other data.
   state_->id.store(next_memory_id(), std::memory_order_relaxed);
+  state_->run_release_actions();
 }
 std::uint64_t memory::get_id() const {
   if (!state_) empty_memory();
@@ -147,6 +168,15 @@ void memory::unmap_data(void* mapped) const {
 namespace backend {
 const memory_storage* storage_of(const memory& m) noexcept {
   return m.state_ ? m.state_->storage.get() : nullptr;
+}
+
+void on_data_release(const memory& m, std::string_view token, std::function<void()> action) {
+  if (!m.state_) empty_memory();
+  lock_guard g(m.state_->release_mutex);
+  for (const auto& a : m.state_->release_actions) {
+    if (a.first == token) return;
+  }
+  m.state_->release_actions.emplace_back(std::string(token), std::move(action));
 }
 }  // namespace backend
 

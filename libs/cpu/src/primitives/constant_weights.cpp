@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "primcache/base/error.hpp"
 #include "primcache/const_cache/constant_tensor_caches.hpp"
@@ -30,19 +31,31 @@ std::shared_ptr<const constant_buffer> packed_constant_weights(const backend::ex
   w.str("memory_id").u64(weights->get_id());
   const key k = w.finish();
   const auto* user = static_cast<const float*>(ctx.arg_ptr(PRIMCACHE_ARG_WEIGHTS));
-  auto r = cpu_constant_cache().get_or_add(
-      cpu_backend_id,
-      std::string_view(reinterpret_cast<const char*>(k.bytes().data()), k.bytes().size()), bytes,
-      [&] {
-        // Host memory of its own (not the engine's allocate): a cached
-        // buffer may outlive every engine handle.
-        auto buf = make_constant_buffer(
-            bytes,
-            [](std::size_t n) { return std::aligned_alloc(64, (n + 63) & ~std::size_t{63}); },
-            [](void* p, std::size_t) { std::free(p); });
-        pack(user, buf->data_as<float>());
-        return buf;
-      });
+  const std::string_view key_bytes(reinterpret_cast<const char*>(k.bytes().data()),
+                                   k.bytes().size());
+  const constant_key ck(cpu_backend_id, key_bytes);
+  auto r = cpu_constant_cache().get_or_add(ck, bytes, [&] {
+    // Host memory of its own (not the engine's allocate): a cached
+    // buffer may outlive every engine handle.
+    auto buf = make_constant_buffer(
+        bytes, [](std::size_t n) { return std::aligned_alloc(64, (n + 63) & ~std::size_t{63}); },
+        [](void* p, std::size_t) { std::free(p); });
+    pack(user, buf->data_as<float>());
+    return buf;
+  });
+  if (r.outcome == lookup_outcome::miss) {
+    // No one can look this entry up once the id is gone (the memory
+    // object's last copy, or set_data_handle): drop it then, instead of
+    // keeping it until an eviction. Once per entry and memory id.
+    backend::on_data_release(*weights, key_bytes, [ck]() noexcept {
+      try {
+        cpu_constant_cache().remove_if_exist(ck);
+      } catch (...) {
+        // Out of memory while removing: the entry stays
+        // until an eviction; nothing else is affected.
+      }
+    });
+  }
   return r.value;
 }
 

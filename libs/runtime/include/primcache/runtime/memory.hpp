@@ -25,7 +25,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "primcache/base/export.hpp"
@@ -41,6 +43,15 @@ namespace backend {
 class memory_storage;
 // The backend storage of `m` (nullptr when empty): what kernels receive.
 PRIMCACHE_API const memory_storage* storage_of(const memory& m) noexcept;
+// Runs `action` once the data `m` holds now stops being its data: at
+// set_data_handle, or when the last copy of the memory object goes — when
+// its id (memory::get_id) dies. For backends that key caches by the id, so
+// that an entry no one can look up again is dropped. Of the actions given
+// the same `token` for the same data, only the first is kept. Actions run
+// on the thread that releases the data and must not throw. Throws
+// invalid_arguments for an empty memory.
+PRIMCACHE_API void on_data_release(const memory& m, std::string_view token,
+                                   std::function<void()> action);
 }  // namespace backend
 
 class PRIMCACHE_API memory {
@@ -72,6 +83,8 @@ class PRIMCACHE_API memory {
 
  private:
   friend const backend::memory_storage* backend::storage_of(const memory& m) noexcept;
+  friend void backend::on_data_release(const memory& m, std::string_view token,
+                                       std::function<void()> action);
   struct state;
   std::shared_ptr<state> state_;
 };
