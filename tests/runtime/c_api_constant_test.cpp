@@ -87,7 +87,7 @@ TEST_CASE("C: every error is a status and a message, and changes nothing", "[con
   CHECK(pc_set_constant_tensor_cache_capacity(static_cast<pc_engine_kind_t>(3), 10) ==
         pc_invalid_arguments);
   CHECK(mentions(pc_last_error_message(), "engine kind 3"));
-  CHECK(pc_set_constant_tensor_cache_capacity(static_cast<pc_engine_kind_t>(-7), 10) ==
+  CHECK(pc_set_constant_tensor_cache_capacity(static_cast<pc_engine_kind_t>(0x7ffffffe), 10) ==
         pc_invalid_arguments);
   CHECK(pc_get_constant_tensor_cache_capacity(static_cast<pc_engine_kind_t>(0), &mb) ==
         pc_invalid_arguments);
