@@ -291,3 +291,81 @@ TEST_CASE("a captured object records its ISA, and loading refuses one above the 
     CHECK_THAT(r.why().message, Catch::Matchers::Contains("this host supports"));
   }
 }
+
+TEST_CASE("a compile_probe records each phase and the IR's size, and no probe records nothing",
+          "[cpu][jit][probe]") {
+  namespace ci = primcache::cpu_internal;
+  const cpu_isa isa = primcache::effective_isa();
+  REQUIRE(ci::compile_probe::current() == nullptr);
+  {
+    ci::compile_probe probe;
+    REQUIRE(ci::compile_probe::current() == &probe);
+    auto m = compile_axpy(isa, "axpy_probed");
+    REQUIRE(probe.profiles.size() == 1);
+    const ci::compile_profile& p = probe.profiles.front();
+    CHECK(p.name == "axpy_probed");
+    CHECK(p.instructions_before > 0);
+    CHECK(p.instructions_after > 0);
+    CHECK(p.object_bytes == m->object().size());
+    CHECK(p.build_ms >= 0);
+    CHECK(p.optimize_ms >= 0);
+    CHECK(p.codegen_ms > 0);
+    CHECK(p.link_ms > 0);  // jit_module::compile links, and says how long it took
+    {
+      ci::compile_probe inner;  // hides the outer one until it goes
+      CHECK(ci::compile_probe::current() == &inner);
+      compile_axpy(isa, "axpy_inner");
+      CHECK(inner.profiles.size() == 1);
+    }
+    CHECK(ci::compile_probe::current() == &probe);
+    CHECK(probe.profiles.size() == 1);
+  }
+  CHECK(ci::compile_probe::current() == nullptr);
+}
+
+TEST_CASE(
+    "a probe's pipeline override runs instead of the kernel pipeline; O3 gives the same "
+    "results",
+    "[cpu][jit][probe]") {
+  namespace ci = primcache::cpu_internal;
+  const cpu_isa isa = primcache::effective_isa();
+  const std::vector<float> x = iota_input(203);
+  auto lean = compile_axpy(isa);
+  std::vector<float> expected = run_axpy(*lean, x, 1.5f, -2.0f);
+  for (const char* pipeline : {"", "O3", "function(instcombine)"}) {
+    INFO(pipeline);
+    ci::compile_probe probe;
+    probe.pipeline = pipeline;
+    probe.codegen_level = 3;
+    auto m = compile_axpy(isa);
+    REQUIRE(probe.profiles.size() == 1);
+    if (std::string(pipeline).empty()) {
+      CHECK(probe.profiles[0].instructions_after == probe.profiles[0].instructions_before);
+    }
+    CHECK(bitwise_equal(run_axpy(*m, x, 1.5f, -2.0f), expected));
+  }
+}
+
+TEST_CASE("a probe's pipeline that does not parse is an invalid_arguments failure",
+          "[cpu][jit][probe][errors]") {
+  namespace ci = primcache::cpu_internal;
+  ci::compile_probe probe;
+  probe.pipeline = "function(no-such-pass)";
+  const cpu_isa isa = primcache::effective_isa();
+  auto m = jit_module::compile("axpy", isa,
+                               [&](llvm::Module& mod) { cpu_test::build_axpy(mod, isa, "axpy"); });
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.why().code == primcache::status::invalid_arguments);
+  CHECK_THAT(m.why().message, Catch::Contains("does not parse") && Catch::Contains("axpy"));
+  CHECK(probe.profiles.empty());
+}
+
+TEST_CASE("target machines reused across compilations and ISAs give the same bytes", "[cpu][jit]") {
+  const cpu_isa isa = primcache::effective_isa();
+  auto first = compile_axpy(isa);
+  // Another ISA in between: a machine of one level never serves another.
+  if (isa > cpu_isa::avx2 && host_has(cpu_isa::avx2)) compile_axpy(cpu_isa::avx2);
+  compile_axpy(cpu_isa::sse41);
+  auto again = compile_axpy(isa);
+  CHECK(first->object() == again->object());
+}

@@ -65,7 +65,13 @@ result<std::unique_ptr<jit_module>> jit_module::compile(std::string_view name, c
                                                         ir_builder build) {
   auto object = compile_object(name, isa, build);
   if (!object) return object.why();
-  return link(name, std::move(object).value(), isa);
+  compile_probe* probe = compile_probe::current();
+  if (probe == nullptr || probe->profiles.empty())
+    return link(name, std::move(object).value(), isa);
+  const double start = compile_probe::thread_cpu_ms();
+  auto linked = link(name, std::move(object).value(), isa);
+  probe->profiles.back().link_ms = compile_probe::thread_cpu_ms() - start;
+  return linked;
 }
 
 result<std::unique_ptr<jit_module>> jit_module::load(std::string_view name,

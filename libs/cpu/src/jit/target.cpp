@@ -78,7 +78,7 @@ result<llvm::orc::JITTargetMachineBuilder> target_machine_builder(cpu_isa isa) {
   jtmb.setCPU("x86-64");
   std::vector<std::string> features = isa_features(isa);
   jtmb.addFeatures(features);
-  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Default);
   jtmb.setCodeModel(llvm::CodeModel::Large);
   jtmb.setRelocationModel(llvm::Reloc::Static);
   return jtmb;

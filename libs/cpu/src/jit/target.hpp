@@ -41,7 +41,8 @@ cpu_isa detect_host_isa();
 unsigned isa_vector_bits(cpu_isa isa) noexcept;
 
 // The builder for kernels compiled at `isa`: host triple, generic x86-64 CPU,
-// the level's features, -O3 code generation and the large code model (the
+// the level's features, default (-O2) code generation (compile_object sets
+// each compilation's level: kernel_codegen_level) and the large code model (the
 // JIT maps code, constants and libc far apart; the large model reaches any
 // of them without stubs). Fails on a host that is not x86-64.
 result<llvm::orc::JITTargetMachineBuilder> target_machine_builder(cpu_isa isa);

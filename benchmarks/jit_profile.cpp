@@ -1,0 +1,194 @@
+// jit_profile — where a specialized compilation goes, for the matmul and the
+// 3x3 convolution of bench_create's BM_CreateMiss. A measuring tool, not a
+// benchmark: it creates each primitive from a cleared cache N times under a
+// compile_probe (jit/compiler.hpp) and prints the median of each phase, in
+// milliseconds of the creating thread's CPU time (IR
+// construction, verification, the IR pipeline, code generation, linking),
+// the IR's size before and after the pipeline and the object's size.
+//
+//   jit_profile [--iterations=N] [--kernel=matmul|conv|both] [--pipeline=TEXT]
+//               [--codegen-level=0..3] [--fast-isel] [--time-passes]
+//
+// --pipeline takes PassBuilder text, "O1".."O3" (the default pipelines) or ""
+// (no IR pass); without it each kernel's kernel_pipeline(name) runs. --time-passes
+// turns on LLVM's pass timing (the IR passes through the new pass manager's
+// instrumentation, code generation's through the legacy pass manager) and
+// prints LLVM's report, summed over every compilation, at the end.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <llvm/IR/PassTimingInfo.h>
+#include <llvm/Support/CommandLine.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "jit/compiler.hpp"
+#include "jit/process_jit.hpp"
+#include "jit/target.hpp"
+#include "primcache/runtime/runtime.hpp"
+
+namespace {
+
+namespace pc = primcache;
+namespace ci = primcache::cpu_internal;
+
+constexpr std::int64_t kM = 128, kN = 768, kK = 3072;
+constexpr std::int64_t kC = 128, kHW = 28;
+
+pc::engine& cpu() {
+  static pc::engine e(pc::engine_kind::cpu, 0);
+  return e;
+}
+
+pc::primitive make_matmul() {
+  using tag = pc::format_tag;
+  pc::memory::desc a({kM, kK}, pc::data_type::f32, tag::ab);
+  pc::memory::desc b({kK, kN}, pc::data_type::f32, tag::ab);
+  pc::memory::desc c({kM, kN}, pc::data_type::f32, tag::ab);
+  return pc::matmul(pc::matmul::primitive_desc(pc::matmul::desc(a, b, c), cpu()));
+}
+
+pc::primitive make_conv() {
+  using tag = pc::format_tag;
+  pc::memory::desc src({1, kC, kHW, kHW}, pc::data_type::f32, tag::nChw16c);
+  pc::memory::desc wei({kC, kC, 3, 3}, pc::data_type::f32, tag::any);
+  pc::memory::desc bias({kC}, pc::data_type::f32, tag::a);
+  pc::memory::desc dst({1, kC, kHW, kHW}, pc::data_type::f32, tag::nChw16c);
+  return pc::convolution_forward(pc::convolution_forward::primitive_desc(
+      pc::convolution_forward::desc(pc::prop_kind::forward_inference,
+                                    pc::algorithm::convolution_direct, src, wei, bias, dst, {1, 1},
+                                    {1, 1}, {1, 1}),
+      cpu()));
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+struct options {
+  int iterations = 11;
+  std::string kernel = "both";
+  bool time_passes = false;
+};
+
+// The overrides each creation's compile_probe gets.
+struct settings_t {
+  std::optional<std::string> pipeline;
+  std::optional<int> codegen_level;
+  std::optional<bool> fast_isel;
+};
+
+void profile(const char* label, const std::function<pc::primitive()>& make, const options& opt,
+             const settings_t& settings) {
+  std::vector<double> wall, total, build, verify, optimize, codegen, link;
+  std::size_t before = 0, after = 0, bytes = 0;
+  std::string names;
+  for (int i = 0; i < opt.iterations; ++i) {
+    pc::set_primitive_cache_capacity(0);
+    pc::set_primitive_cache_capacity(1024);
+    ci::compile_probe probe;
+    probe.pipeline = settings.pipeline;
+    probe.codegen_level = settings.codegen_level;
+    probe.fast_isel = settings.fast_isel;
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = ci::compile_probe::thread_cpu_ms();
+    pc::primitive p = make();
+    total.push_back(ci::compile_probe::thread_cpu_ms() - cpu_start);
+    wall.push_back(ms(std::chrono::steady_clock::now() - start));
+    double b = 0, v = 0, o = 0, c = 0, l = 0;
+    before = after = bytes = 0;
+    names.clear();
+    for (const ci::compile_profile& cp : probe.profiles) {
+      b += cp.build_ms;
+      v += cp.verify_ms;
+      o += cp.optimize_ms;
+      c += cp.codegen_ms;
+      l += cp.link_ms;
+      before += cp.instructions_before;
+      after += cp.instructions_after;
+      bytes += cp.object_bytes;
+      names.append(names.empty() ? "" : ",").append(cp.name);
+    }
+    build.push_back(b);
+    verify.push_back(v);
+    optimize.push_back(o);
+    codegen.push_back(c);
+    link.push_back(l);
+  }
+  std::printf(
+      "%-8s kernels=%s  median of %d (ms of CPU): creation %.2f (wall %.2f) | IR build %.2f  "
+      "verify %.2f  "
+      "optimize %.2f  codegen %.2f  link %.2f | IR instructions %zu -> %zu, object %zu bytes\n",
+      label, names.c_str(), opt.iterations, median(total), median(wall), median(build),
+      median(verify), median(optimize), median(codegen), median(link), before, after, bytes);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  settings_t settings;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto value = [&](std::string_view flag) { return std::string(a.substr(flag.size())); };
+    if (a.starts_with("--iterations=")) {
+      opt.iterations = std::max(1, std::atoi(value("--iterations=").c_str()));
+    } else if (a.starts_with("--kernel=")) {
+      opt.kernel = value("--kernel=");
+    } else if (a.starts_with("--pipeline=")) {
+      settings.pipeline = value("--pipeline=");
+    } else if (a.starts_with("--codegen-level=")) {
+      settings.codegen_level = std::clamp(std::atoi(value("--codegen-level=").c_str()), 0, 3);
+    } else if (a == "--fast-isel") {
+      settings.fast_isel = true;
+    } else if (a == "--time-passes") {
+      opt.time_passes = true;
+    } else {
+      std::fprintf(stderr, "jit_profile: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (opt.time_passes) {
+    const char* llvm_argv[] = {"jit_profile", "-time-passes"};
+    llvm::cl::ParseCommandLineOptions(2, llvm_argv);
+  }
+  for (const char* kernel : {"matmul_f32", "conv_fwd_f32"}) {
+    const std::string pipeline =
+        settings.pipeline ? "\"" + *settings.pipeline + "\"" : ci::kernel_pipeline(kernel);
+    std::printf("%s: pipeline %s; codegen level %d%s\n", kernel, pipeline.c_str(),
+                settings.codegen_level.value_or(ci::kernel_codegen_level(kernel)),
+                settings.fast_isel ? ", FastISel" : "");
+  }
+
+  // What the pool of target machines saves per compilation: creating one.
+  if (auto jit = ci::process_jit(); !jit) return 1;
+  std::vector<double> tm_ms;
+  for (int i = 0; i < opt.iterations; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto tm = ci::target_machine_builder(pc::effective_isa()).value().createTargetMachine();
+    if (!tm) return 1;
+    tm_ms.push_back(ms(std::chrono::steady_clock::now() - start));
+  }
+  std::printf("target machine creation (%s): median %.3f ms\n",
+              std::string(pc::to_string(pc::effective_isa())).c_str(), median(tm_ms));
+
+  if (opt.kernel == "matmul" || opt.kernel == "both") profile("matmul", make_matmul, opt, settings);
+  if (opt.kernel == "conv" || opt.kernel == "both") profile("conv3x3", make_conv, opt, settings);
+  if (opt.time_passes) llvm::reportAndResetTimings(&llvm::outs());
+  return 0;
+}
