@@ -221,6 +221,12 @@ try {
     const c = await apiCache("constant.cpu");
     return c.capacity === 32 && c.extra.tensors === 0 && c.weight_bytes === 0;
   });
+  // The page is done with that change (it clears the field once the POST
+  // answers) before the next one is typed.
+  await eventually("the constant.cpu card shows 32 MB and a cleared field", async () => {
+    assert.equal(number(await field("constant.cpu", "capacity")), 32);
+    assert.equal(await card("constant.cpu").getByTestId("capacity-input").inputValue(), "");
+  });
   // An increase keeps the (empty) contents and asks nothing.
   await card("constant.cpu").getByTestId("capacity-input").fill("48");
   await card("constant.cpu").getByTestId("capacity-apply").click();
