@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "c_api_guard.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/runtime.hpp"
 
@@ -49,7 +50,7 @@ pc_status_t fail(pc_status_t s, std::string_view message) noexcept {
 
 }  // namespace
 
-// For the C API's other files (c_api_persistent.cpp): the same last-error
+// For the C API's other files (through c_api_guard.hpp): the same last-error
 // buffer.
 namespace primcache::runtime_internal {
 pc_status_t c_api_fail(pc_status_t s, std::string_view message) noexcept {
@@ -59,24 +60,9 @@ pc_status_t c_api_fail(pc_status_t s, std::string_view message) noexcept {
 
 namespace {
 
-// Runs f, mapping exceptions to statuses; f returns nothing.
-template <typename F>
-pc_status_t guarded(F&& f) noexcept {
-  try {
-    f();
-    return pc_success;
-  } catch (const primcache::error& e) {
-    return fail(static_cast<pc_status_t>(e.code()), e.message());
-  } catch (const std::bad_alloc&) {
-    return fail(pc_out_of_memory, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(pc_runtime_error, e.what());
-  } catch (...) {
-    return fail(pc_runtime_error, "unknown exception");
-  }
-}
+using primcache::runtime_internal::c_api_guarded;
 
-// A precondition of a C call; guarded() turns it into pc_invalid_arguments.
+// A precondition of a C call; c_api_guarded() turns it into pc_invalid_arguments.
 void require(bool condition, const char* what) {
   if (!condition) throw primcache::error(primcache::status::invalid_arguments, what);
 }
@@ -155,13 +141,13 @@ void pc_get_version(int* major, int* minor, int* patch, const char** version, co
 }
 
 pc_status_t pc_engine_create(pc_engine_t* engine, pc_engine_kind_t kind, size_t index) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(engine != nullptr, "engine is NULL");
     *engine = new pc_engine{primcache::engine(static_cast<primcache::engine_kind>(kind), index)};
   });
 }
 pc_status_t pc_engine_get_count(size_t* count, pc_engine_kind_t kind) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(count != nullptr, "count is NULL");
     *count = primcache::engine::get_count(static_cast<primcache::engine_kind>(kind));
   });
@@ -172,13 +158,13 @@ pc_status_t pc_engine_destroy(pc_engine_t engine) {
 }
 
 pc_status_t pc_stream_create(pc_stream_t* stream, pc_engine_t engine) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(stream != nullptr && engine != nullptr, "stream or engine is NULL");
     *stream = new pc_stream{primcache::stream(engine->value)};
   });
 }
 pc_status_t pc_stream_wait(pc_stream_t stream) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(stream != nullptr, "stream is NULL");
     stream->value.wait();
   });
@@ -190,27 +176,27 @@ pc_status_t pc_stream_destroy(pc_stream_t stream) {
 
 pc_status_t pc_memory_desc_create_with_tag(pc_memory_desc_t* md, int ndims, const int64_t* dims,
                                            pc_data_type_t dt, pc_format_tag_t tag) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(md != nullptr, "md is NULL");
     *md = new pc_memory_desc{primcache::memory_desc(to_dims(ndims, dims), to_dt(dt), to_tag(tag))};
   });
 }
 pc_status_t pc_memory_desc_create_with_strides(pc_memory_desc_t* md, int ndims, const int64_t* dims,
                                                pc_data_type_t dt, const int64_t* strides) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(md != nullptr, "md is NULL");
     *md = new pc_memory_desc{
         primcache::memory_desc(to_dims(ndims, dims), to_dt(dt), to_dims(ndims, strides))};
   });
 }
 pc_status_t pc_memory_desc_get_size(size_t* bytes, const_pc_memory_desc_t md) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(bytes != nullptr && md != nullptr, "bytes or md is NULL");
     *bytes = md->value.size_bytes();
   });
 }
 pc_status_t pc_memory_desc_equal(int* equal, const_pc_memory_desc_t a, const_pc_memory_desc_t b) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(equal != nullptr && a != nullptr && b != nullptr, "an argument is NULL");
     *equal = a->value == b->value ? 1 : 0;
   });
@@ -222,7 +208,7 @@ pc_status_t pc_memory_desc_destroy(pc_memory_desc_t md) {
 
 pc_status_t pc_memory_create(pc_memory_t* memory, const_pc_memory_desc_t md, pc_engine_t engine,
                              void* handle) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(memory != nullptr && md != nullptr && engine != nullptr,
             "memory, md or engine is NULL");
     *memory = handle == PC_MEMORY_ALLOCATE
@@ -231,13 +217,13 @@ pc_status_t pc_memory_create(pc_memory_t* memory, const_pc_memory_desc_t md, pc_
   });
 }
 pc_status_t pc_memory_get_data_handle(pc_memory_t memory, void** handle) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(memory != nullptr && handle != nullptr, "memory or handle is NULL");
     *handle = memory->value.get_data_handle();
   });
 }
 pc_status_t pc_memory_set_data_handle(pc_memory_t memory, void* handle) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(memory != nullptr, "memory is NULL");
     memory->value.set_data_handle(handle);
   });
@@ -248,14 +234,14 @@ pc_status_t pc_memory_destroy(pc_memory_t memory) {
 }
 
 pc_status_t pc_primitive_attr_create(pc_primitive_attr_t* attr) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(attr != nullptr, "attr is NULL");
     *attr = new pc_primitive_attr{};
   });
 }
 pc_status_t pc_primitive_attr_append_eltwise(pc_primitive_attr_t attr, float scale,
                                              pc_algorithm_t alg, float alpha, float beta) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(attr != nullptr, "attr is NULL");
     primcache::post_ops ops = attr->value.get_post_ops();
     ops.append_eltwise(scale, to_alg(alg), alpha, beta);
@@ -264,7 +250,7 @@ pc_status_t pc_primitive_attr_append_eltwise(pc_primitive_attr_t attr, float sca
 }
 pc_status_t pc_primitive_attr_append_binary(pc_primitive_attr_t attr, pc_algorithm_t alg,
                                             const_pc_memory_desc_t src1) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(attr != nullptr && src1 != nullptr, "attr or src1 is NULL");
     primcache::post_ops ops = attr->value.get_post_ops();
     ops.append_binary(to_alg(alg), src1->value);
@@ -273,7 +259,7 @@ pc_status_t pc_primitive_attr_append_binary(pc_primitive_attr_t attr, pc_algorit
 }
 pc_status_t pc_primitive_attr_set_output_scales(pc_primitive_attr_t attr, int64_t count, int mask,
                                                 const float* scales) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(attr != nullptr, "attr is NULL");
     require(count > 0 && scales != nullptr, "scales are missing");
     attr->value.set_output_scales(mask, std::vector<float>(scales, scales + count));
@@ -289,7 +275,7 @@ pc_status_t pc_matmul_primitive_desc_create(pc_primitive_desc_t* pd, pc_engine_t
                                             const_pc_memory_desc_t weights,
                                             const_pc_memory_desc_t bias, const_pc_memory_desc_t dst,
                                             const_pc_primitive_attr_t attr) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(pd != nullptr && engine != nullptr && src != nullptr && weights != nullptr &&
                 dst != nullptr,
             "pd, engine, src, weights or dst is NULL");
@@ -303,7 +289,7 @@ pc_status_t pc_convolution_forward_primitive_desc_create(
     const_pc_memory_desc_t weights, const_pc_memory_desc_t bias, const_pc_memory_desc_t dst,
     const int64_t* strides, const int64_t* dilates, const int64_t* padding_l,
     const int64_t* padding_r, const_pc_primitive_attr_t attr) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(pd != nullptr && engine != nullptr && src != nullptr && weights != nullptr &&
                 dst != nullptr && strides != nullptr && padding_l != nullptr &&
                 padding_r != nullptr,
@@ -322,7 +308,7 @@ pc_status_t pc_eltwise_forward_primitive_desc_create(pc_primitive_desc_t* pd, pc
                                                      pc_algorithm_t alg, const_pc_memory_desc_t src,
                                                      const_pc_memory_desc_t dst, float alpha,
                                                      float beta, const_pc_primitive_attr_t attr) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(pd != nullptr && engine != nullptr && src != nullptr && dst != nullptr,
             "pd, engine, src or dst is NULL");
     primcache::eltwise_forward::desc d(primcache::prop_kind::forward_inference, to_alg(alg),
@@ -336,7 +322,7 @@ pc_status_t pc_reorder_primitive_desc_create(pc_primitive_desc_t* pd, const_pc_m
                                              pc_engine_t src_engine, const_pc_memory_desc_t dst,
                                              pc_engine_t dst_engine,
                                              const_pc_primitive_attr_t attr) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(pd != nullptr && src != nullptr && src_engine != nullptr && dst != nullptr &&
                 dst_engine != nullptr,
             "a required argument is NULL");
@@ -347,7 +333,7 @@ pc_status_t pc_reorder_primitive_desc_create(pc_primitive_desc_t* pd, const_pc_m
 
 pc_status_t pc_primitive_desc_query_md(pc_memory_desc_t* md, const_pc_primitive_desc_t pd,
                                        int arg) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(md != nullptr && pd != nullptr, "md or pd is NULL");
     *md = new pc_memory_desc{pd->value.query_md(arg)};
   });
@@ -372,7 +358,7 @@ void copy_out(const std::vector<std::uint8_t>& bytes, size_t* size, uint8_t* out
 
 pc_status_t pc_primitive_desc_get_cache_blob_id(const_pc_primitive_desc_t pd, size_t* size,
                                                 uint8_t* id) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(pd != nullptr, "pd is NULL");
     copy_out(pd->value.cache_blob_id(), size, id);
   });
@@ -384,14 +370,14 @@ pc_status_t pc_primitive_desc_destroy(pc_primitive_desc_t pd) {
 }
 
 pc_status_t pc_primitive_create(pc_primitive_t* primitive, const_pc_primitive_desc_t pd) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(primitive != nullptr && pd != nullptr, "primitive or pd is NULL");
     *primitive = new pc_primitive{primcache::primitive(pd->value)};
   });
 }
 
 pc_status_t pc_primitive_get_cache_blob(pc_primitive_t primitive, size_t* size, uint8_t* blob) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(primitive != nullptr, "primitive is NULL");
     copy_out(primitive->value.cache_blob(), size, blob);
   });
@@ -400,7 +386,7 @@ pc_status_t pc_primitive_get_cache_blob(pc_primitive_t primitive, size_t* size, 
 pc_status_t pc_primitive_create_from_cache_blob(pc_primitive_t* primitive,
                                                 const_pc_primitive_desc_t pd, size_t size,
                                                 const uint8_t* blob) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(primitive != nullptr && pd != nullptr, "primitive or pd is NULL");
     require(blob != nullptr || size == 0, "blob is NULL");
     const std::vector<std::uint8_t> bytes(blob, blob + size);
@@ -410,7 +396,7 @@ pc_status_t pc_primitive_create_from_cache_blob(pc_primitive_t* primitive,
 
 pc_status_t pc_primitive_execute(pc_primitive_t primitive, pc_stream_t stream, int nargs,
                                  const pc_exec_arg_t* args) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(primitive != nullptr && stream != nullptr, "primitive or stream is NULL");
     require(nargs >= 0 && (nargs == 0 || args != nullptr), "args are missing");
     primcache::primitive::args map;
@@ -430,16 +416,16 @@ pc_status_t pc_primitive_destroy(pc_primitive_t primitive) {
 }
 
 pc_status_t pc_set_primitive_cache_capacity(int capacity) {
-  return guarded([&] { primcache::set_primitive_cache_capacity(capacity); });
+  return c_api_guarded([&] { primcache::set_primitive_cache_capacity(capacity); });
 }
 pc_status_t pc_get_primitive_cache_capacity(int* capacity) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(capacity != nullptr, "capacity is NULL");
     *capacity = primcache::get_primitive_cache_capacity();
   });
 }
 pc_status_t pc_get_primitive_cache_size(int* size) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require(size != nullptr, "size is NULL");
     *size = primcache::get_primitive_cache_size();
   });

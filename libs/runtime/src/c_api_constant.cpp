@@ -5,33 +5,14 @@
 #include <string>
 #include <string_view>
 
+#include "c_api_guard.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/constant_cache.hpp"
 #include "primcache/runtime/primcache.h"
 
-namespace primcache::runtime_internal {
-// c_api.cpp: records the message for pc_last_error_message().
-pc_status_t c_api_fail(pc_status_t s, std::string_view message) noexcept;
-}  // namespace primcache::runtime_internal
-
 namespace {
 
-template <typename F>
-pc_status_t guarded(F&& f) noexcept {
-  using primcache::runtime_internal::c_api_fail;
-  try {
-    f();
-    return pc_success;
-  } catch (const primcache::error& e) {
-    return c_api_fail(static_cast<pc_status_t>(e.code()), e.message());
-  } catch (const std::bad_alloc&) {
-    return c_api_fail(pc_out_of_memory, "out of memory");
-  } catch (const std::exception& e) {
-    return c_api_fail(pc_runtime_error, e.what());
-  } catch (...) {
-    return c_api_fail(pc_runtime_error, "unknown exception");
-  }
-}
+using primcache::runtime_internal::c_api_guarded;
 
 void require_output(const void* p, const char* what) {
   if (p == nullptr) {
@@ -50,12 +31,12 @@ primcache::engine_kind kind_of(pc_engine_kind_t kind) noexcept {
 extern "C" {
 
 pc_status_t pc_set_constant_tensor_cache_capacity(pc_engine_kind_t kind, int64_t capacity_mb) {
-  return guarded(
+  return c_api_guarded(
       [&] { primcache::set_constant_tensor_cache_capacity(kind_of(kind), capacity_mb); });
 }
 
 pc_status_t pc_get_constant_tensor_cache_capacity(pc_engine_kind_t kind, int64_t* capacity_mb) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require_output(capacity_mb, "capacity_mb");
     *capacity_mb = primcache::get_constant_tensor_cache_capacity(kind_of(kind));
   });
@@ -64,7 +45,7 @@ pc_status_t pc_get_constant_tensor_cache_capacity(pc_engine_kind_t kind, int64_t
 pc_status_t pc_preview_constant_tensor_cache_capacity(pc_engine_kind_t kind, int64_t capacity_mb,
                                                       int* flushes, int64_t* tensors,
                                                       int64_t* bytes) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require_output(flushes, "flushes");
     require_output(tensors, "tensors");
     require_output(bytes, "bytes");
@@ -77,11 +58,11 @@ pc_status_t pc_preview_constant_tensor_cache_capacity(pc_engine_kind_t kind, int
 }
 
 pc_status_t pc_set_constant_tensor_cache(int flag) {
-  return guarded([&] { primcache::set_constant_tensor_cache(flag); });
+  return c_api_guarded([&] { primcache::set_constant_tensor_cache(flag); });
 }
 
 pc_status_t pc_get_constant_tensor_cache(int* flag) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     require_output(flag, "flag");
     *flag = primcache::get_constant_tensor_cache();
   });

@@ -3,40 +3,21 @@
 #include <string>
 #include <string_view>
 
+#include "c_api_guard.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/persistent_cache.hpp"
 #include "primcache/runtime/primcache.h"
 
-namespace primcache::runtime_internal {
-// c_api.cpp: records the message for pc_last_error_message().
-pc_status_t c_api_fail(pc_status_t s, std::string_view message) noexcept;
-}  // namespace primcache::runtime_internal
-
 namespace {
 
-template <typename F>
-pc_status_t guarded(F&& f) noexcept {
-  using primcache::runtime_internal::c_api_fail;
-  try {
-    f();
-    return pc_success;
-  } catch (const primcache::error& e) {
-    return c_api_fail(static_cast<pc_status_t>(e.code()), e.message());
-  } catch (const std::bad_alloc&) {
-    return c_api_fail(pc_out_of_memory, "out of memory");
-  } catch (const std::exception& e) {
-    return c_api_fail(pc_runtime_error, e.what());
-  } catch (...) {
-    return c_api_fail(pc_runtime_error, "unknown exception");
-  }
-}
+using primcache::runtime_internal::c_api_guarded;
 
 }  // namespace
 
 extern "C" {
 
 pc_status_t pc_set_persistent_cache_dir(const char* dir, int64_t capacity_mb) {
-  return guarded([&] {
+  return c_api_guarded([&] {
     using primcache::error;
     using primcache::status;
     if (dir == nullptr || *dir == '\0') {
@@ -54,11 +35,11 @@ pc_status_t pc_set_persistent_cache_dir(const char* dir, int64_t capacity_mb) {
 }
 
 pc_status_t pc_detach_persistent_cache(void) {
-  return guarded([] { primcache::detach_persistent_cache(); });
+  return c_api_guarded([] { primcache::detach_persistent_cache(); });
 }
 
 pc_status_t pc_flush_persistent_cache(void) {
-  return guarded([] { primcache::flush_persistent_cache_writes(); });
+  return c_api_guarded([] { primcache::flush_persistent_cache_writes(); });
 }
 
 }  // extern "C"
