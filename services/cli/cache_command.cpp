@@ -11,6 +11,7 @@
 #include <optional>
 #include <string_view>
 
+#include "human_bytes.hpp"
 #include "primcache/base/env.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/capacity_unit.hpp"
@@ -50,18 +51,7 @@ struct settings {
   bool fix = false;
 };
 
-std::string human_bytes(std::uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
+using primcache::services::human_bytes;
 
 // A progress bar on stderr, redrawn at most ten times a second. In the
 // automatic mode (a terminal) it appears only once a run has lasted 200 ms,

@@ -22,6 +22,7 @@
 #include "cache_command.hpp"
 #include "default_paths.hpp"
 #include "http_client.hpp"
+#include "human_bytes.hpp"
 
 namespace {
 
@@ -90,18 +91,7 @@ std::uint64_t as_u64(const json::value& v) {
   return 0;
 }
 
-std::string human_bytes(std::uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
+using primcache::services::human_bytes;
 
 std::string capacity_text(const json::object& c) {
   const json::value& cap = c.at("capacity");
