@@ -1,0 +1,116 @@
+// primcache/autotune/tuner.hpp — measuring candidate configurations of one
+// problem and picking a winner that is never slower and never wrong.
+//
+// The caller describes the candidates through callbacks; candidate 0 is the
+// default configuration (the heuristic's), always measured, first:
+//
+//   primcache::tuning_callbacks cb;
+//   cb.count = configs.size();                        // the default included
+//   cb.build = [&](std::size_t i) { impls[i] = build(configs[i]); };
+//   cb.run = [&](std::size_t i) { impls[i]->execute(i == 0 ? ref_out : out); };
+//   cb.compare = [&](std::size_t i) {
+//     return primcache::compare_outputs(ref_out, out, tolerance);
+//   };
+//   cb.release = [&](std::size_t i) { impls[i].reset(); };
+//   cb.describe = [&](std::size_t i) { return configs[i].to_json(); };
+//   primcache::tune_result r = primcache::tune(cb);   // options: tune_options
+//   if (r.default_replaced()) install(configs[r.winner]);
+//
+// The procedure, for each candidate the search picks (at most
+// max_nconfigs, the default included): build it; run it `runs` times, each
+// run preceded by a cold-cache flush (untimed) and timed alone by the clock;
+// keep the minimum and the median; compare its output (after its last run)
+// with the default's; release it. A candidate whose build, run or compare
+// throws is reported (failed) and skipped; one whose output differs is
+// reported (wrong_output) and can never win.
+//
+// The winner: the default stands unless a correct candidate is faster than
+// it by more than the noise, where
+//   noise = max(spread(default), spread(candidate), min_margin * default_min)
+//   spread = median - minimum of one candidate's runs,
+// and among the candidates that clear it the fastest wins. A candidate
+// within the noise never replaces the default, so tuning cannot pick a
+// regression that measurement jitter made look like a gain.
+//
+// Thread-safety: tune() keeps no state between calls; any number of
+// threads may tune different problems at once (the callbacks must allow
+// what they share). The default flusher is made per call. Exceptions: tune
+// throws primcache::error (runtime_error) when the default itself cannot be
+// built, run, or measured (nothing to compare against), with its message;
+// invalid_arguments for count 0, runs < 1 or max_nconfigs 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "primcache/autotune/output_check.hpp"
+#include "primcache/autotune/search.hpp"
+#include "primcache/base/export.hpp"
+
+namespace primcache {
+
+// Monotonic nanoseconds. Tests inject a clock their run callback advances.
+using tune_clock = std::function<std::int64_t()>;
+PRIMCACHE_API tune_clock steady_tune_clock();
+
+struct tuning_callbacks {
+  std::size_t count = 0;                             // candidates, the default (0) included
+  std::function<void(std::size_t)> build;            // required
+  std::function<void(std::size_t)> run;              // required; one execution
+  std::function<output_check(std::size_t)> compare;  // candidate i's output vs the default's
+  std::function<void(std::size_t)> release;          // optional
+  std::function<std::string(std::size_t)> describe;  // optional, for reports
+};
+
+struct tune_options {
+  std::size_t max_nconfigs = 40;  // candidates measured at most, the default included
+  int runs = 5;                   // timed runs per candidate; the minimum counts
+  double min_margin = 0.01;       // the least relative gain that may replace the default
+  tune_clock clock;               // empty: steady_tune_clock()
+  // Called before every timed run, untimed. Empty: a cold_cache flush
+  // (cold_cache.hpp) when cold_cache is true, nothing when false.
+  std::function<void()> flush;
+  bool cold_cache = true;
+  search_strategy search;  // empty: exhaustive_search()
+  prune_hook prune;        // empty: nothing pruned
+};
+
+enum class candidate_outcome {
+  measured,      // correct, ran, did not win
+  won,           // the winner (the default when nothing beat it)
+  wrong_output,  // its output differed from the default's: discarded
+  failed,        // build, run or compare threw: discarded
+  pruned,        // dropped by the pruning hook before it was built
+};
+PRIMCACHE_API std::string_view to_string(candidate_outcome o) noexcept;
+
+struct candidate_report {
+  std::size_t index = 0;
+  std::string description;
+  candidate_outcome outcome = candidate_outcome::measured;
+  std::vector<double> times_ns;  // every timed run, in order
+  double min_ns = 0;
+  double median_ns = 0;
+  std::string message;  // why it was discarded; empty otherwise
+};
+
+struct PRIMCACHE_API tune_result {
+  std::size_t winner = 0;  // index of the winner; 0: the default stands
+  double default_ns = 0;   // the default's minimum
+  double winner_ns = 0;    // the winner's minimum
+  double noise_ns = 0;     // the noise the winner cleared (0 when the default stands)
+  std::size_t measured = 0, wrong = 0, failed = 0, pruned = 0;
+  double tuning_ns = 0;                      // the whole tuning, by the clock (builds included)
+  std::vector<candidate_report> candidates;  // the default first, then in measurement order
+  bool default_replaced() const noexcept { return winner != 0; }
+  // One line per discarded candidate: "candidate 3 {...}: wrong output: element 7: ...".
+  std::vector<std::string> problems() const;
+};
+
+PRIMCACHE_API tune_result tune(const tuning_callbacks& callbacks, const tune_options& options = {});
+
+}  // namespace primcache

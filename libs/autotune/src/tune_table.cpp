@@ -1,0 +1,407 @@
+#include "primcache/autotune/tune_table.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+namespace primcache {
+namespace {
+
+constexpr std::string_view kFormat = "primcache-tune-table";
+
+std::string to_hex(std::span<const std::byte> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (std::byte b : bytes) {
+    const auto v = static_cast<unsigned>(b);
+    out.push_back(kDigits[v >> 4]);
+    out.push_back(kDigits[v & 15]);
+  }
+  return out;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;  // uppercase is not the form to_hex writes
+}
+
+std::optional<std::vector<std::byte>> from_hex(std::string_view hex) {
+  if (hex.empty() || hex.size() % 2 != 0) return std::nullopt;
+  std::vector<std::byte> out(hex.size() / 2);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out[i] = static_cast<std::byte>(hi * 16 + lo);
+  }
+  return out;
+}
+
+failure corrupt(const std::string& what) {
+  return failure{status::corrupt_data, "tune table: " + what};
+}
+
+// The system's reason for the last failed call.
+std::string sys_reason() {
+  return std::strerror(errno);
+}
+
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+struct parsed_entry {
+  std::string device;
+  std::vector<std::byte> key;
+  tune_entry entry;
+};
+
+struct parsed_file {
+  std::string version;
+  std::vector<parsed_entry> entries;
+};
+
+// The documented form, strictly; anything else is corrupt_data naming where.
+result<parsed_file> parse(std::string_view text) {
+  boost::system::error_code ec;
+  boost::json::value doc = boost::json::parse(text, ec);
+  if (ec) return corrupt("not JSON (" + ec.message() + ")");
+  const auto* root = doc.if_object();
+  if (!root) return corrupt("the top level is not an object");
+  const auto* format = root->if_contains("format");
+  if (!format || !format->is_string() || format->get_string() != kFormat) {
+    return corrupt("\"format\" is not \"" + std::string(kFormat) + "\"");
+  }
+  const auto* fv = root->if_contains("format_version");
+  if (!fv || !fv->is_int64()) return corrupt("\"format_version\" is missing or not an integer");
+  if (fv->get_int64() != tune_table::format_version) {
+    return corrupt("format_version " + std::to_string(fv->get_int64()) + " is not " +
+                   std::to_string(tune_table::format_version));
+  }
+  const auto* version = root->if_contains("library_version");
+  if (!version || !version->is_string()) {
+    return corrupt("\"library_version\" is missing or not a string");
+  }
+  const auto* entries = root->if_contains("entries");
+  if (!entries || !entries->is_array()) return corrupt("\"entries\" is missing or not an array");
+  parsed_file out;
+  out.version = std::string(version->get_string());
+  std::vector<std::string> seen;
+  std::size_t index = 0;
+  for (const boost::json::value& v : entries->get_array()) {
+    const std::string where = "entry " + std::to_string(index++);
+    const auto* e = v.if_object();
+    if (!e) return corrupt(where + " is not an object");
+    auto text_field = [&](const char* name, bool required,
+                          std::string& to) -> std::optional<failure> {
+      const auto* f = e->if_contains(name);
+      if (!f) {
+        if (!required) return std::nullopt;
+        return corrupt(where + " has no \"" + name + "\"");
+      }
+      if (!f->is_string()) return corrupt(where + ": \"" + name + "\" is not a string");
+      to = std::string(f->get_string());
+      if (required && to.empty()) return corrupt(where + ": \"" + name + "\" is empty");
+      return std::nullopt;
+    };
+    auto time_field = [&](const char* name, bool required, double& to) -> std::optional<failure> {
+      const auto* f = e->if_contains(name);
+      if (!f) {
+        if (!required) return std::nullopt;
+        return corrupt(where + " has no \"" + name + "\"");
+      }
+      if (!f->is_number()) return corrupt(where + ": \"" + name + "\" is not a number");
+      boost::system::error_code nec;
+      to = f->to_number<double>(nec);
+      if (nec || !std::isfinite(to) || to < 0 || (required && to == 0)) {
+        return corrupt(where + ": \"" + name + "\" is not a positive finite number of ns");
+      }
+      return std::nullopt;
+    };
+    parsed_entry p;
+    std::string key_hex;
+    for (auto err : {text_field("device", true, p.device), text_field("key", true, key_hex),
+                     text_field("implementation", true, p.entry.implementation),
+                     text_field("config", true, p.entry.config),
+                     text_field("description", false, p.entry.description),
+                     time_field("time_ns", true, p.entry.time_ns),
+                     time_field("default_time_ns", false, p.entry.default_time_ns)}) {
+      if (err) return *err;
+    }
+    auto key = from_hex(key_hex);
+    if (!key) return corrupt(where + ": \"key\" is not lowercase hex of whole bytes");
+    p.key = std::move(*key);
+    std::string id = p.device + '\0' + key_hex;
+    if (std::find(seen.begin(), seen.end(), id) != seen.end()) {
+      return corrupt(where + " repeats the device and key of an earlier entry");
+    }
+    seen.push_back(std::move(id));
+    out.entries.push_back(std::move(p));
+  }
+  return out;
+}
+
+// Reads a whole file: not_found, or runtime_error with the reason.
+result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) {
+      return failure{status::not_found, "tune table " + path + " does not exist"};
+    }
+    return failure{status::runtime_error,
+                   "tune table " + path + ": cannot open (" + sys_reason() + ")"};
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) {
+    return failure{status::runtime_error, "tune table " + path + ": cannot read"};
+  }
+  return s.str();
+}
+
+// Writes `text` to `path` through a temporary file beside it.
+result<bool> write_atomically(const std::string& path, const std::string& text) {
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+  auto fail = [&](const std::string& step) -> failure {
+    const std::string why = sys_reason();
+    ::unlink(tmp.c_str());
+    return failure{status::runtime_error,
+                   "tune table " + path + ": cannot " + step + " (" + why + ")"};
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return fail("create " + tmp);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return fail("write " + tmp);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return fail("fsync " + tmp);
+  }
+  if (::close(fd) != 0) return fail("close " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename " + tmp + " over it");
+  // The rename is durable once the directory is; a failure here leaves the
+  // new file in place, so it is not reported.
+  const int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string tune_table::slot(std::string_view device, std::span<const std::byte> key_bytes) {
+  std::string s(device);
+  s.push_back('\0');
+  s.append(reinterpret_cast<const char*>(key_bytes.data()), key_bytes.size());
+  return s;
+}
+
+std::optional<tune_entry> tune_table::find(std::string_view device, const key& k) const {
+  return find(device, k.bytes());
+}
+
+std::optional<tune_entry> tune_table::find(std::string_view device,
+                                           std::span<const std::byte> key_bytes) const {
+  const std::string s = slot(device, key_bytes);
+  shared_lock_guard g(mu_);
+  auto it = entries_.find(s);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+void tune_table::put(std::string_view device, const key& k, tune_entry entry) {
+  put(device, k.bytes(), std::move(entry));
+}
+
+void tune_table::put(std::string_view device, std::span<const std::byte> key_bytes,
+                     tune_entry entry) {
+  std::string s = slot(device, key_bytes);
+  lock_guard g(mu_);
+  entries_.insert_or_assign(std::move(s), std::move(entry));
+}
+
+bool tune_table::put_if_faster_locked(std::string s, tune_entry entry) {
+  auto it = entries_.find(s);
+  if (it != entries_.end() && !(entry.time_ns < it->second.time_ns)) return false;
+  entries_.insert_or_assign(std::move(s), std::move(entry));
+  return true;
+}
+
+bool tune_table::put_if_faster(std::string_view device, std::span<const std::byte> key_bytes,
+                               tune_entry entry) {
+  std::string s = slot(device, key_bytes);
+  lock_guard g(mu_);
+  return put_if_faster_locked(std::move(s), std::move(entry));
+}
+
+std::size_t tune_table::merge(const tune_table& other) {
+  // Copied under the other's lock first: never two tables' locks at once.
+  std::vector<std::pair<std::string, tune_entry>> theirs;
+  {
+    shared_lock_guard g(other.mu_);
+    theirs.assign(other.entries_.begin(), other.entries_.end());
+  }
+  std::size_t taken = 0;
+  lock_guard g(mu_);
+  for (auto& [s, e] : theirs) taken += put_if_faster_locked(std::move(s), std::move(e)) ? 1 : 0;
+  return taken;
+}
+
+bool tune_table::erase(std::string_view device, std::span<const std::byte> key_bytes) {
+  const std::string s = slot(device, key_bytes);
+  lock_guard g(mu_);
+  return entries_.erase(s) != 0;
+}
+
+std::size_t tune_table::size() const {
+  shared_lock_guard g(mu_);
+  return entries_.size();
+}
+
+void tune_table::clear() {
+  lock_guard g(mu_);
+  entries_.clear();
+}
+
+std::vector<tune_row> tune_table::rows() const {
+  std::vector<std::pair<std::string, tune_entry>> copy;
+  {
+    shared_lock_guard g(mu_);
+    copy.assign(entries_.begin(), entries_.end());
+  }
+  std::sort(copy.begin(), copy.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<tune_row> out;
+  out.reserve(copy.size());
+  for (auto& [s, e] : copy) {
+    const auto nul = s.find('\0');
+    tune_row r;
+    r.device = s.substr(0, nul);
+    const auto* p = reinterpret_cast<const std::byte*>(s.data()) + nul + 1;
+    r.key.assign(p, p + (s.size() - nul - 1));
+    r.entry = std::move(e);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string tune_table::to_json(std::string_view library_version) const {
+  boost::json::array entries;
+  for (const tune_row& r : rows()) {
+    boost::json::object e;
+    e["device"] = r.device;
+    e["key"] = to_hex(r.key);
+    e["implementation"] = r.entry.implementation;
+    e["config"] = r.entry.config;
+    e["time_ns"] = r.entry.time_ns;
+    if (r.entry.default_time_ns > 0) e["default_time_ns"] = r.entry.default_time_ns;
+    if (!r.entry.description.empty()) e["description"] = r.entry.description;
+    entries.push_back(std::move(e));
+  }
+  boost::json::object root;
+  root["format"] = kFormat;
+  root["format_version"] = format_version;
+  root["library_version"] = library_version;
+  root["entries"] = std::move(entries);
+  // One entry per line: diffs of a shipped table stay readable.
+  std::string out = "{\"format\":" + boost::json::serialize(root["format"]) +
+                    ",\"format_version\":" + boost::json::serialize(root["format_version"]) +
+                    ",\"library_version\":" + boost::json::serialize(root["library_version"]) +
+                    ",\"entries\":[";
+  const auto& list = root["entries"].get_array();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    out += i ? ",\n  " : "\n  ";
+    out += boost::json::serialize(list[i]);
+  }
+  out += list.empty() ? "]}\n" : "\n]}\n";
+  return out;
+}
+
+result<tune_load_report> tune_table::merge_json(std::string_view text,
+                                                std::string_view library_version,
+                                                std::string_view device) {
+  auto parsed = parse(text);
+  if (!parsed) return parsed.why();
+  parsed_file& file = parsed.value();
+  tune_load_report report;
+  report.entries = file.entries.size();
+  report.file_version = file.version;
+  if (file.version != library_version) {
+    report.other_version = true;
+    return report;
+  }
+  lock_guard g(mu_);
+  for (parsed_entry& p : file.entries) {
+    if (!device.empty() && p.device != device) {
+      ++report.other_device;
+      continue;
+    }
+    if (put_if_faster_locked(slot(p.device, p.key), std::move(p.entry))) {
+      ++report.taken;
+    } else {
+      ++report.kept_faster;
+    }
+  }
+  return report;
+}
+
+result<tune_load_report> tune_table::load_file(const std::string& path,
+                                               std::string_view library_version,
+                                               std::string_view device) {
+  auto text = read_file(path);
+  if (!text) return text.why();
+  auto r = merge_json(text.value(), library_version, device);
+  if (!r) return failure{r.why().code, path + ": " + r.why().message};
+  return r;
+}
+
+result<std::size_t> tune_table::save_file(const std::string& path, std::string_view library_version,
+                                          bool merge_existing) const {
+  std::string text;
+  std::size_t count = 0;
+  if (merge_existing) {
+    tune_table combined;
+    combined.merge(*this);
+    // A missing, unreadable, corrupt or other-version file is replaced.
+    if (auto existing = read_file(path)) {
+      (void)combined.merge_json(existing.value(), library_version);
+    }
+    text = combined.to_json(library_version);
+    count = combined.size();
+  } else {
+    text = to_json(library_version);
+    count = size();
+  }
+  auto ok = write_atomically(path, text);
+  if (!ok) return ok.why();
+  return count;
+}
+
+}  // namespace primcache

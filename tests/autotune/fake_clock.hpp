@@ -1,0 +1,74 @@
+// A clock the tests advance by hand: candidates "run" for preset times.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "primcache/autotune/tuner.hpp"
+
+namespace primcache::autotune_test {
+
+class fake_clock {
+ public:
+  tune_clock clock() {
+    return [this] { return now_.load(std::memory_order_relaxed); };
+  }
+  void advance(std::int64_t ns) { now_.fetch_add(ns, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::int64_t> now_{1'000'000};
+};
+
+// Candidate i's k-th run takes times[i][k % size] ns; counts what ran.
+struct scripted_candidates {
+  fake_clock& clk;
+  std::vector<std::vector<std::int64_t>> times;
+  std::vector<int> built, runs, released, compared;
+  std::map<std::size_t, bool> wrong;        // candidate -> its output differs
+  std::map<std::size_t, bool> fails_build;  // candidate -> build throws
+
+  scripted_candidates(fake_clock& c, std::vector<std::vector<std::int64_t>> t)
+      : clk(c),
+        times(std::move(t)),
+        built(times.size()),
+        runs(times.size()),
+        released(times.size()),
+        compared(times.size()) {}
+
+  tuning_callbacks callbacks() {
+    tuning_callbacks cb;
+    cb.count = times.size();
+    cb.build = [this](std::size_t i) {
+      ++built[i];
+      if (fails_build.count(i)) throw std::runtime_error("cannot build candidate");
+    };
+    cb.run = [this](std::size_t i) {
+      const auto& t = times[i];
+      clk.advance(t[static_cast<std::size_t>(runs[i]) % t.size()]);
+      ++runs[i];
+    };
+    cb.compare = [this](std::size_t i) {
+      ++compared[i];
+      output_check c;
+      if (wrong.count(i)) {
+        c.ok = false;
+        c.detail = "element 3: 7 vs the default's 5";
+      }
+      return c;
+    };
+    cb.release = [this](std::size_t i) { ++released[i]; };
+    cb.describe = [](std::size_t i) { return "{\"c\":" + std::to_string(i) + "}"; };
+    return cb;
+  }
+};
+
+inline tune_options fake_options(fake_clock& clk) {
+  tune_options o;
+  o.clock = clk.clock();
+  o.cold_cache = false;
+  return o;
+}
+
+}  // namespace primcache::autotune_test

@@ -1,0 +1,281 @@
+#include "primcache/autotune/tuner.hpp"
+
+#include <catch2/catch.hpp>
+#include <stdexcept>
+
+#include "fake_clock.hpp"
+#include "primcache/base/error.hpp"
+
+using namespace primcache;
+using primcache::autotune_test::fake_clock;
+using primcache::autotune_test::fake_options;
+using primcache::autotune_test::scripted_candidates;
+
+TEST_CASE("the fastest correct candidate wins", "[autotune][tuner]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{1000}, {900}, {500}, {700}});
+  const tune_result r = tune(s.callbacks(), fake_options(clk));
+  CHECK(r.winner == 2);
+  CHECK(r.default_replaced());
+  CHECK(r.default_ns == 1000);
+  CHECK(r.winner_ns == 500);
+  CHECK(r.measured == 4);
+  REQUIRE(r.candidates.size() == 4);
+  CHECK(r.candidates[0].index == 0);
+  CHECK(r.candidates[2].outcome == candidate_outcome::won);
+  CHECK(r.candidates[1].outcome == candidate_outcome::measured);
+  CHECK(r.candidates[2].description == "{\"c\":2}");
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(s.built[i] == 1);
+    CHECK(s.runs[i] == 5);  // five runs each
+    CHECK(s.released[i] == 1);
+    CHECK(s.compared[i] == (i == 0 ? 0 : 1));  // the default is the reference
+  }
+  CHECK(r.problems().empty());
+}
+
+TEST_CASE("each candidate keeps its minimum over the runs", "[autotune][tuner]") {
+  fake_clock clk;
+  // The default's best run is 800; candidate 1's best is 600 but it is noisy.
+  scripted_candidates s(clk, {{1000, 800, 900, 850, 820}, {2000, 600, 610, 605, 3000}});
+  const tune_result r = tune(s.callbacks(), fake_options(clk));
+  CHECK(r.candidates[0].min_ns == 800);
+  CHECK(r.candidates[0].median_ns == 850);
+  CHECK(r.candidates[1].min_ns == 600);
+  CHECK(r.candidates[1].median_ns == 610);
+  CHECK(r.candidates[1].times_ns.size() == 5);
+  // Noise: max(850 - 800, 610 - 600, 1% of 800) = 50; 600 < 800 - 50.
+  CHECK(r.winner == 1);
+  CHECK(r.noise_ns == 50);
+}
+
+TEST_CASE("a candidate within the noise never replaces the default", "[autotune][tuner]") {
+  fake_clock clk;
+  SECTION("within the default's spread") {
+    // Default: min 1000, median 1100 (spread 100). 950 is faster, by less.
+    scripted_candidates s(clk, {{1000, 1100, 1200, 1050, 1150}, {950}, {920}});
+    const tune_result r = tune(s.callbacks(), fake_options(clk));
+    CHECK(r.winner == 0);
+    CHECK_FALSE(r.default_replaced());
+    CHECK(r.candidates[0].outcome == candidate_outcome::won);
+    CHECK(r.winner_ns == r.default_ns);
+  }
+  SECTION("within the candidate's own spread") {
+    scripted_candidates s(clk, {{1000}, {900, 1200, 1200, 1200, 1200}});
+    CHECK(tune(s.callbacks(), fake_options(clk)).winner == 0);
+  }
+  SECTION("within the minimum margin on a noiseless clock") {
+    scripted_candidates s(clk, {{1000}, {995}});
+    CHECK(tune(s.callbacks(), fake_options(clk)).winner == 0);
+    tune_options o = fake_options(clk);
+    o.min_margin = 0;
+    scripted_candidates again(clk, {{1000}, {995}});
+    CHECK(tune(again.callbacks(), o).winner == 1);
+  }
+  SECTION("beyond the noise it wins") {
+    scripted_candidates s(clk, {{1000, 1100, 1200, 1050, 1150}, {850}});
+    CHECK(tune(s.callbacks(), fake_options(clk)).winner == 1);
+  }
+}
+
+TEST_CASE("a candidate with wrong output is rejected and reported", "[autotune][tuner]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{1000}, {300}, {600}});
+  s.wrong[1] = true;
+  const tune_result r = tune(s.callbacks(), fake_options(clk));
+  CHECK(r.winner == 2);  // the fastest is wrong: the next one wins
+  CHECK(r.wrong == 1);
+  CHECK(r.candidates[1].outcome == candidate_outcome::wrong_output);
+  CHECK(r.candidates[1].message == "element 3: 7 vs the default's 5");
+  REQUIRE(r.problems().size() == 1);
+  CHECK(r.problems()[0] == "candidate 1 {\"c\":1}: wrong output: element 3: 7 vs the default's 5");
+  SECTION("when every faster candidate is wrong the default stands") {
+    scripted_candidates t(clk, {{1000}, {300}, {600}});
+    t.wrong[1] = t.wrong[2] = true;
+    const tune_result r2 = tune(t.callbacks(), fake_options(clk));
+    CHECK(r2.winner == 0);
+    CHECK(r2.wrong == 2);
+  }
+}
+
+TEST_CASE("candidates that fail are reported; a failing default fails the tuning",
+          "[autotune][tuner]") {
+  fake_clock clk;
+  SECTION("a candidate's build throws") {
+    scripted_candidates s(clk, {{1000}, {100}, {600}});
+    s.fails_build[1] = true;
+    const tune_result r = tune(s.callbacks(), fake_options(clk));
+    CHECK(r.winner == 2);
+    CHECK(r.failed == 1);
+    CHECK(r.candidates[1].outcome == candidate_outcome::failed);
+    CHECK(r.candidates[1].message == "build: cannot build candidate");
+    CHECK(s.runs[1] == 0);
+    CHECK(s.released[1] == 1);  // released all the same
+  }
+  SECTION("a candidate's run throws") {
+    scripted_candidates s(clk, {{1000}, {100}});
+    auto cb = s.callbacks();
+    auto run = cb.run;
+    cb.run = [&](std::size_t i) {
+      if (i == 1) throw error(status::runtime_error, "kernel crashed");
+      run(i);
+    };
+    const tune_result r = tune(cb, fake_options(clk));
+    CHECK(r.winner == 0);
+    CHECK(r.candidates[1].message == "run: runtime_error: kernel crashed");
+  }
+  SECTION("the compare throws") {
+    scripted_candidates s(clk, {{1000}, {100}});
+    auto cb = s.callbacks();
+    cb.compare = [](std::size_t) -> output_check { throw std::runtime_error("no output"); };
+    const tune_result r = tune(cb, fake_options(clk));
+    CHECK(r.winner == 0);
+    CHECK(r.candidates[1].message == "compare: no output");
+  }
+  SECTION("the default's build throws") {
+    scripted_candidates s(clk, {{1000}, {100}});
+    s.fails_build[0] = true;
+    try {
+      (void)tune(s.callbacks(), fake_options(clk));
+      FAIL("tune did not throw");
+    } catch (const error& e) {
+      CHECK(e.code() == status::runtime_error);
+      CHECK(std::string(e.what()).find("the default configuration {\"c\":0} failed to build: "
+                                       "cannot build candidate") != std::string::npos);
+    }
+    CHECK(s.built[1] == 0);  // nothing after the default was tried
+  }
+}
+
+TEST_CASE("tuning measures at most max_nconfigs candidates", "[autotune][tuner]") {
+  fake_clock clk;
+  std::vector<std::vector<std::int64_t>> times(100, {1000});
+  times[70] = {10};  // beyond the cap: never measured
+  times[20] = {500};
+  scripted_candidates s(clk, times);
+  const tune_result r = tune(s.callbacks(), fake_options(clk));  // default cap: 40
+  CHECK(r.candidates.size() == 40);
+  CHECK(r.winner == 20);
+  int built = 0;
+  for (int b : s.built) built += b;
+  CHECK(built == 40);
+  CHECK(s.built[39] == 1);
+  CHECK(s.built[40] == 0);
+  SECTION("a cap of one measures the default alone") {
+    tune_options o = fake_options(clk);
+    o.max_nconfigs = 1;
+    scripted_candidates t(clk, times);
+    const tune_result r1 = tune(t.callbacks(), o);
+    CHECK(r1.candidates.size() == 1);
+    CHECK(r1.winner == 0);
+  }
+}
+
+TEST_CASE("the pruning hook drops candidates before they are built", "[autotune][tuner]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{1000}, {100}, {600}, {700}});
+  tune_options o = fake_options(clk);
+  o.prune = [](std::size_t i) { return i == 1; };
+  const tune_result r = tune(s.callbacks(), o);
+  CHECK(r.winner == 2);
+  CHECK(r.pruned == 1);
+  CHECK(s.built[1] == 0);
+  REQUIRE(r.candidates.size() == 4);
+  CHECK(r.candidates.back().index == 1);
+  CHECK(r.candidates.back().outcome == candidate_outcome::pruned);
+  SECTION("the default is never offered to the hook") {
+    tune_options p = fake_options(clk);
+    std::vector<std::size_t> asked;
+    p.prune = [&](std::size_t i) {
+      asked.push_back(i);
+      return true;
+    };
+    scripted_candidates t(clk, {{1000}, {100}, {600}});
+    const tune_result r2 = tune(t.callbacks(), p);
+    CHECK(asked == std::vector<std::size_t>{1, 2});
+    CHECK(r2.winner == 0);
+    CHECK(t.built[0] == 1);
+  }
+}
+
+TEST_CASE("a pluggable search picks what is measured", "[autotune][tuner]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{1000}, {100}, {600}, {700}});
+  tune_options o = fake_options(clk);
+  o.search = [](std::size_t count, std::size_t budget, const search_keep& keep) {
+    CHECK(count == 4);
+    CHECK(budget == 39);
+    std::vector<std::size_t> out;
+    // Out of range, the default and repeats are ignored by the tuner.
+    for (std::size_t i : {3u, 0u, 3u, 9u, 2u}) {
+      if (i < count && keep(i)) out.push_back(i);
+    }
+    return out;
+  };
+  const tune_result r = tune(s.callbacks(), o);
+  CHECK(r.candidates.size() == 3);
+  CHECK(r.candidates[1].index == 3);
+  CHECK(r.candidates[2].index == 2);
+  CHECK(r.winner == 2);
+  CHECK(s.built[1] == 0);
+  CHECK(s.built[0] == 1);
+}
+
+TEST_CASE("flushes happen before every timed run and are not timed", "[autotune][tuner]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{1000}, {500}});
+  tune_options o = fake_options(clk);
+  int flushes = 0;
+  o.flush = [&] {
+    ++flushes;
+    clk.advance(1'000'000);  // a slow flush: must not count
+  };
+  const tune_result r = tune(s.callbacks(), o);
+  CHECK(flushes == 10);
+  CHECK(r.candidates[0].min_ns == 1000);
+  CHECK(r.candidates[1].min_ns == 500);
+  CHECK(r.tuning_ns >= 10 * 1'000'000);
+  SECTION("the default flusher is a cold_cache when cold_cache is on") {
+    tune_options c;
+    c.clock = clk.clock();
+    c.cold_cache = true;
+    c.max_nconfigs = 1;
+    c.runs = 1;
+    scripted_candidates t(clk, {{1000}});
+    CHECK(tune(t.callbacks(), c).candidates[0].times_ns.size() == 1);
+  }
+}
+
+TEST_CASE("malformed tunings are refused", "[autotune][tuner]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{1000}});
+  auto status_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const error& e) {
+      return e.code();
+    }
+    return status::success;
+  };
+  tuning_callbacks none = s.callbacks();
+  none.count = 0;
+  CHECK(status_of([&] { tune(none, fake_options(clk)); }) == status::invalid_arguments);
+  tuning_callbacks no_run = s.callbacks();
+  no_run.run = nullptr;
+  CHECK(status_of([&] { tune(no_run, fake_options(clk)); }) == status::invalid_arguments);
+  tune_options zero_runs = fake_options(clk);
+  zero_runs.runs = 0;
+  CHECK(status_of([&] { tune(s.callbacks(), zero_runs); }) == status::invalid_arguments);
+  tune_options zero_cap = fake_options(clk);
+  zero_cap.max_nconfigs = 0;
+  CHECK(status_of([&] { tune(s.callbacks(), zero_cap); }) == status::invalid_arguments);
+  CHECK(to_string(candidate_outcome::wrong_output) == "wrong_output");
+}
+
+TEST_CASE("the steady clock moves forward", "[autotune][tuner]") {
+  const tune_clock c = steady_tune_clock();
+  const std::int64_t a = c();
+  const std::int64_t b = c();
+  CHECK(b >= a);
+  CHECK(a > 0);
+}
