@@ -6,6 +6,13 @@
 //
 //   build/release/benchmarks/bench_ocl_matmul --benchmark_filter=256x256
 //
+// BM_OclMatmulConstWeights/<mode>/<shape>: the small-M shapes of issue 12
+// with the weights marked constant (primitive_attr::set_constant_weights):
+// cached (the gpu constant cache unlimited: packed once, then hits),
+// uncached (the same matmul without the attribute), disabled (the
+// attribute with the gpu cache at capacity 0: the primitive reuses the
+// buffer it packed, no pack per call).
+//
 // PoCL's own kernel cache is disabled (POCL_KERNEL_CACHE=0) unless the
 // caller sets it. PRIMCACHE_OCL_DEVICE picks the device.
 #include <benchmark/benchmark.h>
@@ -16,6 +23,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "primcache/ocl/ocl.hpp"
@@ -104,6 +112,32 @@ void bm_clblast(benchmark::State& state, shape s) {
   set_flops(state, s);
 }
 
+enum class const_mode { cached, uncached, disabled };
+
+void bm_const_weights(benchmark::State& state, shape s, const_mode mode) {
+  set_constant_tensor_cache_capacity(
+      engine_kind::gpu, mode == const_mode::disabled ? 0 : constant_tensor_cache_unlimited);
+  engine eng(engine_kind::gpu, 0);
+  stream strm(eng);
+  operands ops(s, eng);
+  primitive_attr attr;
+  attr.set_constant_weights(mode != const_mode::uncached);
+  matmul prim(matmul::primitive_desc(matmul::desc(ops.a_md, ops.b_md, ops.c_md), attr, eng));
+  const std::unordered_map<int, memory> args = {
+      {PRIMCACHE_ARG_SRC, ops.a}, {PRIMCACHE_ARG_WEIGHTS, ops.b}, {PRIMCACHE_ARG_DST, ops.c}};
+  prim.execute(strm, args);  // warm: packs the weights (constant modes)
+  strm.wait();
+  const auto packs = ocl_interop::get_program_counts().weights_packs;
+  for (auto _ : state) {
+    prim.execute(strm, args);
+    strm.wait();
+  }
+  state.counters["packs"] =
+      static_cast<double>(ocl_interop::get_program_counts().weights_packs - packs);
+  set_flops(state, s);
+  set_constant_tensor_cache_capacity(engine_kind::gpu, constant_tensor_cache_unlimited);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +149,18 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("BM_OclMatmul/clblast/" + s.name()).c_str(), bm_clblast, s)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+  }
+  for (const shape& s : {shape{1, 4096, 4096}, shape{49, 2048, 512}, shape{128, 768, 3072}}) {
+    for (auto [name, mode] :
+         {std::pair{"cached", const_mode::cached}, std::pair{"uncached", const_mode::uncached},
+          std::pair{"disabled", const_mode::disabled}}) {
+      const const_mode m = mode;
+      benchmark::RegisterBenchmark(
+          ("BM_OclMatmulConstWeights/" + std::string(name) + "/" + s.name()).c_str(),
+          [s, m](benchmark::State& state) { bm_const_weights(state, s, m); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

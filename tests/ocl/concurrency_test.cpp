@@ -107,3 +107,47 @@ TEST_CASE("a failing program build reaches every waiter and is not cached",
     REQUIRE(ocl_interop::get_program_counts().source_builds > before.source_builds);
   }
 }
+
+TEST_CASE("threads racing on the first execution with constant weights pack them once",
+          "[ocl][concurrency][constant]") {
+  set_constant_tensor_cache_capacity(engine_kind::gpu, constant_tensor_cache_unlimited);
+  engine eng(engine_kind::gpu, 0);
+  const memory::desc a({9, 27}, data_type::f32, format_tag::ab);
+  const memory::desc w({27, 35}, data_type::f32, format_tag::ab);
+  const memory::desc c({9, 35}, data_type::f32, format_tag::ab);
+  primitive_attr attr;
+  attr.set_constant_weights(true);
+  const matmul plain(matmul::primitive_desc(matmul::desc(a, w, c), eng));
+  const matmul constant(matmul::primitive_desc(matmul::desc(a, w, c), attr, eng));
+  memory ma(a, eng);
+  ocl_test::write_all(ma, ocl_test::pattern(a.size_bytes() / 4, 31));
+  for (int round = 0; round < 5; ++round) {
+    memory mw(w, eng);  // new weights each round: a new memory id
+    ocl_test::write_all(mw, ocl_test::pattern(w.size_bytes() / 4, 32 + round));
+    std::vector<float> expected;
+    {
+      stream strm(eng);
+      memory mc(c, eng);
+      plain.execute(
+          strm, {{PRIMCACHE_ARG_SRC, ma}, {PRIMCACHE_ARG_WEIGHTS, mw}, {PRIMCACHE_ARG_DST, mc}});
+      strm.wait();
+      expected = ocl_test::read_all(mc);
+    }
+    const auto before = ocl_interop::get_program_counts().weights_packs;
+    std::atomic<int> correct{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+      threads.emplace_back([&] {
+        stream strm(eng);
+        memory mc(c, eng);
+        constant.execute(
+            strm, {{PRIMCACHE_ARG_SRC, ma}, {PRIMCACHE_ARG_WEIGHTS, mw}, {PRIMCACHE_ARG_DST, mc}});
+        strm.wait();
+        if (ocl_test::read_all(mc) == expected) correct.fetch_add(1);
+      });
+    }
+    for (auto& t : threads) t.join();
+    REQUIRE(correct.load() == 6);
+    REQUIRE(ocl_interop::get_program_counts().weights_packs == before + 1);
+  }
+}

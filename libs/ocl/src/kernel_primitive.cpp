@@ -18,17 +18,50 @@ void kernel_pd::write_op_key(key_writer& w) const {
 
 std::shared_ptr<const backend::primitive_impl> kernel_pd::create_impl(const engine& eng) const {
   auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
-  return std::make_shared<const kernel_impl>(
-      self, build_binary(ocl_engine_of(backend::impl_of(eng)), plan_));
+  const ocl_engine& ocl = ocl_engine_of(backend::impl_of(eng));
+  return std::make_shared<const kernel_impl>(self, build_binary(ocl, plan_),
+                                             device_identity::of(ocl.device_info()));
+}
+
+std::shared_ptr<const backend::primitive_impl> kernel_pd::load_impl(
+    const engine& eng, const backend::impl_blob& blob) const {
+  // The runtime checked the name, the key (device identity and the kernel
+  // configuration are in it) and the checksum; the record is checked
+  // against this engine's device and the source this descriptor generates.
+  const ocl_engine& ocl = ocl_engine_of(backend::impl_of(eng));
+  const device_identity id = device_identity::of(ocl.device_info());
+  auto binary = read_binary_record(blob.object, id, plan_.source);
+  if (!binary) {
+    throw error(binary.why().code,
+                std::string(to_string(kind())) + " (" + name() + "): " + binary.why().message);
+  }
+  auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
+  return std::make_shared<const kernel_impl>(self, std::move(binary).value(), id);
+}
+
+std::vector<std::uint8_t> kernel_impl::serialize() const {
+  backend::impl_blob b;
+  b.name = pd().name();
+  const auto k = pd().cache_key().bytes();
+  b.key_bytes.assign(k.begin(), k.end());
+  b.config = pd().config();
+  b.object = write_binary_record(made_for_, pd_->plan().source, binary_);
+  return b.encode();
 }
 
 kernel_resource::kernel_resource(const engine& eng, const program_binary& binary,
-                                 const std::string& name)
-    : engine_(eng), kernel_(ocl_engine_of(backend::impl_of(eng)).program_for(binary, name), name) {}
+                                 const kernel_plan& plan)
+    : engine_(eng),
+      kernel_(ocl_engine_of(backend::impl_of(eng)).program_for(binary, plan.name), plan.name) {
+  if (plan.packing) {
+    packing_ = std::make_unique<realized_kernel>(
+        ocl_engine_of(backend::impl_of(eng)).program_for(binary, plan.name), plan.packing->name);
+  }
+}
 
 void kernel_impl::create_resource(const engine& eng, backend::resource_mapper& mapper) const {
   if (mapper.has(this)) return;
-  mapper.add(this, std::make_unique<kernel_resource>(eng, binary_, pd_->plan().name));
+  mapper.add(this, std::make_unique<kernel_resource>(eng, binary_, pd_->plan()));
 }
 
 cl_mem arg_buffer(const backend::exec_ctx& ctx, int arg, const char* what) {
@@ -48,7 +81,15 @@ void kernel_impl::execute(const backend::exec_ctx& ctx) const {
   const kernel_plan& plan = pd_->plan();
   std::vector<cl_mem> mems;
   mems.reserve(plan.args.size());
-  for (int arg : plan.args) mems.push_back(arg_buffer(ctx, arg, pd().name()));
+  std::shared_ptr<const constant_buffer> packed;  // held until the kernel is enqueued
+  if (plan.packing) {
+    packed = packed_constant_weights(ctx, r->get_engine(), *r->packing_kernel(), *plan.packing,
+                                     r->last_packed(), pd().name());
+  }
+  for (int arg : plan.args) {
+    mems.push_back(packed && arg == PRIMCACHE_ARG_WEIGHTS ? static_cast<cl_mem>(packed->data())
+                                                          : arg_buffer(ctx, arg, pd().name()));
+  }
   r->kernel().enqueue(queue_of(backend::impl_of(*ctx.strm)), plan, mems);
 }
 

@@ -8,6 +8,15 @@
 // create_resource realizes the binary in the executing engine's context
 // (kernel_resource); execute enqueues on the stream's queue and returns.
 //
+// Blobs (primitive::cache_blob, the persistent cache): serialize writes the
+// binary as a binary_record (device identity, source digest, binary) in the
+// runtime's impl_blob; load_impl checks it against the loading engine and
+// the descriptor's source and makes the impl without compiling.
+//
+// Constant weights: when the plan has a packing kernel, execute takes the
+// weights packed into a device buffer from the constant tensor cache of the
+// engine's device (constant_weights.hpp).
+//
 //   auto pd = make_kernel_pd(primitive_kind::eltwise, "ocl:eltwise", attr, eng,
 //                            {{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_DST, dst}},
 //                            eltwise_plan(p), op_key_writer);
@@ -20,6 +29,8 @@
 #include <map>
 #include <memory>
 
+#include "binary_record.hpp"
+#include "constant_weights.hpp"
 #include "primcache/base/result.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 #include "program_binary.hpp"
@@ -40,6 +51,10 @@ class kernel_pd final : public backend::primitive_desc_impl {
   std::shared_ptr<const backend::primitive_impl> create_impl(const engine& eng) const override;
   const kernel_plan& plan() const noexcept { return plan_; }
 
+ protected:
+  std::shared_ptr<const backend::primitive_impl> load_impl(
+      const engine& eng, const backend::impl_blob& blob) const override;
+
  private:
   std::map<int, memory_desc> mds_;
   kernel_plan plan_;
@@ -48,27 +63,40 @@ class kernel_pd final : public backend::primitive_desc_impl {
 
 class kernel_impl final : public backend::primitive_impl {
  public:
-  kernel_impl(std::shared_ptr<const kernel_pd> pd, program_binary binary)
-      : primitive_impl(pd), pd_(std::move(pd)), binary_(std::move(binary)) {}
+  kernel_impl(std::shared_ptr<const kernel_pd> pd, program_binary binary, device_identity made_for)
+      : primitive_impl(pd),
+        pd_(std::move(pd)),
+        binary_(std::move(binary)),
+        made_for_(std::move(made_for)) {}
 
   void create_resource(const engine& eng, backend::resource_mapper& mapper) const override;
   void execute(const backend::exec_ctx& ctx) const override;
+  std::vector<std::uint8_t> serialize() const override;
   const program_binary& binary() const noexcept { return binary_; }
 
  private:
   std::shared_ptr<const kernel_pd> pd_;
   program_binary binary_;
+  device_identity made_for_;  // the device the binary was built on
 };
 
-// The kernel of one kernel_impl realized in one engine's context.
+// The kernel of one kernel_impl realized in one engine's context, with its
+// packing kernel when the plan has one, and the weights this primitive
+// packed last when the constant cache did not keep them.
 class kernel_resource final : public backend::resource {
  public:
-  kernel_resource(const engine& eng, const program_binary& binary, const std::string& name);
+  kernel_resource(const engine& eng, const program_binary& binary, const kernel_plan& plan);
   const realized_kernel& kernel() const noexcept { return kernel_; }
+  // Null when the plan has no packing.
+  const realized_kernel* packing_kernel() const noexcept { return packing_.get(); }
+  const engine& get_engine() const noexcept { return engine_; }
+  const packed_weights_slot& last_packed() const noexcept { return last_packed_; }
 
  private:
   engine engine_;  // keeps the context alive as long as the kernel
   realized_kernel kernel_;
+  std::unique_ptr<realized_kernel> packing_;
+  packed_weights_slot last_packed_;
 };
 
 result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(

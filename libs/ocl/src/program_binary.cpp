@@ -6,12 +6,14 @@
 #include "ocl_engine.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/ocl/ocl.hpp"
+#include "primcache/runtime/args.h"
 
 namespace primcache::ocl_internal {
 namespace {
 
 std::atomic<std::uint64_t> source_builds{0};
 std::atomic<std::uint64_t> binary_loads{0};
+std::atomic<std::uint64_t> weights_packs{0};
 
 std::string build_log(cl_program program, cl_device_id device) {
   std::size_t n = 0;
@@ -58,6 +60,17 @@ void enqueue_kernel(cl_command_queue queue, cl_kernel kernel, const kernel_plan&
         "clEnqueueNDRangeKernel of " + plan.name);
 }
 
+cl_event enqueue_packing(cl_command_queue queue, cl_kernel kernel, const weights_packing& packing,
+                         cl_mem user, cl_mem packed) {
+  check(clSetKernelArg(kernel, 0, sizeof(cl_mem), &user), "clSetKernelArg of " + packing.name);
+  check(clSetKernelArg(kernel, 1, sizeof(cl_mem), &packed), "clSetKernelArg of " + packing.name);
+  cl_event done = nullptr;
+  check(clEnqueueNDRangeKernel(queue, kernel, packing.work_dims, nullptr, packing.global.data(),
+                               nullptr, 0, nullptr, &done),
+        "clEnqueueNDRangeKernel of " + packing.name);
+  return done;
+}
+
 }  // namespace
 
 program_binary build_binary(const ocl_engine& eng, const kernel_plan& plan) {
@@ -85,6 +98,31 @@ program_binary build_binary(const ocl_engine& eng, const kernel_plan& plan) {
   }
   r.queue = eng.make_queue();
   enqueue_kernel(r.queue, r.kernel, plan, r.mems);
+  if (plan.packing) {
+    // The packing kernel's work-group function too.
+    const weights_packing& pk = *plan.packing;
+    cl_mem user = clCreateBuffer(eng.context(), CL_MEM_READ_WRITE,
+                                 pk.user_bytes == 0 ? 1 : pk.user_bytes, nullptr, &err);
+    check(err, "clCreateBuffer (capture launch of " + pk.name + ")");
+    r.mems.push_back(user);
+    cl_kernel packing_kernel = clCreateKernel(r.program, pk.name.c_str(), &err);
+    check(err, "clCreateKernel " + pk.name);
+    struct kernel_releaser {
+      cl_kernel k;
+      ~kernel_releaser() { clReleaseKernel(k); }
+    } release_packing{packing_kernel};
+    // The main kernel's weights scratch buffer is packed_bytes long.
+    cl_mem packed = nullptr;
+    for (std::size_t i = 0; i < plan.args.size(); ++i) {
+      if (plan.args[i] == PRIMCACHE_ARG_WEIGHTS) packed = r.mems[i];
+    }
+    if (packed == nullptr) {
+      throw error(status::runtime_error, plan.name + ": a packing plan without weights");
+    }
+    cl_event done = enqueue_packing(r.queue, packing_kernel, pk, user, packed);
+    clReleaseEvent(done);
+    check(clFinish(r.queue), "clFinish (capture launch of " + pk.name + ")");
+  }
   check(clFinish(r.queue), "clFinish (capture launch of " + plan.name + ")");
 
   std::size_t size = 0;
@@ -141,13 +179,32 @@ void realized_kernel::enqueue(cl_command_queue queue, const kernel_plan& plan,
   enqueue_kernel(queue, kernel_, plan, mems);
 }
 
+void realized_kernel::pack(cl_command_queue queue, const weights_packing& packing, cl_mem user,
+                           cl_mem packed) const {
+  cl_event done = nullptr;
+  {
+    lock_guard<mutex> lock(mu_);
+    done = enqueue_packing(queue, kernel_, packing, user, packed);
+  }
+  weights_packs.fetch_add(1, std::memory_order_relaxed);
+  const cl_int err = clWaitForEvents(1, &done);
+  cl_int status = CL_COMPLETE;
+  if (err == CL_SUCCESS) {
+    clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+  }
+  clReleaseEvent(done);
+  check(err, "clWaitForEvents (" + packing.name + ")");
+  if (status < 0) throw_cl_error(status, packing.name + " did not complete", "");
+}
+
 }  // namespace primcache::ocl_internal
 
 namespace primcache::ocl_interop {
 
 program_counts get_program_counts() {
   return {ocl_internal::source_builds.load(std::memory_order_relaxed),
-          ocl_internal::binary_loads.load(std::memory_order_relaxed)};
+          ocl_internal::binary_loads.load(std::memory_order_relaxed),
+          ocl_internal::weights_packs.load(std::memory_order_relaxed)};
 }
 
 }  // namespace primcache::ocl_interop

@@ -11,6 +11,11 @@
 // throws primcache::error with CL_BUILD_PROGRAM_FAILURE and the build log.
 // realize turns a binary into a cl_kernel of another (or the same) context.
 //
+// A plan may carry a weights packing (matmul with constant weights): a
+// second kernel of the same program that copies the user's weights into
+// the layout the main kernel reads; the main kernel's weights parameter
+// then takes the packed buffer. build_binary launches both.
+//
 // Thread-safety: free functions, safe from any thread.
 #pragma once
 
@@ -19,6 +24,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +33,18 @@
 namespace primcache::ocl_internal {
 
 class ocl_engine;
+
+// The packing kernel of a plan: (user weights, packed weights), over an
+// ND-range of its own; the packed tensor is packed_bytes long, its layout
+// named by layout_key (bytes that enter the constant cache's key).
+struct weights_packing {
+  std::string name;
+  std::size_t user_bytes = 0;
+  std::size_t packed_bytes = 0;
+  cl_uint work_dims = 1;
+  std::array<std::size_t, 3> global{1, 1, 1};
+  std::vector<std::byte> layout_key;
+};
 
 struct kernel_plan {
   std::string source;
@@ -39,6 +57,9 @@ struct kernel_plan {
   std::array<std::size_t, 3> global{1, 1, 1};
   std::array<std::size_t, 3> local{1, 1, 1};
   bool fixed_local = false;  // false: the runtime picks the work-group size
+  // Set when the main kernel reads packed weights (the PRIMCACHE_ARG_WEIGHTS
+  // parameter, arg_bytes = packed_bytes).
+  std::optional<weights_packing> packing;
 };
 
 using program_binary = std::vector<unsigned char>;
@@ -72,6 +93,10 @@ class realized_kernel {
   // Sets the buffers and enqueues the plan's ND-range on `queue`.
   void enqueue(cl_command_queue queue, const kernel_plan& plan,
                const std::vector<cl_mem>& mems) const;
+  // Enqueues the plan's packing kernel (this kernel must be it) from `user`
+  // into `packed` and waits until it has run.
+  void pack(cl_command_queue queue, const weights_packing& packing, cl_mem user,
+            cl_mem packed) const;
 
  private:
   std::shared_ptr<const realized_program> program_;

@@ -2,6 +2,7 @@
 
 #include "kernels/addressing.hpp"
 #include "kernels/post_op_source.hpp"
+#include "primcache/keyhash/key.hpp"
 #include "primcache/runtime/args.h"
 
 namespace primcache::ocl_internal {
@@ -37,7 +38,17 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
   const std::int64_t M = p.m(), N = p.n(), K = p.k(), B = p.batch();
   const int bm = c.wg_m * c.tile_m, bn = c.wg_n * c.tile_n, v = c.vec_width;
   const std::string vt = v == 1 ? "float" : "float" + std::to_string(v);
-  const strides3 sa = strides_of(p.src), sw = strides_of(p.weights), sd = strides_of(p.dst);
+  const strides3 sa = strides_of(p.src), sd = strides_of(p.dst);
+  strides3 sw = strides_of(p.weights);
+  std::int64_t w_offset0 = p.weights.offset0();
+  // Packed weights: (batches, K, Npad) row-major, N zero-padded to whole
+  // work-group blocks, so a work-item's columns load as vectors with no
+  // bounds checks (and transposed weights become contiguous).
+  const std::int64_t n_pad = (N + bn - 1) / bn * bn, wb = p.weights_batch();
+  if (p.packed_weights) {
+    sw = strides3{wb != 1 ? K * n_pad : 0, n_pad, 1};
+    w_offset0 = 0;
+  }
 
   kernel_plan plan;
   plan.name = "primcache_matmul";
@@ -51,7 +62,8 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
 
   std::string params = "__global const float* A, __global const float* W";
   plan.args = {PRIMCACHE_ARG_SRC, PRIMCACHE_ARG_WEIGHTS};
-  plan.arg_bytes = {p.src.size_bytes(), p.weights.size_bytes()};
+  const std::size_t packed_bytes = static_cast<std::size_t>(wb * K * n_pad) * sizeof(float);
+  plan.arg_bytes = {p.src.size_bytes(), p.packed_weights ? packed_bytes : p.weights.size_bytes()};
   if (!p.bias.is_zero()) {
     params += ", __global const float* bias";
     plan.args.push_back(PRIMCACHE_ARG_BIAS);
@@ -74,7 +86,7 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
   s += "  const long n0 = (long)get_group_id(0) * BN, m0 = (long)get_group_id(1) * BM;\n";
   s += "  const long b = get_global_id(2);\n";
   s += "  A += " + l(p.src.offset0()) + " + b * " + l(sa.b) + ";\n";
-  s += "  W += " + l(p.weights.offset0()) + " + b * " + l(sw.b) + ";\n";
+  s += "  W += " + l(w_offset0) + " + b * " + l(sw.b) + ";\n";
   s += "  " + vt + " acc[TM][TNV];\n";
   s += "  for (int i = 0; i < TM; ++i) for (int j = 0; j < TNV; ++j) acc[i][j] = (" + vt +
        ")(0.0f);\n";
@@ -100,7 +112,11 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
       s += "      const int kk = i % TK, nn = i / TK;\n";
     }
     s += "      const long n = n0 + nn, k = k0 + kk;\n";
-    s += "      Ws[kk][nn] = (n < " + l(N) + " && k < " + l(K) + ") ? W_AT(k, n) : 0.0f;\n";
+    if (p.packed_weights) {  // n < n_pad always; the padding is zero
+      s += "      Ws[kk][nn] = k < " + l(K) + " ? W_AT(k, n) : 0.0f;\n";
+    } else {
+      s += "      Ws[kk][nn] = (n < " + l(N) + " && k < " + l(K) + ") ? W_AT(k, n) : 0.0f;\n";
+    }
     s += "    }\n";
     s += "    barrier(CLK_LOCAL_MEM_FENCE);\n";
     s += "    for (int kk = 0; kk < TK; ++kk) {\n";
@@ -125,7 +141,12 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
     s += "      a[i] = m < " + l(M) + " ? A_AT(m, k) : 0.0f;\n    }\n";
     s += "    for (int j = 0; j < TNV; ++j) {\n";
     s += "      " + vt + " w;\n";
-    for (int e = 0; e < v; ++e) {
+    if (p.packed_weights) {
+      const std::string at = "&W_AT(k, n0 + ln * TN + j * " + std::to_string(v) + ")";
+      s += v == 1 ? "      w = *(" + at + ");\n"
+                  : "      w = vload" + std::to_string(v) + "(0, " + at + ");\n";
+    }
+    for (int e = 0; e < v && !p.packed_weights; ++e) {
       const std::string n =
           "(n0 + ln * TN + j * " + std::to_string(v) + " + " + std::to_string(e) + ")";
       s += "      w" + (v == 1 ? std::string() : "." + std::string(lane(e))) + " = " + n + " < " +
@@ -157,6 +178,31 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
          l(sd.c) + "] = v;\n    }\n";
   }
   s += "  }\n}\n";
+
+  if (p.packed_weights) {
+    // The packing kernel: user weights (any plain strides) to the packed
+    // layout above, zeros in the padding.
+    const strides3 su = strides_of(p.weights);
+    weights_packing pk;
+    pk.name = "primcache_matmul_pack";
+    s += "__kernel void primcache_matmul_pack(__global const float* W, __global float* P) {\n";
+    s += "  const long n = get_global_id(0), k = get_global_id(1), b = get_global_id(2);\n";
+    s += "  P[(b * " + l(K) + " + k) * " + l(n_pad) + " + n] = n < " + l(N) + " ? W[" +
+         l(p.weights.offset0()) + " + b * " + l(su.b) + " + k * " + l(su.r) + " + n * " + l(su.c) +
+         "] : 0.0f;\n}\n";
+    pk.user_bytes = p.weights.size_bytes();
+    pk.packed_bytes = packed_bytes;
+    pk.work_dims = 3;
+    pk.global = {static_cast<std::size_t>(n_pad), static_cast<std::size_t>(K),
+                 static_cast<std::size_t>(wb)};
+    key_writer lk;
+    lk.str("matmul");
+    p.weights.write_key(lk);
+    lk.i64(n_pad);
+    const key layout = lk.finish();
+    pk.layout_key.assign(layout.bytes().begin(), layout.bytes().end());
+    plan.packing = std::move(pk);
+  }
 
   plan.source = std::move(s);
   plan.work_dims = 3;

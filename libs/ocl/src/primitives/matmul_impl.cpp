@@ -55,6 +55,9 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_matmul_pd(
   auto chain = translate_post_ops(attr, p.dst);
   if (!chain) return chain.why();
   p.post_ops = std::move(chain).value();
+  // Constant weights are packed once into the constant cache
+  // (constant_weights.hpp); the kernel reads the packed layout.
+  p.packed_weights = attr.get_constant_weights();
 
   const ocl_engine& ocl = ocl_engine_of(eng);
   const matmul_config c =
@@ -74,6 +77,7 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_matmul_pd(
   if (!p.bias.is_zero()) p.bias.write_key(w);
   p.dst.write_key(w);
   c.write_key(w);
+  w.boolean(p.packed_weights);  // other code: the kernel reads the packed layout
   return make_kernel_pd(primitive_kind::matmul, "ocl:matmul", attr, eng, std::move(mds),
                         matmul_plan(p, c), std::move(w));
 }

@@ -67,6 +67,17 @@ class copy_pd final : public backend::primitive_desc_impl {
   bool to_device() const noexcept { return to_device_; }
   const memory_desc& md() const noexcept { return md_; }
 
+ protected:
+  // No code: a blob of this impl is its name and key, with no object.
+  std::shared_ptr<const backend::primitive_impl> load_impl(
+      const engine& eng, const backend::impl_blob& blob) const override {
+    if (!blob.object.empty()) {
+      throw error(status::corrupt_data,
+                  "reorder (ocl:reorder:copy): the blob holds code; this implementation has none");
+    }
+    return create_impl(eng);
+  }
+
  private:
   memory_desc md_;
   bool to_device_;
@@ -93,6 +104,13 @@ class copy_impl final : public backend::primitive_impl {
       check(clEnqueueReadBuffer(q, dev, CL_TRUE, 0, bytes, host, 0, nullptr, nullptr),
             "clEnqueueReadBuffer");
     }
+  }
+  std::vector<std::uint8_t> serialize() const override {
+    backend::impl_blob b;
+    b.name = pd().name();
+    const auto k = pd().cache_key().bytes();
+    b.key_bytes.assign(k.begin(), k.end());
+    return b.encode();
   }
 
  private:

@@ -41,11 +41,14 @@ PRIMCACHE_API cl_context get_context(const engine& eng);
 PRIMCACHE_API cl_device_id get_device(const engine& eng);
 PRIMCACHE_API cl_command_queue get_queue(const stream& strm);
 
-// Process-wide counters (relaxed): programs built from OpenCL C source, and
-// programs realized from cached binaries (clCreateProgramWithBinary).
+// Process-wide counters (relaxed): programs built from OpenCL C source,
+// programs realized from cached binaries (clCreateProgramWithBinary), and
+// constant weights packed into a device buffer (a matmul with
+// primitive_attr::set_constant_weights; docs/const_cache.md).
 struct program_counts {
   std::uint64_t source_builds = 0;
   std::uint64_t binary_loads = 0;
+  std::uint64_t weights_packs = 0;
 };
 PRIMCACHE_API program_counts get_program_counts();
 

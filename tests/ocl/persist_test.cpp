@@ -1,0 +1,408 @@
+// OpenCL primitives through the persistent cache: the blob API
+// (cache_blob_id, cache_blob, a primitive from (pd, blob)) and the runtime's
+// store (read before compiling, write behind), with results bit-identical
+// to freshly built primitives and foreign or altered blobs refused.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "binary_record.hpp"
+#include "host_reference.hpp"
+#include "kernel_primitive.hpp"
+#include "ocl_engine.hpp"
+#include "primcache/ocl/ocl.hpp"
+#include "primcache/persist/blob_store.hpp"
+#include "primcache/runtime/backend/primitive_impl.hpp"
+
+using namespace primcache;
+
+namespace {
+
+// One primitive with its tensors: run() writes the inputs from a fixed
+// pattern, executes, and returns dst's bytes.
+struct subject {
+  std::string what;
+  std::function<primitive_desc(const engine&)> make_pd;
+  std::vector<std::pair<int, memory::desc>> inputs;
+  int output_arg = PRIMCACHE_ARG_DST;
+  memory::desc output;
+};
+
+std::vector<float> run(const subject& s, const primitive& prim, const engine& eng) {
+  stream strm(eng);
+  std::unordered_map<int, memory> args;
+  std::uint32_t seed = 3;
+  for (const auto& [arg, md] : s.inputs) {
+    memory m(md, eng);
+    ocl_test::write_all(m, ocl_test::pattern(md.size_bytes() / 4, seed++));
+    args.emplace(arg, m);
+  }
+  memory out(s.output, eng);
+  ocl_test::write_all(out, std::vector<float>(s.output.size_bytes() / 4, -7.0f));
+  args.emplace(s.output_arg, out);
+  prim.execute(strm, args);
+  strm.wait();
+  return ocl_test::read_all(out);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Shapes no other test uses, so each key starts cold in this process.
+std::vector<subject> subjects() {
+  std::vector<subject> v;
+  {
+    const memory::desc a({19, 23}, data_type::f32, format_tag::ab);
+    const memory::desc w({23, 29}, data_type::f32, format_tag::ab);
+    const memory::desc b({1, 29}, data_type::f32, format_tag::ab);
+    const memory::desc c({19, 29}, data_type::f32, format_tag::ab);
+    v.push_back({"matmul with bias and a post-op",
+                 [=](const engine& eng) -> primitive_desc {
+                   post_ops po;
+                   po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.25f, 0.0f);
+                   primitive_attr attr;
+                   attr.set_post_ops(po);
+                   return matmul::primitive_desc(matmul::desc(a, w, b, c), attr, eng);
+                 },
+                 {{PRIMCACHE_ARG_SRC, a}, {PRIMCACHE_ARG_WEIGHTS, w}, {PRIMCACHE_ARG_BIAS, b}},
+                 PRIMCACHE_ARG_DST,
+                 c});
+  }
+  {
+    const memory::desc src({1, 5, 11, 9}, data_type::f32, format_tag::nchw);
+    const memory::desc wei({7, 5, 3, 3}, data_type::f32, format_tag::oihw);
+    const memory::desc dst({1, 7, 11, 9}, data_type::f32, format_tag::nhwc);
+    v.push_back({"convolution",
+                 [=](const engine& eng) -> primitive_desc {
+                   return convolution_forward::primitive_desc(
+                       convolution_forward::desc(prop_kind::forward_inference,
+                                                 algorithm::convolution_direct, src, wei,
+                                                 memory::desc(), dst, {1, 1}, {1, 1}, {1, 1}),
+                       eng);
+                 },
+                 {{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_WEIGHTS, wei}},
+                 PRIMCACHE_ARG_DST,
+                 dst});
+  }
+  {
+    const memory::desc md({3, 17, 5, 2}, data_type::f32, format_tag::nchw);
+    v.push_back({"eltwise",
+                 [=](const engine& eng) -> primitive_desc {
+                   return eltwise_forward::primitive_desc(
+                       eltwise_forward::desc(prop_kind::forward_inference,
+                                             algorithm::eltwise_linear, md, 0.75f, -0.5f),
+                       eng);
+                 },
+                 {{PRIMCACHE_ARG_SRC, md}},
+                 PRIMCACHE_ARG_DST,
+                 md});
+  }
+  {
+    const memory::desc from({2, 19, 3, 5}, data_type::f32, format_tag::nchw);
+    const memory::desc to({2, 19, 3, 5}, data_type::f32, format_tag::nChw8c);
+    v.push_back({"reorder",
+                 [=](const engine& eng) -> primitive_desc {
+                   return reorder::primitive_desc(eng, from, eng, to);
+                 },
+                 {{PRIMCACHE_ARG_FROM, from}},
+                 PRIMCACHE_ARG_TO,
+                 to});
+  }
+  return v;
+}
+
+// Empties the in-memory primitive cache (the capacity it had stays).
+void empty_primitive_cache() {
+  const int capacity = get_primitive_cache_capacity();
+  set_primitive_cache_capacity(0);
+  set_primitive_cache_capacity(capacity);
+}
+
+bool contains(const std::vector<std::uint8_t>& hay, const std::string& needle) {
+  return std::search(hay.begin(), hay.end(), needle.begin(), needle.end()) != hay.end();
+}
+
+// A private directory for a directory store (mode 0700).
+std::string temp_dir() {
+  char tmpl[] = "/tmp/primcache-ocl-persist-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+// `blob` with its object (the binary record) replaced by `object`,
+// re-encoded with a valid checksum.
+std::vector<std::uint8_t> with_object(const std::vector<std::uint8_t>& blob,
+                                      std::vector<std::byte> object) {
+  auto decoded = backend::impl_blob::decode(blob);
+  REQUIRE(decoded);
+  backend::impl_blob b = decoded.value();
+  b.object = std::move(object);
+  return b.encode();
+}
+
+ocl_internal::device_identity identity_of(const engine& eng) {
+  return ocl_internal::device_identity::of(
+      ocl_internal::ocl_engine_of(backend::impl_of(eng)).device_info());
+}
+
+// The program binary inside a blob, and the source digest's bytes kept.
+ocl_internal::program_binary binary_of(const std::vector<std::uint8_t>& blob, const engine& eng,
+                                       const std::string& source) {
+  auto decoded = backend::impl_blob::decode(blob);
+  REQUIRE(decoded);
+  auto binary = ocl_internal::read_binary_record(decoded.value().object, identity_of(eng), source);
+  REQUIRE(binary);
+  return binary.value();
+}
+
+}  // namespace
+
+TEST_CASE("OpenCL primitives round-trip through the blob API without building from source",
+          "[ocl][persist][blob]") {
+  set_primitive_cache_capacity(1024);
+  engine eng(engine_kind::gpu, 0);
+  for (const subject& s : subjects()) {
+    DYNAMIC_SECTION(s.what) {
+      const primitive_desc pd = s.make_pd(eng);
+      std::vector<float> fresh_out;
+      std::vector<std::uint8_t> blob;
+      {
+        primitive fresh(pd);
+        fresh_out = run(s, fresh, eng);
+        blob = fresh.cache_blob();
+      }
+      empty_primitive_cache();
+      const auto before = ocl_interop::get_program_counts();
+      primitive loaded(pd, blob);
+      const auto after = ocl_interop::get_program_counts();
+      CHECK(after.source_builds == before.source_builds);
+      CHECK(after.binary_loads == before.binary_loads + 1);
+      CHECK(same_bits(run(s, loaded, eng), fresh_out));
+      // The loaded primitive serializes to the same blob.
+      CHECK(loaded.cache_blob() == blob);
+    }
+  }
+}
+
+TEST_CASE("an OpenCL blob id names the platform, device, driver and build",
+          "[ocl][persist][blob]") {
+  engine eng(engine_kind::gpu, 0);
+  const auto id = identity_of(eng);
+  const memory::desc md({4, 4}, data_type::f32, format_tag::ab);
+  const auto pd = eltwise_forward::primitive_desc(
+      eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_tanh, md), eng);
+  const std::vector<std::uint8_t> blob_id = pd.cache_blob_id();
+  CHECK(contains(blob_id, id.platform));
+  CHECK(contains(blob_id, id.device));
+  CHECK(contains(blob_id, id.driver));
+  CHECK(contains(blob_id, version().build_identity));
+  CHECK(contains(blob_id, version().version));
+  // Another descriptor, another id.
+  const auto other = eltwise_forward::primitive_desc(
+      eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_exp, md), eng);
+  CHECK(other.cache_blob_id() != blob_id);
+  CHECK(pd.cache_blob_id() == blob_id);
+}
+
+TEST_CASE("OpenCL blobs that are altered or made elsewhere are refused, never loaded",
+          "[ocl][persist][blob][errors]") {
+  set_primitive_cache_capacity(1024);
+  engine eng(engine_kind::gpu, 0);
+  const memory::desc a({13, 11}, data_type::f32, format_tag::ab);
+  const memory::desc w({11, 31}, data_type::f32, format_tag::ab);
+  const memory::desc c({13, 31}, data_type::f32, format_tag::ab);
+  const auto pd = matmul::primitive_desc(matmul::desc(a, w, c), eng);
+  std::vector<std::uint8_t> blob;
+  {
+    primitive fresh(pd);
+    blob = fresh.cache_blob();
+  }
+  empty_primitive_cache();
+  const auto& plan = dynamic_cast<const ocl_internal::kernel_pd&>(backend::impl_of(pd)).plan();
+  const auto id = identity_of(eng);
+  const auto binary = binary_of(blob, eng, plan.source);
+
+  auto refused = [&](const std::vector<std::uint8_t>& bad, status code, const std::string& why) {
+    const auto before = ocl_interop::get_program_counts();
+    const int size = get_primitive_cache_size();
+    try {
+      primitive p(pd, bad);
+      FAIL("the blob was loaded");
+    } catch (const error& e) {
+      INFO(e.what());
+      CHECK(e.code() == code);
+      CHECK_THAT(e.message(), Catch::Contains(why));
+    }
+    const auto after = ocl_interop::get_program_counts();
+    CHECK(after.source_builds == before.source_builds);
+    CHECK(after.binary_loads == before.binary_loads);
+    CHECK(get_primitive_cache_size() == size);
+  };
+
+  SECTION("a flipped bit in the binary") {
+    auto bad = blob;
+    bad[bad.size() / 2] ^= 0x10;
+    refused(bad, status::corrupt_data, "checksum");
+  }
+  SECTION("truncated") {
+    refused(std::vector<std::uint8_t>(blob.begin(), blob.end() - 40), status::corrupt_data,
+            "checksum");
+  }
+  SECTION("built for another driver version of this device") {
+    auto other = id;
+    other.driver += "-other";
+    refused(with_object(blob, ocl_internal::write_binary_record(other, plan.source, binary)),
+            status::invalid_arguments, "driver '" + other.driver + "'");
+  }
+  SECTION("built for another device") {
+    auto other = id;
+    other.device = "Some Other GPU";
+    refused(with_object(blob, ocl_internal::write_binary_record(other, plan.source, binary)),
+            status::invalid_arguments, "Some Other GPU");
+  }
+  SECTION("keyed for another driver (the key's device identity differs)") {
+    auto decoded = backend::impl_blob::decode(blob);
+    REQUIRE(decoded);
+    backend::impl_blob b = decoded.value();
+    const std::string driver = id.driver;
+    auto* k = reinterpret_cast<char*>(b.key_bytes.data());
+    auto* end = k + b.key_bytes.size();
+    auto at = std::search(k, end, driver.begin(), driver.end());
+    REQUIRE(at != end);
+    std::fill(at, at + driver.size(), 'X');
+    refused(b.encode(), status::invalid_arguments, "another primitive descriptor");
+  }
+  SECTION("built from other OpenCL C source (another generator)") {
+    refused(with_object(blob, ocl_internal::write_binary_record(id, plan.source + "\n", binary)),
+            status::invalid_arguments, "other OpenCL C source");
+  }
+  SECTION("an object that is not a binary record") {
+    std::vector<std::byte> junk(64, std::byte{0x5a});
+    refused(with_object(blob, junk), status::corrupt_data, "magic");
+  }
+  SECTION("a record with bytes after its binary") {
+    auto record = ocl_internal::write_binary_record(id, plan.source, binary);
+    record.push_back(std::byte{0});
+    refused(with_object(blob, record), status::corrupt_data, "unexpected bytes");
+  }
+  SECTION("a record cut short") {
+    auto record = ocl_internal::write_binary_record(id, plan.source, binary);
+    record.resize(record.size() - 1);
+    refused(with_object(blob, record), status::corrupt_data, "truncated in its binary");
+  }
+  SECTION("another primitive's blob") {
+    const auto elt = eltwise_forward::primitive_desc(
+        eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_tanh, c), eng);
+    primitive p(elt);
+    refused(p.cache_blob(), status::invalid_arguments, "ocl:eltwise");
+  }
+  SECTION("the good blob still loads") {
+    primitive p(pd, blob);
+    CHECK(p.cache_blob() == blob);
+  }
+}
+
+TEST_CASE("binary records refuse every malformed form", "[ocl][persist][record]") {
+  const ocl_internal::device_identity id{"P", "D", "1.0"};
+  const ocl_internal::program_binary binary = {1, 2, 3, 4};
+  const auto record = ocl_internal::write_binary_record(id, "src", binary);
+  auto good = ocl_internal::read_binary_record(record, id, "src");
+  REQUIRE(good);
+  CHECK(good.value() == binary);
+
+  auto fails = [&](std::vector<std::byte> r, status code, const std::string& why) {
+    auto got = ocl_internal::read_binary_record(r, id, "src");
+    REQUIRE_FALSE(got);
+    CHECK(got.why().code == code);
+    CHECK_THAT(got.why().message, Catch::Contains(why));
+  };
+  fails({}, status::corrupt_data, "magic");
+  fails(std::vector<std::byte>(record.begin(), record.begin() + 10), status::corrupt_data,
+        "truncated");
+  fails(std::vector<std::byte>(record.begin(), record.begin() + 20), status::corrupt_data,
+        "truncated in its header");
+  auto other_version = record;
+  other_version[8] = std::byte{2};
+  fails(other_version, status::unimplemented, "version 2");
+  fails(ocl_internal::write_binary_record(id, "src", {}), status::corrupt_data, "empty binary");
+  fails(ocl_internal::write_binary_record({"Q", "D", "1.0"}, "src", binary),
+        status::invalid_arguments, "platform 'Q'");
+}
+
+TEST_CASE("OpenCL primitives go through the runtime's directory store", "[ocl][persist][store]") {
+  set_primitive_cache_capacity(1024);
+  engine eng(engine_kind::gpu, 0);
+  const std::string dir = temp_dir();
+  set_persistent_cache(open_persistent_cache_dir(dir, 64));
+  for (const subject& s : subjects()) {
+    DYNAMIC_SECTION(s.what) {
+      // Cold: not in memory, not in the store (a fresh directory).
+      const primitive_desc pd = s.make_pd(eng);
+      empty_primitive_cache();
+      get_persistent_cache()->erase(
+          std::as_bytes(std::span<const std::uint8_t>(pd.cache_blob_id())));
+      const auto s0 = get_persistent_cache_stats();
+      const auto c0 = ocl_interop::get_program_counts();
+      std::vector<float> fresh_out;
+      {
+        primitive fresh(pd);
+        fresh_out = run(s, fresh, eng);
+      }
+      flush_persistent_cache_writes();
+      const auto s1 = get_persistent_cache_stats();
+      const auto c1 = ocl_interop::get_program_counts();
+      CHECK(c1.source_builds == c0.source_builds + 1);
+      CHECK(s1.misses == s0.misses + 1);
+      CHECK(s1.writes_stored == s0.writes_stored + 1);
+
+      // A new process would find it there: the memory cache emptied.
+      empty_primitive_cache();
+      primitive again(pd);
+      const auto s2 = get_persistent_cache_stats();
+      const auto c2 = ocl_interop::get_program_counts();
+      CHECK(c2.source_builds == c1.source_builds);
+      CHECK(c2.binary_loads == c1.binary_loads + 1);
+      CHECK(s2.hits == s1.hits + 1);
+      CHECK(same_bits(run(s, again, eng), fresh_out));
+    }
+  }
+  SECTION("a well-formed entry holding a foreign binary is rejected, erased and compiled") {
+    const subject s = subjects().front();
+    const primitive_desc pd = s.make_pd(eng);
+    std::vector<std::uint8_t> blob;
+    std::vector<float> fresh_out;
+    {
+      primitive fresh(pd);
+      fresh_out = run(s, fresh, eng);
+      blob = fresh.cache_blob();
+    }
+    flush_persistent_cache_writes();
+    const auto& plan = dynamic_cast<const ocl_internal::kernel_pd&>(backend::impl_of(pd)).plan();
+    auto other = identity_of(eng);
+    other.driver = "0.0-elsewhere";
+    const auto bad = with_object(blob, ocl_internal::write_binary_record(
+                                           other, plan.source, binary_of(blob, eng, plan.source)));
+    const auto id = pd.cache_blob_id();
+    auto store = get_persistent_cache();
+    store->erase(std::as_bytes(std::span(id)));
+    REQUIRE(store->put(std::as_bytes(std::span(id)), std::as_bytes(std::span(bad))).status ==
+            put_status::stored);
+    empty_primitive_cache();
+    const auto s0 = get_persistent_cache_stats();
+    const auto c0 = ocl_interop::get_program_counts();
+    primitive p(pd);
+    const auto s1 = get_persistent_cache_stats();
+    CHECK(s1.rejected == s0.rejected + 1);
+    CHECK(ocl_interop::get_program_counts().source_builds == c0.source_builds + 1);
+    CHECK(same_bits(run(s, p, eng), fresh_out));
+  }
+  detach_persistent_cache();
+  std::filesystem::remove_all(dir);
+}
