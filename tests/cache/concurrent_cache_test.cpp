@@ -356,6 +356,77 @@ TEST_CASE("no_evict with a weigher refuses values that do not fit", "[cache][no_
   CHECK(log.events.empty());
 }
 
+TEST_CASE("would_admit predicts a refusal before the value is made", "[cache][no_evict]") {
+  SECTION("entries under no_evict") {
+    string_cache cache(options{.capacity = 2, .policy = cache_policy::no_evict});
+    CHECK(cache.would_admit(1));
+    add(cache, 1);
+    CHECK(cache.would_admit(1));
+    add(cache, 2);
+    CHECK_FALSE(cache.would_admit(1));  // full
+    CHECK_FALSE(cache.would_admit(0));  // an entry counts one whatever the weight asked
+    CHECK(cache.erase(1));
+    CHECK(cache.would_admit(1));
+  }
+  SECTION("weights under no_evict: the value must fit beside the others") {
+    string_cache cache(
+        options{.capacity = 6, .policy = cache_policy::no_evict, .weigher = string_weight});
+    CHECK(cache.would_admit(6));
+    CHECK_FALSE(cache.would_admit(7));  // heavier than the capacity
+    add(cache, 1, "aaaa");
+    CHECK(cache.would_admit(2));
+    CHECK_FALSE(cache.would_admit(3));
+    // What it predicts is what get_or_add does.
+    CHECK(add(cache, 2, "bbb") == lookup_outcome::miss);
+    CHECK_FALSE(cache.contains(2));
+    CHECK(add(cache, 3, "cc") == lookup_outcome::miss);
+    CHECK(cache.contains(3));
+  }
+  SECTION("lru evicts to admit anything that fits the capacity") {
+    string_cache cache(options{.capacity = 6, .weigher = string_weight});
+    add(cache, 1, "aaaaaa");
+    CHECK(cache.would_admit(6));
+    CHECK_FALSE(cache.would_admit(7));
+  }
+  SECTION("capacity 0 admits nothing") {
+    string_cache cache(options{.capacity = 0});
+    CHECK_FALSE(cache.would_admit(1));
+  }
+}
+
+TEST_CASE("get_if_ready returns a kept value and never creates or waits", "[cache][lookup]") {
+  string_cache cache(options{.capacity = 2});
+  CHECK_FALSE(cache.get_if_ready(1).has_value());
+  CHECK(cache.stats().misses == 0);  // absence is not a miss
+  add(cache, 1);
+  const auto hits = cache.stats().hits;
+  const auto got = cache.get_if_ready(1);
+  REQUIRE(got.has_value());
+  CHECK(*got == "v1");
+  CHECK(cache.stats().hits == hits + 1);
+  // A lookup is a use, as a hit is: the untouched 2 goes first.
+  add(cache, 2);
+  CHECK(cache.get_if_ready(1).has_value());
+  add(cache, 3);
+  CHECK(cache.contains(1));
+  CHECK_FALSE(cache.contains(2));
+  // An entry in flight is not waited for.
+  std::optional<std::string> during;
+  cache.get_or_add(4, [&] {
+    during = cache.get_if_ready(4).value_or("absent");
+    return value_of(4);
+  });
+  CHECK(during == "absent");
+}
+
+TEST_CASE("count_refused_miss counts a miss and a refusal", "[cache][stats]") {
+  string_cache cache(options{.capacity = 0});
+  cache.count_refused_miss();
+  CHECK(cache.stats().misses == 1);
+  CHECK(cache.stats().refusals == 1);
+  CHECK(cache.size() == 0);
+}
+
 TEST_CASE("cost evicts the entry cheapest to create per unit of weight", "[cache][cost]") {
   eviction_log log;
   string_cache cache(options{.capacity = 30,

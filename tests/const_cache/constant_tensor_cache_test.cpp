@@ -234,6 +234,39 @@ TEST_CASE("no_evict refuses new tensors when full; the caller still gets its ten
   }
 }
 
+TEST_CASE("would_keep, find and count_refused_miss let a caller do without a tensor",
+          "[const_cache][policy]") {
+  buffer_counter buffers;
+  constant_tensor_cache cache("cpu");
+  CHECK(cache.would_keep(64 * MiB));  // unlimited
+  cache.set_capacity(1);              // 1 MiB, no_evict
+  CHECK(cache.would_keep(MiB));
+  CHECK_FALSE(cache.would_keep(MiB + 1));
+  lookup(cache, buffers, "a", 600 * KiB, 3);
+  CHECK(cache.would_keep(400 * KiB));
+  CHECK_FALSE(cache.would_keep(600 * KiB));  // what get_or_add would refuse
+
+  // find: a kept tensor is a hit; an absent one is nothing, and no miss.
+  const auto before = cache.stats();
+  const auto kept = cache.find(constant_key(1, "a"));
+  REQUIRE(kept != nullptr);
+  CHECK(holds(*kept, 3));
+  CHECK(cache.find(constant_key(1, "b")) == nullptr);
+  CHECK(cache.stats().hits == before.hits + 1);
+  CHECK(cache.stats().misses == before.misses);
+  cache.count_refused_miss();
+  CHECK(cache.stats().misses == before.misses + 1);
+  CHECK(cache.stats().refusals == before.refusals + 1);
+  CHECK(cache.tensor_count() == 1);
+
+  cache.set_capacity(1, cache_policy::lru);  // evicts to admit what fits
+  CHECK(cache.would_keep(MiB));
+  CHECK_FALSE(cache.would_keep(2 * MiB));
+  cache.set_capacity(0);
+  CHECK_FALSE(cache.would_keep(1));
+  CHECK(cache.find(constant_key(1, "a")) == nullptr);  // flushed
+}
+
 TEST_CASE("lru evicts the least recently used tensor to make room", "[const_cache][policy]") {
   buffer_counter buffers;
   constant_tensor_cache cache("cpu");

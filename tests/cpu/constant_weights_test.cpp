@@ -263,21 +263,45 @@ TEST_CASE("with the cache disabled or full, constant weights are packed per call
     ~restore() { cache().set_capacity(constant_tensor_cache::unlimited); }
   } restore_capacity;
 
+  // The primitive was made while the cache kept tensors: its kernel reads
+  // prepacked weights, so each call packs them — into a buffer reused from
+  // call to call, not fresh memory each time (fresh pages for tens of MB
+  // cost several times the kernel).
   cache().set_capacity(0);  // disabled: flushes, keeps nothing
   auto before = cache().stats();
-  for (int rep = 0; rep < 2; ++rep) CHECK(max_diff(want, run(prim, c, wei, src).data()) < 1e-3f);
+  auto allocations = ci::packing_buffer_allocations();
+  for (int rep = 0; rep < 4; ++rep) CHECK(max_diff(want, run(prim, c, wei, src).data()) < 1e-3f);
   auto after = cache().stats();
-  CHECK(after.misses - before.misses == 2);  // packed on each call
-  CHECK(after.refusals - before.refusals == 2);
+  CHECK(after.misses - before.misses == 4);  // packed on each call
+  CHECK(after.refusals - before.refusals == 4);
   CHECK(cache().tensor_count() == 0);
+  CHECK(ci::packing_buffer_allocations() - allocations <= 1);
 
   cache().set_capacity(1);  // 1 MB under no_evict: the tensor does not fit
   before = cache().stats();
-  for (int rep = 0; rep < 2; ++rep) CHECK(max_diff(want, run(prim, c, wei, src).data()) < 1e-3f);
+  allocations = ci::packing_buffer_allocations();
+  for (int rep = 0; rep < 4; ++rep) CHECK(max_diff(want, run(prim, c, wei, src).data()) < 1e-3f);
   after = cache().stats();
-  CHECK(after.misses - before.misses == 2);
-  CHECK(after.refusals - before.refusals == 2);
+  CHECK(after.misses - before.misses == 4);
+  CHECK(after.refusals - before.refusals == 4);
   CHECK(cache().tensor_count() == 0);
+  CHECK(ci::packing_buffer_allocations() - allocations <= 1);
+
+  // Full with other tensors: ours was kept before it filled, so it is found.
+  cache().set_capacity(2);
+  REQUIRE(max_diff(want, run(prim, c, wei, src).data()) < 1e-3f);
+  REQUIRE(cache().tensor_count() == 1);
+  memory other(c.b_md(), cpu());  // another 1.2 MB: does not fit beside it
+  fill(static_cast<float*>(other.get_data_handle()), std::size_t(c.k) * c.n, 42);
+  run(prim, c, other, src);
+  REQUIRE(cache().tensor_count() == 1);
+  REQUIRE_FALSE(cache().would_keep(std::size_t(c.k) * c.n * 4));
+  before = cache().stats();
+  CHECK(max_diff(want, run(prim, c, wei, src).data()) < 1e-3f);
+  after = cache().stats();
+  CHECK(after.hits - before.hits == 1);
+  CHECK(after.misses == before.misses);
+  cache().flush();
 
   cache().set_capacity(64);  // room again: kept
   before = cache().stats();
@@ -285,6 +309,80 @@ TEST_CASE("with the cache disabled or full, constant weights are packed per call
   after = cache().stats();
   CHECK(after.misses - before.misses == 1);
   CHECK(cache().tensor_count() == 1);
+}
+
+TEST_CASE("a matmul made while the constant cache keeps nothing reads its weights as they are",
+          "[cpu][constant][capacity]") {
+  struct restore {
+    ~restore() { cache().set_capacity(constant_tensor_cache::unlimited); }
+  } restore_capacity;
+  const matmul_case c{8, 96, 40};
+  matmul_case plain = c;
+  plain.constant = false;
+  const auto plain_key = backend::impl_of(plain.prim().get_primitive_desc()).cache_key();
+
+  cache().set_capacity(constant_tensor_cache::unlimited);
+  const matmul prepacked = c.prim();
+  CHECK(backend::impl_of(prepacked.get_primitive_desc()).cache_key() != plain_key);
+
+  cache().set_capacity(0);
+  // Not the descriptor made a moment ago for the same op and attributes.
+  const matmul as_is = c.prim();
+  CHECK(backend::impl_of(as_is.get_primitive_desc()).cache_key() == plain_key);
+  const auto src = random_src(c, 45);
+  memory wei(c.b_md(), cpu());
+  fill(static_cast<float*>(wei.get_data_handle()), std::size_t(c.k) * c.n, 46);
+  const auto before = cache().stats();
+  const auto allocations = ci::packing_buffer_allocations();
+  CHECK(max_diff(expected(src, static_cast<const float*>(wei.get_data_handle()), c.m, c.n, c.k),
+                 run(as_is, c, wei, src).data()) < 1e-3f);
+  CHECK(cache().stats().misses == before.misses);  // nothing asked of the cache
+  CHECK(ci::packing_buffer_allocations() == allocations);
+
+  cache().set_capacity(64);  // kept again: prepacked again
+  CHECK(backend::impl_of(c.prim().get_primitive_desc()).cache_key() ==
+        backend::impl_of(prepacked.get_primitive_desc()).cache_key());
+}
+
+TEST_CASE("with the cache disabled, constant convolution weights are packed by the kernel",
+          "[cpu][constant][capacity][conv]") {
+  struct restore {
+    ~restore() { cache().set_capacity(constant_tensor_cache::unlimited); }
+  } restore_capacity;
+  const memory::desc src_md({1, 16, 12, 12}, data_type::f32, tag::nChw16c);
+  const memory::desc wei_md({32, 16, 3, 3}, data_type::f32, tag::oihw);
+  const memory::desc dst_md({1, 32, 12, 12}, data_type::f32, tag::nChw16c);
+  const convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
+                                    src_md, wei_md, memory::desc(), dst_md, {1, 1}, {1, 1}, {1, 1});
+  primitive_attr constant;
+  constant.set_constant_weights(true);
+  const convolution_forward pc(convolution_forward::primitive_desc(d, constant, cpu()));
+  const convolution_forward pn(convolution_forward::primitive_desc(d, cpu()));
+  memory src(src_md, cpu()), wei(wei_md, cpu());
+  fill(static_cast<float*>(src.get_data_handle()), src_md.size_bytes() / 4, 70);
+  fill(static_cast<float*>(wei.get_data_handle()), wei_md.size_bytes() / 4, 71);
+  auto run_conv = [&](const convolution_forward& p) {
+    memory dst(dst_md, cpu());
+    stream s(cpu());
+    p.execute(s,
+              {{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_WEIGHTS, wei}, {PRIMCACHE_ARG_DST, dst}});
+    const auto* q = static_cast<const float*>(dst.get_data_handle());
+    return std::vector<float>(q, q + dst_md.size_bytes() / 4);
+  };
+  const auto want = run_conv(pn);
+  cache().set_capacity(0);
+  const auto before = cache().stats();
+  const auto allocations = ci::packing_buffer_allocations();
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto got = run_conv(pc);
+    CHECK(std::memcmp(got.data(), want.data(), want.size() * 4) == 0);
+  }
+  const auto after = cache().stats();
+  CHECK(after.misses - before.misses == 3);
+  CHECK(after.refusals - before.refusals == 3);
+  CHECK(cache().tensor_count() == 0);
+  // Declined: no buffer packed outside the kernel.
+  CHECK(ci::packing_buffer_allocations() == allocations);
 }
 
 TEST_CASE("constant convolution weights are packed once, bitwise as per call",

@@ -201,3 +201,51 @@ TEST_CASE("the C API's cache blob functions report sizes and refuse what they ca
   CHECK(pc_memory_desc_destroy(md) == pc_success);
   CHECK(pc_engine_destroy(eng) == pc_success);
 }
+
+TEST_CASE("C: the constant-weights attribute and memory ids", "[runtime][c_api][constant]") {
+  fake::install();
+  pc_primitive_attr_t attr = nullptr;
+  REQUIRE(pc_primitive_attr_create(&attr) == pc_success);
+  int constant = -1;
+  REQUIRE(pc_primitive_attr_get_constant_weights(attr, &constant) == pc_success);
+  CHECK(constant == 0);
+  REQUIRE(pc_primitive_attr_set_constant_weights(attr, 7) == pc_success);  // nonzero is true
+  REQUIRE(pc_primitive_attr_get_constant_weights(attr, &constant) == pc_success);
+  CHECK(constant == 1);
+  REQUIRE(pc_primitive_attr_set_constant_weights(attr, 0) == pc_success);
+  REQUIRE(pc_primitive_attr_get_constant_weights(attr, &constant) == pc_success);
+  CHECK(constant == 0);
+
+  pc_engine_t eng = nullptr;
+  REQUIRE(pc_engine_create(&eng, pc_engine_gpu, 0) == pc_success);
+  const int64_t dims[2] = {2, 2};
+  pc_memory_desc_t md = nullptr;
+  REQUIRE(pc_memory_desc_create_with_tag(&md, 2, dims, pc_f32, pc_tag_ab) == pc_success);
+  float buf[4] = {};
+  pc_memory_t a = nullptr, b = nullptr;
+  REQUIRE(pc_memory_create(&a, md, eng, buf) == pc_success);
+  REQUIRE(pc_memory_create(&b, md, eng, buf) == pc_success);
+  uint64_t id_a = 0, id_b = 0, again = 0;
+  REQUIRE(pc_memory_get_id(a, &id_a) == pc_success);
+  REQUIRE(pc_memory_get_id(b, &id_b) == pc_success);
+  CHECK(id_a != 0);
+  CHECK(id_a != id_b);  // one buffer, two memories: two ids
+  REQUIRE(pc_memory_set_data_handle(a, buf) == pc_success);
+  REQUIRE(pc_memory_get_id(a, &again) == pc_success);
+  CHECK(again != id_a);  // renewed, even for the same pointer
+
+  CHECK(pc_primitive_attr_set_constant_weights(nullptr, 1) == pc_invalid_arguments);
+  CHECK(last_error() == "attr is NULL");
+  CHECK(pc_primitive_attr_get_constant_weights(attr, nullptr) == pc_invalid_arguments);
+  CHECK(last_error() == "attr or constant is NULL");
+  CHECK(pc_primitive_attr_get_constant_weights(nullptr, &constant) == pc_invalid_arguments);
+  CHECK(pc_memory_get_id(nullptr, &again) == pc_invalid_arguments);
+  CHECK(last_error() == "memory or id is NULL");
+  CHECK(pc_memory_get_id(a, nullptr) == pc_invalid_arguments);
+
+  pc_memory_destroy(a);
+  pc_memory_destroy(b);
+  pc_memory_desc_destroy(md);
+  pc_engine_destroy(eng);
+  pc_primitive_attr_destroy(attr);
+}

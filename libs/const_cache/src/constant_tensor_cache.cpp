@@ -84,6 +84,18 @@ bool constant_tensor_cache::remove_if_exist(std::uint64_t backend_id, std::strin
   return remove_if_exist(constant_key(backend_id, key_bytes));
 }
 
+bool constant_tensor_cache::would_keep(std::size_t bytes) const noexcept {
+  return active_.load(std::memory_order_acquire)->would_admit(bytes);
+}
+
+constant_tensor_cache::buffer_ptr constant_tensor_cache::find(const constant_key& key) {
+  return active_.load(std::memory_order_acquire)->get_if_ready(key).value_or(nullptr);
+}
+
+void constant_tensor_cache::count_refused_miss() noexcept {
+  active_.load(std::memory_order_acquire)->count_refused_miss();
+}
+
 std::uint64_t constant_tensor_cache::get_size() const noexcept {
   std::uint64_t bytes = 0;
   for (const auto& c : caches_) bytes += c->weight();

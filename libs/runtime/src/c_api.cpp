@@ -228,6 +228,12 @@ pc_status_t pc_memory_set_data_handle(pc_memory_t memory, void* handle) {
     memory->value.set_data_handle(handle);
   });
 }
+pc_status_t pc_memory_get_id(const_pc_memory_t memory, uint64_t* id) {
+  return c_api_guarded([&] {
+    require(memory != nullptr && id != nullptr, "memory or id is NULL");
+    *id = memory->value.get_id();
+  });
+}
 pc_status_t pc_memory_destroy(pc_memory_t memory) {
   delete memory;
   return pc_success;
@@ -263,6 +269,18 @@ pc_status_t pc_primitive_attr_set_output_scales(pc_primitive_attr_t attr, int64_
     require(attr != nullptr, "attr is NULL");
     require(count > 0 && scales != nullptr, "scales are missing");
     attr->value.set_output_scales(mask, std::vector<float>(scales, scales + count));
+  });
+}
+pc_status_t pc_primitive_attr_set_constant_weights(pc_primitive_attr_t attr, int constant) {
+  return c_api_guarded([&] {
+    require(attr != nullptr, "attr is NULL");
+    attr->value.set_constant_weights(constant != 0);
+  });
+}
+pc_status_t pc_primitive_attr_get_constant_weights(const_pc_primitive_attr_t attr, int* constant) {
+  return c_api_guarded([&] {
+    require(attr != nullptr && constant != nullptr, "attr or constant is NULL");
+    *constant = attr->value.get_constant_weights() ? 1 : 0;
   });
 }
 pc_status_t pc_primitive_attr_destroy(pc_primitive_attr_t attr) {

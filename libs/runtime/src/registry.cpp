@@ -9,6 +9,8 @@
 
 #include "primcache/base/error.hpp"
 #include "primcache/base/thread_annotations.hpp"
+#include "primcache/const_cache/constant_tensor_cache.hpp"
+#include "primcache/runtime/constant_cache.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitive_cache_internal.hpp"
 
@@ -247,10 +249,14 @@ namespace {
 
 // The settings a factory reads besides the op: the engine's identity (for
 // CPU the ISA cap) and the thread count.
-std::vector<std::byte> settings_snapshot(const engine& eng) {
+std::vector<std::byte> settings_snapshot(const engine& eng, const primitive_attr& attr) {
   key_writer w;
   backend::impl_of(eng).write_identity(w);
   w.i32(get_num_threads());
+  // With constant weights, a backend may accept differently when its
+  // constant tensor cache keeps nothing (the CPU matmul then reads the
+  // weights as they are instead of prepacked).
+  if (attr.get_constant_weights()) w.u32(constant_tensor_cache_for(eng).capacity() != 0 ? 1 : 0);
   const key k = w.finish();
   return {k.bytes().begin(), k.bytes().end()};
 }
@@ -274,7 +280,7 @@ std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& 
   // a concurrent set_max_cpu_isa or set_num_threads never files code for
   // one setting under the other's key.
   for (;;) {
-    const std::vector<std::byte> settings = settings_snapshot(eng);
+    const std::vector<std::byte> settings = settings_snapshot(eng, attr);
     key_writer w;
     write_op(w, op);
     attr.write_key(w);
@@ -287,7 +293,7 @@ std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& 
           .get_or_add(w.finish(),
                       [&] {
                         auto pd = accept(op, attr, eng);
-                        if (settings_snapshot(eng) != settings) throw settings_changed{};
+                        if (settings_snapshot(eng, attr) != settings) throw settings_changed{};
                         return pd;
                       })
           .value;

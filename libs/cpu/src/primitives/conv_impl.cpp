@@ -79,8 +79,10 @@ struct conv_traits {
     if (k->packs_weights() && ctx.run_time_attr(pd).get_constant_weights()) {
       packed = packed_constant_weights(
           ctx, "convolution", k->packed_bytes(), [&](key_writer& w) { k->write_packing_key(w); },
-          [&](const float* user, float* out) { k->pack_weights(user, out, pool); });
-      args.packed_weights = packed->data_as<const float>();
+          [&](const float* user, float* out) { k->pack_weights(user, out, pool); },
+          when_not_kept::decline);
+      // Declined (the cache keeps nothing): the kernel packs as it goes.
+      if (packed) args.packed_weights = packed->data_as<const float>();
     }
     k->execute(args, ctx.scratchpad, pool);
   }

@@ -4,6 +4,7 @@
 
 #include "kernels/matmul_config.hpp"
 #include "kernels/matmul_kernel.hpp"
+#include "primcache/const_cache/constant_tensor_cache.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitives/constant_weights.hpp"
@@ -99,7 +100,8 @@ struct matmul_traits {
     const matmul_packing packing = matmul_packing::of(p, k->config());
     const auto packed = packed_constant_weights(
         ctx, "matmul", packing.bytes(), [&](key_writer& w) { packing.write_key(w); },
-        [&](const float* user, float* out) { matmul_pack_weights(packing, user, out, pool); });
+        [&](const float* user, float* out) { matmul_pack_weights(packing, user, out, pool); },
+        when_not_kept::pack_for_this_call);
     args.weights = packed->data_as<const float>();
     k->execute(args, ctx.scratchpad, pool);
   }
@@ -143,8 +145,11 @@ result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(const op_desc&
   p.post_ops = std::move(chain).value();
   p.nthr = get_num_threads();
   // The kernel reads constant weights prepacked (the reference reads them
-  // as they are).
-  p.prepacked_weights = jit && attr.get_constant_weights();
+  // as they are) — unless the constant tensor cache keeps nothing, where
+  // prepacking would mean packing on every call: then the code that reads
+  // them as they are is faster. (The primitive-descriptor cache keys on
+  // that state too; a cache that fills up later is handled at execution.)
+  p.prepacked_weights = jit && attr.get_constant_weights() && cpu_constant_cache().capacity() != 0;
   const cpu_isa isa = effective_isa();
   if (jit && isa < cpu_isa::avx2) return unimplemented("the JIT matmul needs avx2");
   // Accept only what the kernel (or the reference) builds and runs.

@@ -146,6 +146,48 @@ class concurrent_cache {
     return add(key, hash, slot, creator);
   }
 
+  // The cached value for `key` when it is ready, else nothing: the hit path
+  // of get_or_add alone (a hit counts as one; an absent or in-flight entry
+  // counts nothing and is not waited for). Rarely, a table growth running
+  // at the same time hides a present entry: the answer is then nothing.
+  // For callers that serve a miss themselves when would_admit() says the
+  // cache would not keep their value.
+  std::optional<Value> get_if_ready(const Key& key) {
+    const std::uint64_t hash = static_cast<std::uint64_t>(hash_(key));
+    cache_internal::reader_slot& slot = lock_.slot_for_this_thread();
+    cache_internal::shared_section section(lock_, slot);
+    if (entry_type* e = table_.find_concurrent(hash, key, eq_)) {
+      if (e->ready.load(std::memory_order_acquire)) {
+        e->touch();
+        section.count_hit();
+        return *e->value;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Whether a new entry of `weight` (1 when capacity counts entries) would
+  // be kept if its creation finished now: false at capacity 0, when it is
+  // heavier than the capacity, or when a policy that never evicts to admit
+  // (no_evict) has no room left for it. A hint without a lock: the cache
+  // may change before the caller acts on it.
+  bool would_admit(std::size_t weight) const noexcept {
+    const std::size_t cap = capacity();
+    if (cap == 0) return false;
+    if (unit_ == cache_unit::entries) weight = 1;
+    if (weight > cap) return false;
+    if (order_->evicts_to_admit()) return true;
+    return (unit_ == cache_unit::entries ? size() : this->weight()) <= cap - weight;
+  }
+
+  // Counts a miss that the caller served outside the cache because
+  // would_admit() said it would not be kept: a miss and a refusal, as if
+  // get_or_add had run the creator and refused its value.
+  void count_refused_miss() noexcept {
+    bump(counters_.misses);
+    bump(counters_.refusals);
+  }
+
   // Removes `key`'s entry (ready or in flight); false when there was none.
   // The listener hears eviction_reason::erased.
   bool erase(const Key& key) PRIMCACHE_EXCLUDES(lock_) {

@@ -135,6 +135,25 @@ class PRIMCACHE_API constant_tensor_cache {
     return get_or_add(constant_key(backend_id, key_bytes), size, creator);
   }
 
+  // For callers that have a way to do without a constant tensor (compute
+  // what they need per call instead): would_keep(bytes) says whether a new
+  // tensor of that size would be kept now (false when disabled, full under
+  // no_evict, or larger than the capacity; a lock-free hint). When it says
+  // no, find() still returns a tensor the cache kept before (a hit, or
+  // nullptr: absent or in flight, never waited for), and
+  // count_refused_miss() counts the miss the caller then serves itself, as
+  // get_or_add would have (a miss and a refusal).
+  //
+  //   if (!cache.would_keep(bytes)) {
+  //     if (auto kept = cache.find(key)) return kept;
+  //     cache.count_refused_miss();
+  //     return compute_without_a_constant_tensor();
+  //   }
+  //   return cache.get_or_add(key, bytes, creator).value;
+  bool would_keep(std::size_t bytes) const noexcept;
+  buffer_ptr find(const constant_key& key);
+  void count_refused_miss() noexcept;
+
   // Removes the key's tensor (ready or in flight); false when absent. Its
   // holders keep it; subscribers hear eviction_reason::erased.
   bool remove_if_exist(const constant_key& key);

@@ -105,6 +105,7 @@ typedef struct pc_stream* pc_stream_t;
 typedef struct pc_memory_desc* pc_memory_desc_t;
 typedef const struct pc_memory_desc* const_pc_memory_desc_t;
 typedef struct pc_memory* pc_memory_t;
+typedef const struct pc_memory* const_pc_memory_t;
 typedef struct pc_primitive_attr* pc_primitive_attr_t;
 typedef const struct pc_primitive_attr* const_pc_primitive_attr_t;
 typedef struct pc_primitive_desc* pc_primitive_desc_t;
@@ -150,6 +151,10 @@ PC_API pc_status_t pc_memory_create(pc_memory_t* memory, const_pc_memory_desc_t 
                                     pc_engine_t engine, void* handle);
 PC_API pc_status_t pc_memory_get_data_handle(pc_memory_t memory, void** handle);
 PC_API pc_status_t pc_memory_set_data_handle(pc_memory_t memory, void* handle);
+/* The memory's id: unique in the process, shared by nothing else, renewed by
+ * every pc_memory_set_data_handle (even to the same pointer). Constant
+ * weights are known by it (pc_primitive_attr_set_constant_weights). */
+PC_API pc_status_t pc_memory_get_id(const_pc_memory_t memory, uint64_t* id);
 PC_API pc_status_t pc_memory_destroy(pc_memory_t memory);
 
 PC_API pc_status_t pc_primitive_attr_create(pc_primitive_attr_t* attr);
@@ -159,6 +164,12 @@ PC_API pc_status_t pc_primitive_attr_append_binary(pc_primitive_attr_t attr, pc_
                                                    const_pc_memory_desc_t src1);
 PC_API pc_status_t pc_primitive_attr_set_output_scales(pc_primitive_attr_t attr, int64_t count,
                                                        int mask, const float* scales);
+/* Nonzero: the weights passed to primitives made with attr do not change
+ * while their memory keeps its id, so their packed form may be kept in the
+ * engine kind's constant tensor cache (primcache_constant.h). */
+PC_API pc_status_t pc_primitive_attr_set_constant_weights(pc_primitive_attr_t attr, int constant);
+PC_API pc_status_t pc_primitive_attr_get_constant_weights(const_pc_primitive_attr_t attr,
+                                                          int* constant);
 PC_API pc_status_t pc_primitive_attr_destroy(pc_primitive_attr_t attr);
 
 /* attr and bias may be NULL. */
