@@ -98,6 +98,7 @@ void primitive_attr::write_run_time_values(key_writer& w) const {
   for (float s : scales_) w.f32(s);
   // After the scales, whose count write_key recorded: no ambiguity.
   w.boolean(constant_weights_);
+  w.u8(!tunable_ ? 0 : *tunable_ ? 2 : 1);
 }
 
 namespace backend {

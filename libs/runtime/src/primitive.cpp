@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <span>
 #include <string>
@@ -17,6 +18,7 @@
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/version.hpp"
 #include "primitive_cache_internal.hpp"
+#include "tuning_internal.hpp"
 
 namespace primcache {
 namespace backend {
@@ -41,7 +43,11 @@ void primitive_desc_impl::finalize(const engine_impl& eng, int nthr) {
   // table is indexed by) and appended after it.
   config_ = default_config();
   if (config_) {
-    if (auto chosen = config_from_source(*this)) config_ = std::move(chosen);
+    if (auto chosen = config_from_source(*this)) {
+      config_ = std::move(chosen);
+    } else if (auto tuned = runtime_internal::tuned_config(*this, eng)) {
+      config_ = std::move(tuned);  // the tune table's winner (tuning.cpp)
+    }
     w.raw(problem_key_.bytes());
     w.str("config");
     config_->write_key(w);
@@ -207,6 +213,17 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(
     ~depth_guard() { --tl_creation_depth; }
   } guard;
   if (nested) refuse_own_key(pd);
+  // Building a tuning candidate: its nested impls live in the tuning's
+  // private cache, never in the global (or persistent) one.
+  if (auto* priv = runtime_internal::tuning_private_cache()) {
+    if (auto it = priv->find(pd.cache_key()); it != priv->end()) {
+      return {it->second, lookup_outcome::hit};
+    }
+    const creation_frame frame(pd.cache_key());
+    auto made = blob ? pd.create_impl_from_blob(eng, *blob) : pd.create_impl(eng);
+    priv->emplace(pd.cache_key(), made);
+    return {std::move(made), lookup_outcome::miss};
+  }
   persistent_outcome persistent = persistent_outcome::none;
   auto r = global_primitive_cache().get_or_add(pd.cache_key(), [&] {
     const creation_frame frame(pd.cache_key());
@@ -382,6 +399,7 @@ struct primitive::state {
   backend::resource_mapper resources;
   const metric_counter* executions = nullptr;  // never destroyed (metrics())
   lookup_outcome outcome = lookup_outcome::miss;
+  mutable std::once_flag tune_once;  // tuning.hpp: the first execution that wants it tunes
 
   // Every check happens before the impl sees a pointer: a mismatch must
   // never become an out-of-bounds read or write.
@@ -477,6 +495,11 @@ void primitive::state::run(const stream& strm, const args& arguments) const {
 void primitive::execute(const stream& strm, const args& arguments) const {
   if (!state_) throw error(status::invalid_arguments, "the primitive is empty");
   state_->check(strm, arguments);
+  if (runtime_internal::tuning_wanted(backend::impl_of(state_->pd).attr())) [[unlikely]] {
+    // Once per primitive; concurrent first executions wait for the tuning.
+    std::call_once(state_->tune_once,
+                   [&] { runtime_internal::tune_on_first_execute(state_->pd, strm); });
+  }
   state_->run(strm, arguments);
   state_->executions->add();
 }

@@ -13,6 +13,7 @@
 #include "primcache/runtime/constant_cache.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitive_cache_internal.hpp"
+#include "tuning_internal.hpp"
 
 namespace primcache {
 namespace backend {
@@ -127,6 +128,16 @@ void register_implementation(const implementation_entry& entry) {
   the_registry().add(entry);
   registry_generation.fetch_add(1, std::memory_order_acq_rel);
 }
+
+}  // namespace backend
+
+namespace runtime_internal {
+void invalidate_primitive_descs() noexcept {
+  backend::registry_generation.fetch_add(1, std::memory_order_acq_rel);
+}
+}  // namespace runtime_internal
+
+namespace backend {
 
 void set_config_source(config_source source) {
   the_config_source().set(std::move(source));

@@ -1,5 +1,5 @@
 // primcache/runtime/attr.hpp — algorithms, propagation kinds and primitive
-// attributes (post-ops, output scales, constant weights).
+// attributes (post-ops, output scales, constant weights, tunable).
 //
 //   primcache::post_ops ops;
 //   ops.append_eltwise(1.f, primcache::algorithm::eltwise_relu, 0.f, 0.f);
@@ -20,6 +20,7 @@
 // scale mask.
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -103,14 +104,23 @@ class PRIMCACHE_API primitive_attr {
   void set_constant_weights(bool constant) noexcept { constant_weights_ = constant; }
   bool get_constant_weights() const noexcept { return constant_weights_; }
 
+  // Tunable (tuning.hpp): whether the first execution of a primitive made
+  // with these attributes tunes it. Unset (nullopt, the default): it follows
+  // the global switch (set_tune, PRIMCACHE_TUNE) at that execution. Not part
+  // of the primitive key: a tuned and an untuned primitive of one
+  // descriptor share code.
+  void set_tunable(bool tunable) noexcept { tunable_ = tunable; }
+  std::optional<bool> get_tunable() const noexcept { return tunable_; }
+
   // The attribute's part of a primitive key (floats by bit pattern). Values
   // kernels take at run time (the output scales) enter only as their mask
   // and count: primitives that differ only in them share compiled code.
   // Constant weights do not enter it either: a backend whose code differs
   // for constant weights writes that difference into its own op key.
   void write_key(key_writer& w) const;
-  // Those run-time values and the constant-weights flag, for keys that must
-  // tell them apart (the cache of primitive descriptors, which hold them).
+  // Those run-time values and the constant-weights and tunable flags, for
+  // keys that must tell them apart (the cache of primitive descriptors,
+  // which hold them).
   void write_run_time_values(key_writer& w) const;
   friend bool operator==(const primitive_attr&, const primitive_attr&) = default;
 
@@ -119,6 +129,7 @@ class PRIMCACHE_API primitive_attr {
   int scales_mask_ = 0;
   std::vector<float> scales_;
   bool constant_weights_ = false;
+  std::optional<bool> tunable_;
 };
 
 }  // namespace primcache

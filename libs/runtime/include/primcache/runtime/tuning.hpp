@@ -1,0 +1,90 @@
+// primcache/runtime/tuning.hpp — tune mode: kernel configurations chosen by
+// measurement, kept in the process's tune table (the auto-tuning RFC's
+// option 1.3, without its allowance for regressions or wrong results).
+//
+//   primcache::set_tune(true);                      // or PRIMCACHE_TUNE=1
+//   primcache::matmul::primitive_desc pd(desc, attr, eng);
+//   primcache::matmul prim(pd);
+//   prim.execute(strm, args);                       // tunes here, once
+//   primcache::set_tune(false);
+//   primcache::matmul tuned(primcache::matmul::primitive_desc(desc, attr, eng));
+//   tuned.execute(strm, args);                      // runs the winner
+//   primcache::save_tune_table("tune.json");        // or PRIMCACHE_TUNE_TABLE=path
+//
+// What happens: the first execute() of a primitive whose attribute
+// `tunable` is on (primitive_attr::set_tunable; unset, it follows the
+// switch) tunes it before running it, when its implementation has
+// configurations (CPU matmul and convolution) and the table has no entry
+// for its problem on this device yet. The default (the heuristic's)
+// configuration and up to max_nconfigs - 1 others from the
+// implementation's space are each built in a private cache the global
+// primitive cache never sees, run five times under a cold cache on
+// synthetic inputs in the primitive's own descriptors, checked against the
+// default's output (autotune/output_check.hpp), and the fastest correct one
+// that beats the default by more than the noise wins
+// (autotune/tuner.hpp). The winner — the default when nothing beat it —
+// goes into the table under (device, problem key); the primitive
+// descriptors cached so far are invalidated, so the next creation of that
+// descriptor (tuning on or off) gets the winner's configuration and its own
+// primitive key. The primitive that tuned keeps the code it was created
+// with. Later executions never tune again; a failed tuning is reported on
+// stderr and the primitive runs as it is. `tunable` is not part of the
+// primitive key.
+//
+// The table: loaded from PRIMCACHE_TUNE_TABLE when the runtime's tuning
+// state is first used (a corrupt or unreadable file is reported on stderr
+// and ignored; entries of another library version are ignored), written
+// there at exit when it changed, and on request with save_tune_table().
+//
+// Thread-safety: every function may be called from any thread. Many
+// primitives may tune at once (each problem is tuned by one thread; others
+// executing it meanwhile run untuned). Exceptions: primcache::error, as
+// each function says.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "primcache/autotune/tune_table.hpp"
+#include "primcache/base/export.hpp"
+#include "primcache/runtime/engine.hpp"
+
+namespace primcache {
+
+// The global switch (also the control switch "tune"); initially
+// PRIMCACHE_TUNE (0/1), off when unset or malformed.
+PRIMCACHE_API void set_tune(bool on);
+PRIMCACHE_API bool get_tune();
+
+// Candidates measured per primitive, the default included: 1 .. 1000
+// (default 40); anything else throws invalid_arguments.
+PRIMCACHE_API void set_tune_max_nconfigs(std::size_t n);
+PRIMCACHE_API std::size_t get_tune_max_nconfigs();
+
+// The process's table (what primitive descriptor creation reads and tuning
+// writes).
+PRIMCACHE_API tune_table& global_tune_table();
+// The device name the table files this process's entries under for `eng`
+// ("cpu:avx512_core": the engine's description).
+PRIMCACHE_API std::string tune_device_of(const engine& eng);
+// PRIMCACHE_TUNE_TABLE, or "" when unset.
+PRIMCACHE_API std::string get_tune_table_path();
+// Writes the table to `path` (empty: PRIMCACHE_TUNE_TABLE's; invalid_arguments
+// when that is unset too), merging what the file holds, atomically. Returns
+// the entries written; runtime_error naming the path when it cannot.
+PRIMCACHE_API std::size_t save_tune_table(const std::string& path = {});
+
+// What tuning did in this process.
+struct tune_stats {
+  std::uint64_t tuned = 0;              // primitives tuned
+  std::uint64_t replaced = 0;           // of which a candidate beat the default
+  std::uint64_t failed = 0;             // tunings that failed (reported, primitive untouched)
+  std::uint64_t skipped = 0;            // tunable primitives with nothing to tune
+  std::uint64_t wrong_candidates = 0;   // candidates discarded for wrong output
+  std::uint64_t failed_candidates = 0;  // candidates that failed to build or run
+  double seconds = 0;                   // time spent tuning
+};
+PRIMCACHE_API tune_stats get_tune_stats();
+
+}  // namespace primcache

@@ -1,0 +1,438 @@
+// Tune mode (tuning.hpp): the switch, the process's tune table and its
+// file, and tuning a primitive on its first execution through the
+// autotune library.
+#include "primcache/runtime/tuning.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "primcache/autotune/output_check.hpp"
+#include "primcache/autotune/search.hpp"
+#include "primcache/autotune/tuner.hpp"
+#include "primcache/base/env.hpp"
+#include "primcache/base/error.hpp"
+#include "primcache/base/thread_annotations.hpp"
+#include "primcache/control/registry.hpp"
+#include "primcache/runtime/backend/memory_storage.hpp"
+#include "primcache/runtime/memory.hpp"
+#include "primcache/runtime/stream.hpp"
+#include "primcache/runtime/version.hpp"
+#include "primitive_cache_internal.hpp"
+#include "tuning_internal.hpp"
+
+namespace primcache {
+namespace runtime_internal {
+namespace {
+
+constexpr std::size_t kMaxNconfigsLimit = 1000;
+
+struct tune_state {
+  switch_registration tune_switch;        // "tune" in control, when it could be registered
+  std::atomic<bool> local_switch{false};  // otherwise this
+  bool registered = false;
+  tune_table table;
+  std::string path;  // PRIMCACHE_TUNE_TABLE; set once, before the state is shared
+  std::atomic<std::size_t> max_nconfigs{40};
+  std::atomic<bool> dirty{false};  // the table changed since it was loaded or saved
+  mutex mu;
+  std::set<std::string> in_flight PRIMCACHE_GUARDED_BY(mu);  // problems being tuned
+  std::atomic<std::uint64_t> tuned{0}, replaced{0}, failed{0}, skipped{0}, wrong{0},
+      failed_candidates{0};
+  std::atomic<std::int64_t> tuning_ns{0};
+
+  bool on() const noexcept {
+    return registered ? tune_switch.on() : local_switch.load(std::memory_order_acquire);
+  }
+  void set(bool v) noexcept {
+    if (registered) {
+      tune_switch.set(v);
+    } else {
+      local_switch.store(v, std::memory_order_release);
+    }
+  }
+};
+
+void report(const std::string& line) {
+  std::fprintf(stderr, "primcache: %s\n", line.c_str());
+}
+
+void save_at_exit();
+
+tune_state& state() {
+  // Never destroyed: primitives may execute from threads that outlive
+  // static destruction; the exit hook saves the table instead.
+  static tune_state* s = [] {
+    auto* st = new tune_state;
+    const bool initial = env_bool("PRIMCACHE_TUNE", false);
+    try {
+      st->tune_switch = control().register_switch(
+          "tune", "tune tunable primitives on their first execution (PRIMCACHE_TUNE)", initial);
+      st->registered = true;
+    } catch (const error&) {
+      // Someone registered "tune" first: the runtime keeps its own switch.
+      st->local_switch.store(initial);
+    }
+    if (auto p = env_string("PRIMCACHE_TUNE_TABLE"); p && !p->empty()) {
+      st->path = *p;
+      auto r = st->table.load_file(st->path, version().version);
+      if (!r) {
+        // A missing file is a first run: saving at exit creates it.
+        if (r.why().code != status::not_found) {
+          report("ignoring the tune table (PRIMCACHE_TUNE_TABLE): " + r.why().message);
+        }
+      } else if (r.value().other_version) {
+        report("ignoring the tune table " + st->path +
+               " (PRIMCACHE_TUNE_TABLE): it was written by primcache " + r.value().file_version +
+               ", this is " + version().version);
+      }
+    }
+    std::atexit(save_at_exit);
+    return st;
+  }();
+  return *s;
+}
+
+void save_at_exit() {
+  tune_state& st = state();
+  if (st.path.empty() || !st.dirty.load()) return;
+  auto r = st.table.save_file(st.path, version().version);
+  if (!r) report("cannot save the tune table at exit: " + r.why().message);
+}
+
+thread_local private_impl_cache* tl_private_cache = nullptr;
+
+struct private_cache_scope {
+  private_impl_cache cache;
+  private_impl_cache* previous;
+  private_cache_scope() : previous(tl_private_cache) { tl_private_cache = &cache; }
+  ~private_cache_scope() { tl_private_cache = previous; }
+  private_cache_scope(const private_cache_scope&) = delete;
+  private_cache_scope& operator=(const private_cache_scope&) = delete;
+};
+
+std::string describe_problem(const backend::primitive_desc_impl& pd) {
+  std::string s(backend::to_string(pd.kind()));
+  static constexpr std::pair<int, const char*> kArgs[] = {{PRIMCACHE_ARG_SRC, "src"},
+                                                          {PRIMCACHE_ARG_WEIGHTS, "wei"},
+                                                          {PRIMCACHE_ARG_BIAS, "bia"},
+                                                          {PRIMCACHE_ARG_DST, "dst"}};
+  for (auto [arg, name] : kArgs) {
+    memory_desc md = pd.arg_md(arg);
+    if (!md.is_zero()) s.append(" ").append(name).append(":").append(md.to_string());
+  }
+  return s;
+}
+
+// How many products each output element sums: the accumulation length the
+// output tolerance is derived from.
+std::int64_t accumulation_length(const backend::primitive_desc_impl& pd) {
+  const memory_desc w = pd.arg_md(PRIMCACHE_ARG_WEIGHTS);
+  if (pd.kind() == backend::primitive_kind::matmul) {
+    return pd.arg_md(PRIMCACHE_ARG_SRC).dims().back();
+  }
+  // Convolution: (O, I, KH, KW) or (G, O, I, KH, KW) -> I * KH * KW.
+  const auto d = w.dims();
+  std::int64_t k = 1;
+  for (std::size_t i = d.size() == 5 ? 2 : 1; i < d.size(); ++i) k *= d[i];
+  return k;
+}
+
+// Synthetic inputs are multiples of 1/4 in [-1, 1]: every product is a
+// multiple of 1/16 and every partial sum of fewer than 2^20 of them is
+// exact in f32, so correct configurations agree exactly before post-ops.
+void fill_input(float* p, std::size_t n, int seed) {
+  std::uint32_t x = 0x9e3779b9u * static_cast<std::uint32_t>(seed + 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    p[i] = static_cast<float>(static_cast<int>(x % 9) - 4) * 0.25f;
+  }
+}
+
+void fill_nan(float* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+const engine& engine_for(const primitive_desc& pd,
+                         backend::primitive_desc_impl::required_arg::on where) {
+  using on = backend::primitive_desc_impl::required_arg::on;
+  return where == on::src_engine   ? pd.get_src_engine()
+         : where == on::dst_engine ? pd.get_dst_engine()
+                                   : pd.get_engine();
+}
+
+struct aligned_free {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+
+void tune_primitive(const primitive_desc& pd, const stream& strm) {
+  tune_state& st = state();
+  const backend::primitive_desc_impl& pdi = backend::impl_of(pd);
+  const engine& eng = pd.get_engine();
+  const auto def = pdi.default_config();
+  const bool kind_tuned = pdi.kind() == backend::primitive_kind::matmul ||
+                          pdi.kind() == backend::primitive_kind::convolution;
+  if (!def || !kind_tuned) {
+    st.skipped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  for (const post_ops::entry& e : pdi.attr().get_post_ops().entries()) {
+    if (e.kind == post_ops::kind::eltwise && e.alg == algorithm::eltwise_exp) {
+      // exp magnifies the accumulation's rounding without a bound the
+      // output check could use.
+      st.skipped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  const std::string device = tune_device_of(eng);
+  if (st.table.find(device, pdi.problem_key())) return;  // tuned before
+  std::string slot = device;
+  slot.push_back('\0');
+  slot.append(reinterpret_cast<const char*>(pdi.problem_key().data()), pdi.problem_key().size());
+  {
+    lock_guard g(st.mu);
+    if (!st.in_flight.insert(slot).second) return;  // another thread is tuning it
+  }
+  struct in_flight_guard {
+    tune_state& st;
+    const std::string& slot;
+    ~in_flight_guard() {
+      lock_guard g(st.mu);
+      st.in_flight.erase(slot);
+    }
+  } guard{st, slot};
+  // Another thread may have finished tuning it since the first look.
+  if (st.table.find(device, pdi.problem_key())) return;
+
+  // Private arguments with synthetic data, in the primitive's descriptors.
+  std::unordered_map<int, memory> args;
+  float* dst = nullptr;
+  std::size_t dst_count = 0;
+  int seed = 0;
+  for (const auto& a : pdi.required_args()) {
+    if (a.md.data_type() != data_type::f32) {
+      throw error(status::unimplemented,
+                  "tuning needs f32 arguments, " + a.md.to_string() + " is not");
+    }
+    memory m(a.md, engine_for(pd, a.engine));
+    auto* p = static_cast<float*>(backend::storage_of(m)->host_ptr());
+    const std::size_t n = a.md.size_bytes() / sizeof(float);
+    if (p == nullptr && n != 0) {
+      throw error(status::unimplemented,
+                  "tuning needs host memory (device memory is not tuned yet)");
+    }
+    if (a.index == PRIMCACHE_ARG_DST) {
+      dst = p;
+      dst_count = n;
+    } else {
+      fill_input(p, n, seed++);
+    }
+    args.emplace(a.index, std::move(m));
+  }
+  if (dst == nullptr) throw error(status::unimplemented, "tuning needs a destination to compare");
+
+  // The tolerance: sums of K + 1 terms (products and the bias) of magnitude
+  // at most 1, each post-op's slope bounded by its scale and alpha.
+  const std::int64_t k = accumulation_length(pdi) + 1;
+  double slope = 1;
+  for (const post_ops::entry& e : pdi.attr().get_post_ops().entries()) {
+    if (e.kind == post_ops::kind::eltwise) {
+      slope *= std::fabs(e.scale) * std::max({1.13, static_cast<double>(std::fabs(e.alpha))});
+    }
+  }
+  const double tolerance = reordered_sum_tolerance(k) * static_cast<double>(k) * slope;
+
+  const backend::config_space space = pdi.config_candidates();
+  auto config_at = [&](std::size_t i) { return i == 0 ? *def : space.at(i - 1); };
+  std::vector<float> expected;
+  std::shared_ptr<const backend::primitive_impl> impl;
+  std::unique_ptr<backend::resource_mapper> resources;
+  std::unique_ptr<void, aligned_free> scratch;
+  stream s = strm;
+
+  tuning_callbacks cb;
+  cb.count = static_cast<std::size_t>(space.size()) + 1;
+  cb.build = [&](std::size_t i) {
+    const private_cache_scope scope;
+    impl = pdi.create_impl_with(eng, config_at(i));
+    resources = std::make_unique<backend::resource_mapper>();
+    impl->create_resource(eng, *resources);
+    const std::size_t bytes = impl->scratchpad_bytes();
+    scratch.reset(bytes ? std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095}) : nullptr);
+    if (bytes && !scratch) throw error(status::out_of_memory, "cannot allocate a scratchpad");
+    fill_nan(dst, dst_count);  // what a candidate does not write stays NaN
+  };
+  cb.run = [&](std::size_t) {
+    const backend::exec_ctx ctx{&s, &args, resources.get(), scratch.get(), &pdi.attr()};
+    impl->execute(ctx);
+    s.wait();
+  };
+  cb.compare = [&](std::size_t) {
+    return compare_outputs(expected, std::span<const float>(dst, dst_count), tolerance);
+  };
+  cb.release = [&](std::size_t i) {
+    if (i == 0) expected.assign(dst, dst + dst_count);
+    impl.reset();
+    resources.reset();
+    scratch.reset();
+  };
+  cb.describe = [&](std::size_t i) { return config_at(i).to_json(); };
+
+  tune_options o;
+  o.max_nconfigs = st.max_nconfigs.load(std::memory_order_relaxed);
+  o.search = spread_search();  // the spaces are far larger than the budget
+  o.prune = [&](std::size_t i) {
+    const backend::kernel_config c = config_at(i);
+    return c == *def || !pdi.validate_config(c);
+  };
+  const tune_result r = tune(cb, o);
+
+  const backend::kernel_config winner = config_at(r.winner);
+  st.table.put(
+      device, pdi.problem_key(),
+      tune_entry{pdi.name(), winner.to_json(), r.winner_ns, r.default_ns, describe_problem(pdi)});
+  st.dirty.store(true);
+  st.tuned.fetch_add(1, std::memory_order_relaxed);
+  if (r.default_replaced()) st.replaced.fetch_add(1, std::memory_order_relaxed);
+  st.wrong.fetch_add(r.wrong, std::memory_order_relaxed);
+  st.failed_candidates.fetch_add(r.failed, std::memory_order_relaxed);
+  st.tuning_ns.fetch_add(static_cast<std::int64_t>(r.tuning_ns), std::memory_order_relaxed);
+  // A wrong candidate is a kernel bug: always said.
+  for (const candidate_report& c : r.candidates) {
+    if (c.outcome == candidate_outcome::wrong_output) {
+      report("tuning " + describe_problem(pdi) + " (" + pdi.name() + "): discarded candidate " +
+             c.description + ": wrong output: " + c.message);
+    }
+  }
+  if (verbose_level() >= 1) {
+    char line[160];
+    std::snprintf(line, sizeof line, ",%.4f,%.4f,%zu,%zu,%zu,%.1f", r.default_ns / 1e6,
+                  r.winner_ns / 1e6, r.measured + r.wrong + r.failed, r.wrong, r.failed,
+                  r.tuning_ns / 1e6);
+    verbose_print("primcache_verbose,tune," + describe_problem(pdi) + "," + pdi.name() + "," +
+                  winner.to_json() + line);
+  }
+  // The descriptors cached so far chose their configuration before this
+  // entry existed.
+  if (pdi.config() != winner) invalidate_primitive_descs();
+}
+
+}  // namespace
+
+bool tuning_wanted(const primitive_attr& attr) {
+  if (auto t = attr.get_tunable()) return *t;
+  return state().on();
+}
+
+void tune_on_first_execute(const primitive_desc& pd, const stream& strm) noexcept {
+  try {
+    tune_primitive(pd, strm);
+  } catch (const std::exception& e) {
+    state().failed.fetch_add(1, std::memory_order_relaxed);
+    try {
+      const auto& pdi = backend::impl_of(pd);
+      report("tuning " + describe_problem(pdi) + " (" + pdi.name() +
+             ") failed, it runs untuned: " + e.what());
+    } catch (...) {
+    }
+  } catch (...) {
+    state().failed.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+std::optional<backend::kernel_config> tuned_config(const backend::primitive_desc_impl& pd,
+                                                   const backend::engine_impl& eng) {
+  tune_state& st = state();
+  auto e = st.table.find(eng.describe(), pd.problem_key());
+  if (!e || e->implementation != pd.name()) return std::nullopt;
+  auto ignore = [&](const std::string& why) -> std::optional<backend::kernel_config> {
+    if (verbose_level() >= 1) {
+      verbose_print("primcache_verbose,config:ignored," +
+                    std::string(backend::to_string(pd.kind())) + "," + pd.name() +
+                    ",the tune table's entry " + why + "; using the heuristic's configuration");
+    }
+    return std::nullopt;
+  };
+  auto cfg = backend::kernel_config::from_json(e->config);
+  if (!cfg) return ignore(cfg.why().message);
+  if (auto ok = pd.validate_config(cfg.value()); !ok) {
+    return ignore(e->config + " is refused: " + ok.why().message);
+  }
+  return cfg.value();
+}
+
+private_impl_cache* tuning_private_cache() noexcept {
+  return tl_private_cache;
+}
+
+}  // namespace runtime_internal
+
+void set_tune(bool on) {
+  runtime_internal::state().set(on);
+}
+
+bool get_tune() {
+  return runtime_internal::state().on();
+}
+
+void set_tune_max_nconfigs(std::size_t n) {
+  if (n < 1 || n > runtime_internal::kMaxNconfigsLimit) {
+    throw error(status::invalid_arguments, "max_nconfigs " + std::to_string(n) + " is outside 1.." +
+                                               std::to_string(runtime_internal::kMaxNconfigsLimit));
+  }
+  runtime_internal::state().max_nconfigs.store(n, std::memory_order_relaxed);
+}
+
+std::size_t get_tune_max_nconfigs() {
+  return runtime_internal::state().max_nconfigs.load(std::memory_order_relaxed);
+}
+
+tune_table& global_tune_table() {
+  return runtime_internal::state().table;
+}
+
+std::string tune_device_of(const engine& eng) {
+  return backend::impl_of(eng).describe();
+}
+
+std::string get_tune_table_path() {
+  return runtime_internal::state().path;
+}
+
+std::size_t save_tune_table(const std::string& path) {
+  auto& st = runtime_internal::state();
+  const std::string& to = path.empty() ? st.path : path;
+  if (to.empty()) {
+    throw error(status::invalid_arguments,
+                "save_tune_table: no path given and PRIMCACHE_TUNE_TABLE is unset");
+  }
+  auto r = st.table.save_file(to, version().version);
+  if (!r) throw error(r.why().code, r.why().message);
+  if (to == st.path) st.dirty.store(false);
+  return r.value();
+}
+
+tune_stats get_tune_stats() {
+  auto& st = runtime_internal::state();
+  tune_stats s;
+  s.tuned = st.tuned.load(std::memory_order_relaxed);
+  s.replaced = st.replaced.load(std::memory_order_relaxed);
+  s.failed = st.failed.load(std::memory_order_relaxed);
+  s.skipped = st.skipped.load(std::memory_order_relaxed);
+  s.wrong_candidates = st.wrong.load(std::memory_order_relaxed);
+  s.failed_candidates = st.failed_candidates.load(std::memory_order_relaxed);
+  s.seconds = static_cast<double>(st.tuning_ns.load(std::memory_order_relaxed)) / 1e9;
+  return s;
+}
+
+}  // namespace primcache
