@@ -433,6 +433,34 @@ pc_status_t pc_primitive_destroy(pc_primitive_t primitive) {
   return pc_success;
 }
 
+pc_status_t pc_primitive_wait_until_specialized(pc_primitive_t primitive, int* specialized) {
+  return c_api_guarded([&] {
+    require(primitive != nullptr, "primitive is NULL");
+    primitive->value.wait_until_specialized();
+    if (specialized != nullptr) *specialized = primitive->value.specialized() ? 1 : 0;
+  });
+}
+
+pc_status_t pc_set_jit_mode(pc_jit_mode_t mode) {
+  return c_api_guarded([&] {
+    if (mode != pc_jit_mode_tiered && mode != pc_jit_mode_sync) {
+      throw primcache::error(primcache::status::invalid_arguments,
+                             "jit mode " + std::to_string(static_cast<int>(mode)) +
+                                 " is neither pc_jit_mode_tiered nor pc_jit_mode_sync");
+    }
+    primcache::set_jit_mode(mode == pc_jit_mode_sync ? primcache::jit_mode::sync
+                                                     : primcache::jit_mode::tiered);
+  });
+}
+
+pc_status_t pc_get_jit_mode(pc_jit_mode_t* mode) {
+  return c_api_guarded([&] {
+    require(mode != nullptr, "mode is NULL");
+    *mode = primcache::get_jit_mode() == primcache::jit_mode::sync ? pc_jit_mode_sync
+                                                                   : pc_jit_mode_tiered;
+  });
+}
+
 pc_status_t pc_set_primitive_cache_capacity(int capacity) {
   return c_api_guarded([&] { primcache::set_primitive_cache_capacity(capacity); });
 }

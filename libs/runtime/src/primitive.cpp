@@ -122,6 +122,17 @@ std::shared_ptr<const primitive_impl> primitive_desc_impl::create_impl_from_blob
   return load_impl(eng, blob);
 }
 
+bool primitive_impl::specialized() const {
+  for (const primitive_impl* n : nested()) {
+    if (!n->specialized()) return false;
+  }
+  return true;
+}
+
+void primitive_impl::wait_until_specialized() const {
+  for (const primitive_impl* n : nested()) n->wait_until_specialized();
+}
+
 void primitive_impl::create_resource(const engine& eng, resource_mapper& mapper) const {
   for (const primitive_impl* n : nested()) n->create_resource(eng, mapper);
 }
@@ -266,6 +277,13 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(
     if (r.outcome == lookup_outcome::miss && persistent != persistent_outcome::none) {
       outcome =
           persistent == persistent_outcome::hit ? "persistent_cache_hit" : "persistent_cache_miss";
+    }
+    // Created in tiered mode: generic code now, the specialized code later
+    // (the backend prints a "specialized" line when it is installed). Lines
+    // of a persistent cache's misses keep their form (tools count them).
+    if (r.outcome == lookup_outcome::miss && persistent == persistent_outcome::none && r.value &&
+        r.value->created_tiered()) {
+      outcome += ":tiered";
     }
     if (nested) outcome = "nested_" + outcome;
     if (blob && r.outcome == lookup_outcome::miss) outcome += "_from_blob";
@@ -464,6 +482,16 @@ primitive::primitive(const primitive_desc& pd, const std::span<const std::uint8_
 const primitive_desc& primitive::get_primitive_desc() const {
   if (!state_) throw error(status::invalid_arguments, "the primitive is empty");
   return state_->pd;
+}
+
+bool primitive::specialized() const {
+  if (!state_) throw error(status::invalid_arguments, "the primitive is empty");
+  return state_->impl->specialized();
+}
+
+void primitive::wait_until_specialized() const {
+  if (!state_) throw error(status::invalid_arguments, "the primitive is empty");
+  state_->impl->wait_until_specialized();
 }
 
 lookup_outcome primitive::creation_outcome() const {

@@ -48,6 +48,7 @@
 #include "primcache/base/result.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
+#include "primcache/runtime/jit_mode.hpp"
 #include "primitives/cpu_engine.hpp"
 
 namespace primcache::cpu_internal {
@@ -156,6 +157,15 @@ std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::create_impl(
   if (!jit_) {
     auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
     return std::make_shared<const kernel_impl<Traits>>(self, nullptr);
+  }
+  // Tiered mode: generic code now, the specialized kernel in the background
+  // (tiered/tiered_impl.hpp), for kinds that have a generic kernel and
+  // problems it takes; otherwise the specialized kernel is compiled here.
+  if constexpr (requires { typename Traits::generic_kernel; }) {
+    if (get_jit_mode() == jit_mode::tiered) {
+      auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
+      if (auto tiered = Traits::create_tiered(self, typed(*config()), bound_isa())) return tiered;
+    }
   }
   return create_impl_with(eng, *config());
 }

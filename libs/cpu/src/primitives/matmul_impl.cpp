@@ -2,6 +2,7 @@
 // (plain loops, for what the kernel declines, e.g. hosts below AVX2).
 #include <memory>
 
+#include "kernels/generic_matmul_kernel.hpp"
 #include "kernels/matmul_config.hpp"
 #include "kernels/matmul_kernel.hpp"
 #include "primcache/const_cache/constant_tensor_cache.hpp"
@@ -10,6 +11,7 @@
 #include "primitives/constant_weights.hpp"
 #include "primitives/cpu_engine.hpp"
 #include "primitives/kernel_primitive.hpp"
+#include "tiered/tiered_impl.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -73,7 +75,21 @@ struct matmul_traits {
   static result<config> from_fields(const backend::kernel_config& f) {
     return matmul_config_from_fields(f);
   }
-  static void execute(const kernel_pd<matmul_traits>& pd, const exec_ctx& ctx, const kernel* k) {
+  // Tiered creation: the generic kernel built into the library until the
+  // specialized one is installed (tiered/tiered_impl.hpp). Every matmul
+  // configuration accumulates each output over k in order, so every
+  // configuration can be tiered.
+  using generic_kernel = generic_matmul_kernel;
+  static std::shared_ptr<const backend::primitive_impl> create_tiered(
+      std::shared_ptr<const kernel_pd<matmul_traits>> pd, const config& c, cpu_isa isa) {
+    return make_tiered_impl<matmul_traits>(std::move(pd), c, isa);
+  }
+  static std::size_t specialized_scratchpad_bytes(const config& c) {
+    return matmul_pack_slot_bytes(c) * static_cast<std::size_t>(c.thr_m * c.thr_n);
+  }
+  // Kernel: matmul_kernel or generic_matmul_kernel (null: the reference).
+  template <class Kernel>
+  static void execute(const kernel_pd<matmul_traits>& pd, const exec_ctx& ctx, const Kernel* k) {
     const matmul_problem& p = pd.problem();
     const auto operands = collect_binary_operands(ctx, p.post_ops, "matmul");
     matmul_args args;
@@ -102,7 +118,7 @@ struct matmul_traits {
         ctx, "matmul", packing.bytes(), [&](key_writer& w) { packing.write_key(w); },
         [&](const float* user, float* out) { matmul_pack_weights(packing, user, out, pool); },
         when_not_kept::pack_for_this_call);
-    args.weights = packed->data_as<const float>();
+    args.weights = packed->template data_as<const float>();
     k->execute(args, ctx.scratchpad, pool);
   }
 };

@@ -218,6 +218,20 @@ PC_API pc_status_t pc_primitive_create_from_cache_blob(pc_primitive_t* primitive
                                                        const_pc_primitive_desc_t pd, size_t size,
                                                        const uint8_t* blob);
 
+/* Tiered creation (primcache/runtime/jit_mode.hpp): returns when the
+ * primitive runs its specialized code (at once for one compiled
+ * synchronously), or when its compilation failed. *specialized (if not NULL)
+ * receives 1 when the specialized code is installed, else 0. */
+PC_API pc_status_t pc_primitive_wait_until_specialized(pc_primitive_t primitive, int* specialized);
+
+/* The JIT mode: pc_jit_mode_tiered (a primitive that misses every cache
+ * starts with generic code, specialized in the background) or
+ * pc_jit_mode_sync (compiled before creation returns). Wins over
+ * PRIMCACHE_JIT_MODE. Other values are invalid_arguments. */
+typedef enum { pc_jit_mode_tiered = 0, pc_jit_mode_sync = 1 } pc_jit_mode_t;
+PC_API pc_status_t pc_set_jit_mode(pc_jit_mode_t mode);
+PC_API pc_status_t pc_get_jit_mode(pc_jit_mode_t* mode);
+
 PC_API pc_status_t pc_set_primitive_cache_capacity(int capacity);
 PC_API pc_status_t pc_get_primitive_cache_capacity(int* capacity);
 PC_API pc_status_t pc_get_primitive_cache_size(int* size);

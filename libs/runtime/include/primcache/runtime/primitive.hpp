@@ -143,6 +143,15 @@ class PRIMCACHE_API primitive {
   // primcache::error (unimplemented) for an implementation that cannot be
   // serialized.
   std::vector<std::uint8_t> cache_blob() const;
+  // Tiered creation (jit_mode.hpp): whether the primitive runs its
+  // specialized code yet, and a wait until it does. wait_until_specialized
+  // returns at once for a primitive compiled synchronously or loaded from a
+  // blob; for one created in tiered mode it returns when the background
+  // compilation has installed the specialized code (running a compilation
+  // still queued on the caller's thread), or when that compilation failed
+  // (the generic code then stays). Benchmarks of kernel speed call it.
+  bool specialized() const;
+  void wait_until_specialized() const;
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
  private:

@@ -22,6 +22,7 @@
 #include "primcache/runtime/convolution.hpp"
 #include "primcache/runtime/eltwise.hpp"
 #include "primcache/runtime/engine.hpp"
+#include "primcache/runtime/jit_mode.hpp"
 #include "primcache/runtime/matmul.hpp"
 #include "primcache/runtime/memory.hpp"
 #include "primcache/runtime/persistent_cache.hpp"

@@ -262,6 +262,23 @@ class PRIMCACHE_API primitive_impl {
   // primcache::error (unimplemented: not serializable).
   virtual std::vector<std::uint8_t> serialize() const;
 
+  // ---- tiered creation (jit_mode.hpp) ----
+  // Whether the impl (and every nested impl) runs its specialized code. An
+  // impl created in tiered mode runs shape-generic code until a background
+  // compilation installs the specialized code; the default (and every impl
+  // compiled synchronously or loaded from a blob) is specialized from the
+  // start. Executions already running when the code is swapped finish on
+  // the code they started with; results are bit-identical either way.
+  virtual bool specialized() const;
+  // Whether the impl was created with generic code (tiered), whether or not
+  // the specialized code has arrived since. Default: false.
+  virtual bool created_tiered() const { return false; }
+  // Returns once specialized() holds or the specialized code can never come
+  // (its compilation failed: the generic code stays). A compilation still
+  // queued runs on the caller's thread. The default waits for the nested
+  // impls. Exceptions: none.
+  virtual void wait_until_specialized() const;
+
  private:
   std::shared_ptr<const primitive_desc_impl> pd_;
 };

@@ -1,0 +1,133 @@
+#include "tiered/background_compiler.hpp"
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "primcache/base/env.hpp"
+#include "primcache/control/registry.hpp"
+
+namespace primcache::cpu_internal {
+
+bool background_job::run() {
+  int expected = k_queued;
+  if (!state_.compare_exchange_strong(expected, k_running, std::memory_order_acq_rel)) {
+    return false;
+  }
+  try {
+    work_();
+  } catch (...) {  // the work reports its own failures; nothing escapes a pool thread
+  }
+  work_ = nullptr;  // what it captured goes now, not with the last reference
+  finish();
+  return true;
+}
+
+void background_job::drop() {
+  int expected = k_queued;
+  if (state_.compare_exchange_strong(expected, k_running, std::memory_order_acq_rel)) {
+    work_ = nullptr;
+    finish();
+  }
+}
+
+void background_job::finish() {
+  {
+    lock_guard guard(mu_);
+    state_.store(k_done, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+void background_job::wait() {
+  if (done() || run()) return;
+  lock_guard guard(mu_);
+  // The state changes to done under mu_, so no notification is missed.
+  cv_.wait(mu_, [&] { return state_.load(std::memory_order_acquire) == k_done; });
+}
+
+namespace {
+
+// Stops the pool when static objects are destroyed: this guard is made on
+// the pool's first use, after LLVM's statics (libLLVM is loaded and
+// initialized before this library), so it is destroyed before them and no
+// compilation runs on a half-destroyed LLVM. The pool itself is never
+// destroyed: impls in the never-destroyed primitive cache may submit during
+// exit, and are refused.
+struct stop_at_exit {
+  ~stop_at_exit() { background_compiler::instance().stop(); }
+};
+
+}  // namespace
+
+background_compiler& background_compiler::instance() {
+  static background_compiler* pool = new background_compiler;
+  static stop_at_exit guard;
+  return *pool;
+}
+
+background_compiler::background_compiler()
+    : max_threads_(static_cast<int>(env_int("PRIMCACHE_JIT_THREADS", 1, 1, 64))),
+      gauge_(control().gauge("primcache_jit_pending_compilations",
+                             "Specialized kernels of tiered primitives queued or compiling")) {}
+
+void background_compiler::pending_add(int d) noexcept {
+  pending_.fetch_add(d, std::memory_order_relaxed);
+  gauge_.add(d);
+}
+
+bool background_compiler::submit(std::shared_ptr<background_job> job) {
+  {
+    lock_guard guard(mu_);
+    if (stopping_) return false;
+    queue_.push_back(std::move(job));
+    pending_add(1);
+    // One more thread while below the cap and every thread is busy.
+    if (static_cast<int>(threads_.size()) < max_threads_ && static_cast<int>(queue_.size()) > 0 &&
+        pending_.load(std::memory_order_relaxed) > static_cast<int>(threads_.size())) {
+      threads_.emplace_back([this] { work(); });
+    }
+  }
+  wake_.notify_one();
+  return true;
+}
+
+void background_compiler::work() {
+  // Low priority: the caller's thread, running generic code, comes first.
+  // (On Linux a nice value is per thread.) Failure leaves the default.
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  for (;;) {
+    std::shared_ptr<background_job> job;
+    {
+      lock_guard guard(mu_);
+      wake_.wait(
+          mu_, [&]() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job->run();  // false when a waiter ran it already
+    pending_add(-1);
+  }
+}
+
+void background_compiler::stop() {
+  std::deque<std::shared_ptr<background_job>> dropped;
+  std::vector<std::thread> threads;
+  {
+    lock_guard guard(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+    threads.swap(threads_);
+  }
+  wake_.notify_all();
+  for (auto& job : dropped) {
+    job->drop();
+    pending_add(-1);
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace primcache::cpu_internal

@@ -1,0 +1,339 @@
+// Tiered creation through the public API: a matmul that misses every cache
+// starts on the generic kernel, the specialized kernel is swapped in by the
+// background pool, and nothing a caller can see changes but the speed —
+// outputs bit-identical across the swap, executions racing with it, impls
+// evicted and dropped with their compilation pending, many threads creating
+// many shapes. The mode switch (API, control setting, C API) is here too.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "primcache/control/registry.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/runtime/primcache.h"
+#include "primcache/runtime/runtime.hpp"
+#include "tiered/background_compiler.hpp"
+
+using namespace primcache;
+using tag = format_tag;
+
+namespace {
+
+engine& cpu() {
+  static engine e(engine_kind::cpu, 0);
+  return e;
+}
+
+memory make(memory::dims dims, unsigned seed) {
+  memory m(memory::desc(dims, data_type::f32, dims.size() == 2 ? tag::ab : tag::abc), cpu());
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> v(-1.f, 1.f);
+  auto* p = static_cast<float*>(m.get_data_handle());
+  for (std::int64_t i = 0; i < m.get_desc().nelems(); ++i) p[i] = v(rng);
+  return m;
+}
+
+// A matmul with bias and a chain of post-ops, its arguments, and a way to
+// run it into a fresh dst.
+struct matmul_case {
+  int m, n, k;
+  memory src, wei, bias, addend;
+  matmul::primitive_desc pd;
+
+  matmul_case(int m_, int n_, int k_, unsigned seed)
+      : m(m_),
+        n(n_),
+        k(k_),
+        src(make({m_, k_}, seed)),
+        wei(make({k_, n_}, seed + 1)),
+        bias(make({1, n_}, seed + 2)),
+        addend(make({m_, n_}, seed + 3)) {
+    post_ops ops;
+    ops.append_eltwise(1.f, algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+    ops.append_binary(algorithm::binary_add, addend.get_desc());
+    ops.append_eltwise(0.5f, algorithm::eltwise_relu, 0.125f, 0.f);
+    primitive_attr attr;
+    attr.set_post_ops(ops);
+    memory::desc dmd({m_, n_}, data_type::f32, tag::ab);
+    pd = matmul::primitive_desc(matmul::desc(src.get_desc(), wei.get_desc(), bias.get_desc(), dmd),
+                                attr, cpu());
+  }
+
+  std::vector<float> run(const primitive& prim) const {
+    memory dst(pd.dst_desc(), cpu());
+    prim.execute(stream(cpu()),
+                 {{PRIMCACHE_ARG_SRC, src},
+                  {PRIMCACHE_ARG_WEIGHTS, wei},
+                  {PRIMCACHE_ARG_BIAS, bias},
+                  {PRIMCACHE_ARG_DST, dst},
+                  {PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(1) | PRIMCACHE_ARG_SRC_1, addend}});
+    const auto* p = static_cast<const float*>(dst.get_data_handle());
+    return std::vector<float>(p, p + static_cast<std::size_t>(m) * n);
+  }
+};
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// Restores the mode and the cache capacity a test changed.
+struct mode_scope {
+  jit_mode saved = get_jit_mode();
+  int capacity = get_primitive_cache_capacity();
+  explicit mode_scope(jit_mode m) { set_jit_mode(m); }
+  ~mode_scope() {
+    set_primitive_cache_capacity(capacity);
+    set_jit_mode(saved);
+  }
+};
+
+// Waits (bounded) for the background pool to drain.
+bool pool_drains() {
+  auto& pool = cpu_internal::background_compiler::instance();
+  for (int i = 0; i < 6000 && pool.pending() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pool.pending() == 0;
+}
+
+bool tiered_here() {
+  return effective_isa() >= cpu_isa::avx2;
+}
+
+}  // namespace
+
+// Run first in its own process by CTest, with PRIMCACHE_JIT_MODE set or not.
+TEST_CASE("the initial JIT mode comes from PRIMCACHE_JIT_MODE", "[cpu][tiered][mode]") {
+  const char* env = std::getenv("PRIMCACHE_JIT_MODE");
+  const jit_mode want =
+      env != nullptr && std::string(env) == "sync" ? jit_mode::sync : jit_mode::tiered;
+  CHECK(get_jit_mode() == want);
+}
+
+TEST_CASE("the JIT mode is set by the API, the control setting and the C API",
+          "[cpu][tiered][mode]") {
+  mode_scope scope(jit_mode::sync);
+  CHECK(get_jit_mode() == jit_mode::sync);
+  set_jit_mode(jit_mode::tiered);
+  CHECK(get_jit_mode() == jit_mode::tiered);
+  control().set_setting("jit_mode", std::string("sync"));
+  CHECK(get_jit_mode() == jit_mode::sync);
+  CHECK_THROWS_AS(control().set_setting("jit_mode", std::string("fast")), error);
+  CHECK(get_jit_mode() == jit_mode::sync);
+  CHECK(pc_set_jit_mode(pc_jit_mode_tiered) == pc_success);
+  pc_jit_mode_t m = pc_jit_mode_sync;
+  CHECK(pc_get_jit_mode(&m) == pc_success);
+  CHECK(m == pc_jit_mode_tiered);
+  CHECK(pc_set_jit_mode(static_cast<pc_jit_mode_t>(7)) == pc_invalid_arguments);
+  CHECK(pc_get_jit_mode(nullptr) == pc_invalid_arguments);
+  CHECK(get_jit_mode() == jit_mode::tiered);
+  CHECK(std::string(to_string(jit_mode::sync)) == "sync");
+}
+
+TEST_CASE("a tiered matmul gives bit-identical outputs before and after the swap",
+          "[cpu][tiered][matmul]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 6; ++trial) {
+    const int m = 1 + static_cast<int>(rng() % 90), n = 1 + static_cast<int>(rng() % 130),
+              k = 1 + static_cast<int>(rng() % 200);
+    INFO(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    matmul_case c(m, n, k, 100 + trial);
+    // A cache of capacity 0 keeps nothing: each creation is a fresh miss.
+    set_primitive_cache_capacity(0);
+    matmul tiered(c.pd);
+    const std::vector<float> before = c.run(tiered);
+    const bool was_generic = !tiered.specialized();
+    tiered.wait_until_specialized();
+    CHECK(tiered.specialized());
+    const std::vector<float> after = c.run(tiered);
+    CHECK(same_bits(before, after));
+    // The same key created synchronously compiles the same specialized code.
+    set_jit_mode(jit_mode::sync);
+    matmul sync(c.pd);
+    CHECK(sync.specialized());
+    CHECK(same_bits(before, c.run(sync)));
+    set_jit_mode(jit_mode::tiered);
+    // At least the first creation ran generic code before the swap (the
+    // compilation takes milliseconds; the execution above does not wait).
+    if (trial == 0) CHECK(was_generic);
+  }
+}
+
+TEST_CASE("both modes reach one cached primitive: the mode is not in the key",
+          "[cpu][tiered][matmul]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(16);
+  matmul_case c(33, 70, 45, 9);
+  matmul tiered(c.pd);
+  CHECK(tiered.creation_outcome() == lookup_outcome::miss);
+  set_jit_mode(jit_mode::sync);
+  matmul again(c.pd);
+  CHECK(again.creation_outcome() == lookup_outcome::hit);
+  again.wait_until_specialized();
+  CHECK(tiered.specialized());
+  // A blob holds the specialized code only.
+  const auto blob = tiered.cache_blob();
+  CHECK_FALSE(blob.empty());
+}
+
+TEST_CASE("executions racing with the swap all give the same bits", "[cpu][tiered][matmul]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(0);
+  matmul_case c(64, 96, 300, 21);
+  set_jit_mode(jit_mode::sync);
+  const std::vector<float> expected = c.run(matmul(c.pd));
+  set_jit_mode(jit_mode::tiered);
+  for (int round = 0; round < 3; ++round) {
+    matmul prim(c.pd);
+    std::atomic<int> mismatches{0}, generic_runs{0}, runs{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        // Run until well after the swap.
+        for (int i = 0; i < 400; ++i) {
+          const bool generic = !prim.specialized();
+          if (!same_bits(c.run(prim), expected)) ++mismatches;
+          ++runs;
+          if (generic) {
+            ++generic_runs;
+          } else if (i > 20) {
+            break;
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(mismatches == 0);
+    CHECK(runs > 0);
+    prim.wait_until_specialized();
+    CHECK(prim.specialized());
+  }
+}
+
+TEST_CASE("tiered impls evicted and dropped with their compilation pending",
+          "[cpu][tiered][matmul]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(2);
+  SECTION("dropped before their compilation runs: nothing is installed, nothing leaks") {
+    for (int i = 0; i < 12; ++i) {
+      matmul_case c(8 + i, 40 + i, 16 + i, 40 + i);
+      matmul prim(c.pd);
+      (void)c.run(prim);
+    }                                 // each primitive goes; the cache keeps 2 of the impls
+    set_primitive_cache_capacity(0);  // evicts the rest while their jobs may be queued
+    CHECK(pool_drains());
+  }
+  SECTION("a primitive outlives its eviction and still gets its specialized code") {
+    matmul_case c(31, 77, 63, 60);
+    matmul prim(c.pd);
+    set_primitive_cache_capacity(0);
+    const std::vector<float> before = c.run(prim);
+    prim.wait_until_specialized();
+    CHECK(prim.specialized());
+    CHECK(same_bits(before, c.run(prim)));
+  }
+}
+
+TEST_CASE("many threads create many shapes at once in tiered mode", "[cpu][tiered][matmul]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(64);
+  constexpr int threads_n = 6, shapes = 5;
+  std::vector<std::unique_ptr<matmul_case>> cases;
+  for (int s = 0; s < shapes; ++s) {
+    cases.push_back(std::make_unique<matmul_case>(9 + 7 * s, 50 + 13 * s, 20 + 11 * s, 200 + s));
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::vector<std::vector<float>>> outputs(threads_n);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < threads_n; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int s = 0; s < shapes; ++s) {
+          const matmul_case& c = *cases[(s + t) % shapes];
+          matmul prim(c.pd);
+          outputs[t].push_back(c.run(prim));
+        }
+      } catch (...) {
+        ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(failures == 0);
+  // Every thread saw the same bits for a shape, whichever kernel it ran.
+  for (int t = 1; t < threads_n; ++t) {
+    for (int s = 0; s < shapes; ++s) {
+      const int shape0 = s % shapes, index_t = ((s - t) % shapes + shapes) % shapes;
+      CHECK(same_bits(outputs[0][shape0], outputs[t][index_t]));
+    }
+  }
+  for (const auto& c : cases) matmul(c->pd).wait_until_specialized();
+  CHECK(pool_drains());
+}
+
+TEST_CASE("the C API waits for the specialized code", "[cpu][tiered][matmul]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(0);
+  pc_engine_t eng = nullptr;
+  REQUIRE(pc_engine_create(&eng, pc_engine_cpu, 0) == pc_success);
+  const int64_t dims_a[] = {19, 23}, dims_b[] = {23, 41}, dims_c[] = {19, 41};
+  pc_memory_desc_t a = nullptr, b = nullptr, d = nullptr;
+  REQUIRE(pc_memory_desc_create_with_tag(&a, 2, dims_a, pc_f32, pc_tag_ab) == pc_success);
+  REQUIRE(pc_memory_desc_create_with_tag(&b, 2, dims_b, pc_f32, pc_tag_ab) == pc_success);
+  REQUIRE(pc_memory_desc_create_with_tag(&d, 2, dims_c, pc_f32, pc_tag_ab) == pc_success);
+  pc_primitive_desc_t pd = nullptr;
+  REQUIRE(pc_matmul_primitive_desc_create(&pd, eng, a, b, nullptr, d, nullptr) == pc_success);
+  pc_primitive_t prim = nullptr;
+  REQUIRE(pc_primitive_create(&prim, pd) == pc_success);
+  int specialized = -1;
+  CHECK(pc_primitive_wait_until_specialized(prim, &specialized) == pc_success);
+  CHECK(specialized == 1);
+  CHECK(pc_primitive_wait_until_specialized(prim, nullptr) == pc_success);
+  CHECK(pc_primitive_wait_until_specialized(nullptr, &specialized) == pc_invalid_arguments);
+  pc_primitive_destroy(prim);
+  pc_primitive_desc_destroy(pd);
+  pc_memory_desc_destroy(a);
+  pc_memory_desc_destroy(b);
+  pc_memory_desc_destroy(d);
+  pc_engine_destroy(eng);
+}
+
+TEST_CASE("the pending compilations are a control gauge", "[cpu][tiered]") {
+  auto& pool = cpu_internal::background_compiler::instance();
+  CHECK(pool.threads() >= 1);
+  bool found = false;
+  for (const auto& m : control().list_metrics()) {
+    if (m.name == "primcache_jit_pending_compilations") found = true;
+  }
+  CHECK(found);
+}
+
+// Run alone by CTest (see tests/cpu/CMakeLists.txt): creates tiered
+// primitives and returns with their compilations queued; the process must
+// exit cleanly (the pool drops what is queued and joins its threads).
+TEST_CASE("exit with compilations pending", "[.][exit]") {
+  if (!tiered_here()) return;
+  set_jit_mode(jit_mode::tiered);
+  static std::vector<std::unique_ptr<matmul_case>> cases;  // alive at exit
+  static std::vector<matmul> prims;
+  for (int i = 0; i < 8; ++i) {
+    cases.push_back(std::make_unique<matmul_case>(20 + i, 60 + i, 30 + i, 500 + i));
+    prims.emplace_back(cases.back()->pd);
+    (void)cases.back()->run(prims.back());
+  }
+  CHECK(cpu_internal::background_compiler::instance().pending() > 0);
+}
