@@ -4,6 +4,7 @@ import { Api, ApiError, Cache, CapacityPreview } from "./api";
 import { LiveChart } from "./chart";
 import { confirmAction, toast } from "./dialogs";
 import { formatCount, formatPercent, formatQuantity, h, setText } from "./dom";
+import { isStore, storeHealth } from "./store_health";
 
 export class CacheCard {
   readonly element: HTMLElement;
@@ -15,6 +16,9 @@ export class CacheCard {
   private readonly hitChart: LiveChart;
   private readonly capacityInput: HTMLInputElement;
   private readonly extraList: HTMLElement;
+  // Kernel stores only: a badge in the header and a line under the meter.
+  private readonly healthBadge: HTMLElement | null = null;
+  private readonly healthLine: HTMLElement | null = null;
 
   constructor(
     initial: Cache,
@@ -56,6 +60,10 @@ export class CacheCard {
     const flush = h("button", { class: "btn btn-danger-outline", type: "button", "data-testid": "flush" }, "Flush");
     flush.addEventListener("click", () => void this.flush());
     this.extraList = h("dl", { class: "extra" });
+    if (isStore(initial)) {
+      this.healthBadge = h("span", { class: "badge health", "data-testid": "health", "aria-live": "polite" });
+      this.healthLine = h("p", { class: "health-detail", "data-testid": "health-detail" });
+    }
 
     this.element = h(
       "article",
@@ -68,6 +76,7 @@ export class CacheCard {
           { class: "card-title" },
           h("h3", {}, initial.name),
           h("span", { class: "badge" }, initial.unit),
+          this.healthBadge,
         ),
         h(
           "div",
@@ -79,6 +88,7 @@ export class CacheCard {
         ),
       ),
       h("div", { class: "meter" }, this.bar),
+      this.healthLine,
       h(
         "div",
         { class: "stats" },
@@ -175,6 +185,13 @@ export class CacheCard {
     this.fields["failures"].classList.toggle("stat-bad", s.failures > 0);
     if (document.activeElement !== this.capacityInput && this.capacityInput.dataset.dirty !== "1") {
       this.capacityInput.placeholder = unlimited ? "unlimited" : String(c.capacity);
+    }
+    const health = storeHealth(c, this.previous);
+    if (health && this.healthBadge && this.healthLine) {
+      setText(this.healthBadge, health.title);
+      this.healthBadge.dataset.level = health.level;
+      setText(this.healthLine, health.detail);
+      this.healthLine.dataset.level = health.level;
     }
     const extras = Object.entries(c.extra ?? {});
     this.extraList.hidden = extras.length === 0;

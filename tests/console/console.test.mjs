@@ -138,7 +138,7 @@ let exitCode = 0;
 try {
   await page.goto(host.url);
   await eventually("the page goes live", async () => (await page.getByTestId("status").textContent()).startsWith("Live"));
-  await eventually("three cache cards", async () => (await page.locator("[data-cache]").count()) === 3);
+  await eventually("four cache cards", async () => (await page.locator("[data-cache]").count()) === 4);
   assert.equal(await card("constant.cpu").count(), 1, "the CPU constant tensor cache has a card");
   await page.waitForTimeout(1500); // a couple of polls: points on the charts
   await shot("01-loaded.png");
@@ -244,6 +244,38 @@ try {
   await eventually("descriptor is empty on the server", async () => (await apiCache("descriptor")).size === 0);
   await eventually("the card shows it empty", async () => number(await field("descriptor", "size")) === 0);
   log(`descriptor flushed (${descriptor.size} entries)`);
+
+  // The kernel store's health: healthy; then its remote tier goes away (the
+  // host's switch "remote_down", set through the API) and the card says the
+  // breaker is open; then the tier is back and the card is healthy again.
+  const health = card("persistent").getByTestId("health");
+  const healthDetail = card("persistent").getByTestId("health-detail");
+  const setRemoteDown = (on) =>
+    api("/api/v1/switches/remote_down", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${host.token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ on }),
+    });
+  await eventually("persistent is healthy", async () => {
+    assert.equal(await health.textContent(), "Healthy");
+    assert.equal(await health.getAttribute("data-level"), "ok");
+  });
+  assert.equal(await card("primitive").getByTestId("health").count(), 0, "caches that are not stores show no health");
+  await setRemoteDown(true);
+  await eventually("the card says the remote tier is unreachable", async () => {
+    assert.equal(await health.textContent(), "Remote tier unreachable");
+    assert.equal(await health.getAttribute("data-level"), "bad");
+    assert.match(await healthDetail.textContent(), /Circuit breaker open: .*opened 1 time/);
+  });
+  await shot("02c-store-unreachable.png");
+  await setRemoteDown(false);
+  // The first reading after the tier is back may still count the last
+  // errors (a warning); then there is nothing new: healthy.
+  await eventually("the card is healthy again", async () => {
+    assert.equal(await health.textContent(), "Healthy");
+    assert.equal(await health.getAttribute("data-level"), "ok");
+  });
+  log("persistent: healthy, breaker open while the remote tier was down, healthy again");
 
   // A setting, through its editor.
   const threadsRow = page.locator('[data-setting="threads"]');

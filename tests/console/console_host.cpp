@@ -1,7 +1,8 @@
 // console_host — a tiny process that embeds the real admin server for the
 // console's browser test (console.test.mjs): two caches, the process's CPU
 // constant tensor cache (constant.cpu: capacity 64 MB, three 256 KiB
-// tensors, a few hits), two switches, two settings and a few creation
+// tensors, a few hits), a kernel store double ("persistent", with a switch
+// "remote_down" that opens its breaker), three switches, two settings and a few creation
 // events in primcache::control(), the admin server on an ephemeral loopback
 // port with a known token.
 //
@@ -24,6 +25,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "primcache/admin/admin_server.hpp"
 #include "primcache/cache/concurrent_cache.hpp"
@@ -33,6 +36,46 @@
 namespace {
 
 std::atomic<bool> stop_requested{false};
+
+// A kernel store as the runtime's "persistent" registration shows one: MB,
+// and the store's counters as extra statistics. While the switch
+// "remote_down" is on, the worker keeps its breaker open and counts remote
+// errors, as a Redis tier that went away would.
+class store_double {
+ public:
+  std::uint64_t capacity() const { return capacity_.load(); }
+  void set_capacity(std::uint64_t mb) { capacity_.store(mb); }
+  std::uint64_t size() const { return 3; }
+  primcache::cache_counters stats() const {
+    primcache::cache_counters c;
+    c.hits = 20;
+    c.misses = 6;
+    return c;
+  }
+  void clear() {}
+  std::vector<std::pair<std::string, std::uint64_t>> extra_stats() const {
+    return {{"breaker_state", breaker_.load()},
+            {"breaker_opens", opens_.load()},
+            {"remote_errors", remote_errors_.load()},
+            {"timeouts", 0},
+            {"corrupt_entries", 0}};
+  }
+  // One worker tick: the remote tier down or up.
+  void tick(bool down) {
+    if (down) {
+      if (breaker_.exchange(1) != 1) opens_.fetch_add(1);
+      remote_errors_.fetch_add(1);
+    } else {
+      breaker_.store(0);
+    }
+  }
+
+ private:
+  std::atomic<std::uint64_t> capacity_{256};
+  std::atomic<std::uint64_t> breaker_{0};
+  std::atomic<std::uint64_t> opens_{0};
+  std::atomic<std::uint64_t> remote_errors_{0};
+};
 
 extern "C" void on_signal(int) {
   stop_requested.store(true);
@@ -89,6 +132,11 @@ int main(int argc, char** argv) {
         control.register_cache("primitive", primitive, primcache::capacity_unit::entries);
     primcache::cache_registration descriptor_reg =
         control.register_cache("descriptor", descriptor, primcache::capacity_unit::entries);
+    store_double store;
+    primcache::cache_registration store_reg =
+        control.register_cache("persistent", store, primcache::capacity_unit::megabytes);
+    primcache::switch_registration remote_down = control.register_switch(
+        "remote_down", "Simulate an unreachable Redis tier for the persistent card", false);
     primcache::switch_registration traffic = control.register_switch(
         "traffic", "Simulated lookups and creations in this test host", true);
     primcache::switch_registration tune =
@@ -114,6 +162,7 @@ int main(int argc, char** argv) {
       int tick = 0;
       while (!done.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        store.tick(control.get_switch("remote_down"));
         if (!control.get_switch("traffic")) continue;
         const int key = static_cast<int>(random() % 48);
         primitive.get_or_add(key, [key] { return key * 2; });

@@ -24,9 +24,15 @@ if (process.env.MOCK_BYTES) {
                 stats: { hits: 900, misses: 12, waits: 1, evictions: 0, failures: 0 } });
 }
 caches[1].stats.hits = 30;
+// A kernel store, as console_host's "persistent": the switch remote_down opens its breaker.
+const store = { name: "persistent", unit: "MB", capacity: 256, size: 3, weight_bytes: null,
+                extra: { breaker_state: 0, breaker_opens: 0, remote_errors: 0, timeouts: 0, corrupt_entries: 0 },
+                stats: { hits: 20, misses: 6, waits: 0, evictions: 0, failures: 0 } };
+caches.push(store);
 const switches = [
   { name: "traffic", description: "Simulated lookups and creations", on: true, initial: true },
   { name: "tune", description: "Tune kernels on first use", on: false, initial: false },
+  { name: "remote_down", description: "Simulate an unreachable Redis tier for the persistent card", on: false, initial: false },
 ];
 const settings = [
   { name: "jit_mode", description: "How kernels are compiled", type: "enum", value: "tiered", choices: ["tiered", "sync"] },
@@ -41,6 +47,11 @@ for (let i = 0; i < 5; i++) event(i % 2 ? "memory" : "compile", i % 2 ? 0.2 + 0.
 
 let tick = 0;
 setInterval(() => {
+  if (switches[2].on) {
+    if (store.extra.breaker_state !== 1) store.extra.breaker_opens++;
+    store.extra.breaker_state = 1;
+    store.extra.remote_errors++;
+  } else store.extra.breaker_state = 0;
   if (!switches[0].on) return;
   const c = caches[1];
   // 48 keys looked up at random: a miss while fewer than 48 are in.
