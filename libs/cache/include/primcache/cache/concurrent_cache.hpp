@@ -114,7 +114,8 @@ class concurrent_cache {
         hash_(std::move(hash)),
         eq_(std::move(eq)),
         unit_(options_.weigher ? cache_unit::bytes : cache_unit::entries),
-        order_(cache_internal::make_eviction_order(options_.policy)) {
+        order_(cache_internal::make_eviction_order(options_.policy)),
+        evicts_to_admit_(order_->evicts_to_admit()) {
     counters_.capacity.store(options_.capacity, std::memory_order_relaxed);
   }
 
@@ -176,7 +177,7 @@ class concurrent_cache {
     if (cap == 0) return false;
     if (unit_ == cache_unit::entries) weight = 1;
     if (weight > cap) return false;
-    if (order_->evicts_to_admit()) return true;
+    if (evicts_to_admit_) return true;
     return (unit_ == cache_unit::entries ? size() : this->weight()) <= cap - weight;
   }
 
@@ -501,6 +502,9 @@ class concurrent_cache {
   cache_internal::deferred_releases<Key, Value> deferred_;
   cache_internal::entry_table<entry_type> table_ PRIMCACHE_GUARDED_BY(lock_);
   const std::unique_ptr<cache_internal::eviction_order> order_ PRIMCACHE_PT_GUARDED_BY(lock_);
+  // order_->evicts_to_admit(), fixed by the policy: would_admit reads it
+  // without the lock.
+  const bool evicts_to_admit_;
 
   // Written on miss paths only (size, weight and capacity under the
   // exclusive lock); a line of its own so that misses do not invalidate what
