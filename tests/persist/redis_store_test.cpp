@@ -121,7 +121,10 @@ TEST_CASE("a redis URL is parsed strictly", "[persist][redis][url]") {
         {"redis://h:65536/p", "port"},
         {"redis://h:12x/p", "port"},
         {"redis://h_x:1/p", "host has '_'"},
-        {"redis://user:pw@h:1/p", "credentials"},
+        {"redis://pw@h:1/p", "no ':' before the password"},
+        {"redis://:@h:1/p", "password is empty"},
+        {"redis://:a%zz@h:1/p", "bad %XX escape"},
+        {"redis://:a%2@h:1/p", "bad %XX escape"},
         {"redis://[::1/p", "']'"},
         {"redis://h:1/p*", "prefix has '*'"},
         {"redis://h:1/p q", "prefix has ' '"},
@@ -140,7 +143,7 @@ TEST_CASE("a redis URL is parsed strictly", "[persist][redis][url]") {
     } catch (const primcache::error& e) {
       CHECK(e.code() == primcache::status::invalid_arguments);
       CHECK_THAT(e.message(), Catch::Contains(c.says));
-      CHECK_THAT(e.message(), Catch::Contains("redis://HOST[:PORT]/PREFIX"));
+      CHECK_THAT(e.message(), Catch::Contains("HOST[:PORT]/PREFIX"));
     }
   }
 }

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 extern char** environ;
@@ -43,7 +44,10 @@ bool answers_ping(int port) {
   if (c->err == 0) {
     redisSetTimeout(c, tv);
     auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
-    ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+    // NOAUTH: up, with --requirepass.
+    ok = r != nullptr &&
+         (r->type == REDIS_REPLY_STATUS ||
+          (r->type == REDIS_REPLY_ERROR && std::string_view(r->str).starts_with("NOAUTH")));
     if (r) freeReplyObject(r);
   }
   redisFree(c);
@@ -67,10 +71,28 @@ int free_loopback_port() {
   return ntohs(a.sin_port);
 }
 
-redis_server::redis_server() {
+void redis_server::make_dir() {
   std::string tmpl = std::filesystem::temp_directory_path().string() + "/primcache-redis-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
+}
+
+redis_server::redis_server(int port, std::vector<std::string> extra) : extra_(std::move(extra)) {
+  if (port == 0) port = free_loopback_port();
+  make_dir();
+  port_ = port;
+  try {
+    start();
+  } catch (const std::runtime_error&) {
+    if (pid_ > 0) kill();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+redis_server::redis_server() {
+  make_dir();
   // Another test run may take the free port between our probe and the
   // server's bind (ctest -j): then the server exits at once; try another.
   for (int attempt = 1;; ++attempt) {
@@ -126,6 +148,7 @@ void redis_server::start() {
                                    dir_,
                                    "--logfile",
                                    dir_ + "/redis.log"};
+  argv.insert(argv.end(), extra_.begin(), extra_.end());
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -174,8 +197,8 @@ void redis_server::resume() {
   if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
-raw_redis::raw_redis(int port) {
-  timeval tv{5, 0};
+raw_redis::raw_redis(int port, int timeout_s) {
+  timeval tv{timeout_s, 0};
   redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
   if (c == nullptr || c->err != 0) {
     std::string why = c ? c->errstr : "out of memory";
@@ -191,6 +214,32 @@ raw_redis::~raw_redis() {
   redisFree(static_cast<redisContext*>(ctx_));
 }
 
+namespace {
+std::string reply_text(redisReply* r) {
+  std::string out;
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER: out = std::to_string(r->integer); break;
+    case REDIS_REPLY_NIL: out = "(nil)"; break;
+    case REDIS_REPLY_ARRAY: out = "(array of " + std::to_string(r->elements) + ")"; break;
+    default: out.assign(r->str, r->len); break;
+  }
+  return out;
+}
+}  // namespace
+
+std::string raw_redis::next_reply() {
+  auto* c = static_cast<redisContext*>(ctx_);
+  redisSetTimeout(c, timeval{0, 0});  // blocking: a monitor may be idle for long
+  void* reply = nullptr;
+  if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr) {
+    throw std::runtime_error(std::string("redis read failed: ") + c->errstr);
+  }
+  auto* r = static_cast<redisReply*>(reply);
+  std::string out = reply_text(r);
+  freeReplyObject(r);
+  return out;
+}
+
 std::string raw_redis::command(const std::vector<std::string>& argv) {
   std::vector<const char*> p;
   std::vector<std::size_t> l;
@@ -202,13 +251,7 @@ std::string raw_redis::command(const std::vector<std::string>& argv) {
   auto* r = static_cast<redisReply*>(
       redisCommandArgv(c, static_cast<int>(argv.size()), p.data(), l.data()));
   if (r == nullptr) throw std::runtime_error(std::string("redis command failed: ") + c->errstr);
-  std::string out;
-  switch (r->type) {
-    case REDIS_REPLY_INTEGER: out = std::to_string(r->integer); break;
-    case REDIS_REPLY_NIL: out = "(nil)"; break;
-    case REDIS_REPLY_ARRAY: out = "(array of " + std::to_string(r->elements) + ")"; break;
-    default: out.assign(r->str, r->len); break;
-  }
+  std::string out = reply_text(r);
   freeReplyObject(r);
   return out;
 }

@@ -22,6 +22,8 @@ class redis_server {
   // Starts one and waits until it answers PING (throws std::runtime_error
   // when redis-server is missing or does not come up).
   redis_server();
+  // On `port` (0: a free one), with `extra` arguments (e.g. --requirepass).
+  explicit redis_server(int port, std::vector<std::string> extra = {});
   ~redis_server();  // SIGKILL and reap
   redis_server(const redis_server&) = delete;
   redis_server& operator=(const redis_server&) = delete;
@@ -38,6 +40,8 @@ class redis_server {
 
  private:
   void start();
+  void make_dir();
+  std::vector<std::string> extra_;
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;
@@ -46,10 +50,11 @@ class redis_server {
 // A port on 127.0.0.1 nothing listens on (bound and released).
 int free_loopback_port();
 
-// One blocking hiredis connection for test set-up (1 s timeouts).
+// One blocking hiredis connection for test set-up (5 s timeouts by default).
 class raw_redis {
  public:
-  explicit raw_redis(int port);
+  // Commands wait at most `timeout_s` for their reply.
+  explicit raw_redis(int port, int timeout_s = 5);
   ~raw_redis();
   raw_redis(const raw_redis&) = delete;
   raw_redis& operator=(const raw_redis&) = delete;
@@ -58,6 +63,9 @@ class raw_redis {
   // decimal, "(nil)", "ERR ..." for errors); throws when the connection fails.
   std::string command(const std::vector<std::string>& argv);
   bool exists(const std::string& key) { return command({"EXISTS", key}) == "1"; }
+  // The next reply the server pushes (after MONITOR), as command() shows
+  // it; waits with no timeout. Throws when the connection fails.
+  std::string next_reply();
 
  private:
   void* ctx_;

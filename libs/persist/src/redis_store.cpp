@@ -25,11 +25,51 @@ using persist_internal::redis_connection;
 using persist_internal::redis_reply;
 using persist_internal::steady;
 
-constexpr std::string_view url_form = "redis://HOST[:PORT]/PREFIX[?NAME=VALUE&...]";
+constexpr std::string_view url_form =
+    "redis://[[USER]:PASSWORD@]HOST[:PORT]/PREFIX[?NAME=VALUE&...]";
+
+}  // namespace
+
+// Anything up to the last '@' is credentials: neither the host, the prefix
+// nor a parameter may hold one.
+std::string redact_redis_url(std::string_view url) {
+  const std::size_t at = url.rfind('@');
+  if (at == std::string_view::npos) return std::string(url);
+  const std::size_t scheme = url.find("://");
+  const std::size_t begin = scheme != std::string_view::npos && scheme < at ? scheme + 3 : 0;
+  return std::string(url.substr(0, begin)) + "***" + std::string(url.substr(at));
+}
+
+namespace {
 
 [[noreturn]] void bad_url(std::string_view url, const std::string& why) {
-  throw error(status::invalid_arguments, "persistent cache redis URL '" + std::string(url) + "': " +
-                                             why + " (expected " + std::string(url_form) + ")");
+  throw error(status::invalid_arguments, "persistent cache redis URL '" + redact_redis_url(url) +
+                                             "': " + why + " (expected " + std::string(url_form) +
+                                             ")");
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX-decodes a user name or password; false on a bad escape.
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    const int hi = hex_digit(in[i + 1]), lo = hex_digit(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return true;
 }
 
 bool prefix_char(char c) {
@@ -68,6 +108,23 @@ redis_store_options parse_redis_url(std::string_view url, redis_store_options ba
   if (url.starts_with("rediss://")) bad_url(url, "TLS (rediss://) is not supported");
   if (!url.starts_with(scheme)) bad_url(url, "the scheme is not redis://");
   std::string_view rest = url.substr(scheme.size());
+  // Credentials: everything up to the last '@' ([USER]:PASSWORD, %XX-escaped).
+  std::string user, password;
+  bool has_credentials = false;
+  if (std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    std::string_view credentials = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const std::size_t colon = credentials.find(':');
+    if (colon == std::string_view::npos) {
+      bad_url(url, "the credentials have no ':' before the password ([USER]:PASSWORD@)");
+    }
+    if (!percent_decode(credentials.substr(0, colon), user) ||
+        !percent_decode(credentials.substr(colon + 1), password)) {
+      bad_url(url, "the credentials have a bad %XX escape");
+    }
+    if (password.empty()) bad_url(url, "the password is empty");
+    has_credentials = true;
+  }
   const std::size_t slash = rest.find('/');
   if (slash == std::string_view::npos) bad_url(url, "there is no /PREFIX");
   std::string_view authority = rest.substr(0, slash);
@@ -77,9 +134,6 @@ redis_store_options parse_redis_url(std::string_view url, redis_store_options ba
     query = path.substr(q + 1);
     path = path.substr(0, q);
     if (query.empty()) bad_url(url, "the query after '?' is empty");
-  }
-  if (authority.find('@') != std::string_view::npos) {
-    bad_url(url, "credentials in the URL are not supported");
   }
   // Host, and the port after the last ':' (outside brackets).
   std::string_view host = authority;
@@ -123,6 +177,10 @@ redis_store_options parse_redis_url(std::string_view url, redis_store_options ba
   out.host = std::string(host);
   out.port = port;
   out.prefix = std::string(path);
+  if (has_credentials) {
+    out.username = std::move(user);
+    out.password = std::move(password);
+  }
 
   std::vector<std::string_view> seen;
   while (!query.empty()) {
@@ -229,11 +287,21 @@ struct redis_store::state {
       std::unique_ptr<redis_connection> c = take_idle();
       const bool reused = c != nullptr;
       io_outcome io;
+      bool refused = false;
       if (!c) {
         c = redis_connection::connect(addresses,
                                       std::min(until, steady::now() + options.connect_timeout), io);
+        if (c && !options.password.empty()) io = authenticate(*c, until, out, refused);
       }
-      if (c) io = c->command(args, until, out);
+      if (c && io.ok() && !refused) io = c->command(args, until, out);
+      if (io.ok() && refused) {
+        // The server answered AUTH at once, with an error: no breaker trip,
+        // and the connection is not kept (it is not authenticated).
+        breaker.report(t, true);
+        remote_errors.fetch_add(1, std::memory_order_relaxed);
+        why = where() + ": AUTH refused: " + std::string(out.str);
+        return outcome::failed;
+      }
       if (io.ok()) {
         give_back(std::move(c));
         breaker.report(t, true);
@@ -259,6 +327,104 @@ struct redis_store::state {
 
   steady::time_point deadline() const {
     return steady::now() + options.connect_timeout + options.command_timeout;
+  }
+
+  // AUTH [USER] PASSWORD on a fresh connection; `refused` when the server
+  // answered with an error (a wrong password, or none configured there).
+  io_outcome authenticate(redis_connection& c, steady::time_point until, redis_reply& reply,
+                          bool& refused) {
+    io_outcome io =
+        options.username.empty()
+            ? c.command(std::initializer_list<std::string_view>{"AUTH", options.password}, until,
+                        reply)
+            : c.command(std::initializer_list<std::string_view>{"AUTH", options.username,
+                                                                options.password},
+                        until, reply);
+    refused = io.ok() && reply.type == redis_reply::kind::error;
+    return io;
+  }
+
+  // size(): one walker at a time (who set `walking`); the figure and the
+  // walk's resumable position are guarded by size_mu, held only between
+  // round trips, never during one.
+  std::atomic<bool> walking{false};
+  std::atomic<bool> stale{true};  // this store put, erased or cleared since the walk began
+  mutex size_mu;
+  std::uint64_t figure PRIMCACHE_GUARDED_BY(size_mu) = 0;
+  bool have_figure PRIMCACHE_GUARDED_BY(size_mu) = false;
+  steady::time_point figure_at PRIMCACHE_GUARDED_BY(size_mu);
+  bool walk_started PRIMCACHE_GUARDED_BY(size_mu) = false;
+  std::string walk_cursor PRIMCACHE_GUARDED_BY(size_mu);
+  std::uint64_t walk_bytes PRIMCACHE_GUARDED_BY(size_mu) = 0;
+
+  std::uint64_t current_figure() PRIMCACHE_EXCLUDES(size_mu) {
+    lock_guard g(size_mu);
+    return figure;
+  }
+
+  bool figure_fresh() PRIMCACHE_EXCLUDES(size_mu) {
+    lock_guard g(size_mu);
+    return have_figure && !stale.load(std::memory_order_acquire) &&
+           steady::now() - figure_at < options.size_refresh;
+  }
+
+  // One SCAN batch per round trip: the cursor, and the summed lengths of the
+  // string values under keys of an entry's length (PREFIX:<32 hex>); other
+  // types are skipped.
+  static constexpr std::string_view walk_script =
+      "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3]) "
+      "local n = tonumber(ARGV[4]) local b = 0 "
+      "for _, k in ipairs(r[2]) do if #k == n then "
+      "local l = redis.pcall('STRLEN', k) if type(l) == 'number' then b = b + l end "
+      "end end return {r[1], b}";
+
+  // Walks (or resumes the walk) until it completes or `budget_end` passes;
+  // called by the one walker. A failed round trip abandons the walk (the
+  // next one starts over: a cursor may not survive a server restart).
+  void walk(steady::time_point budget_end) PRIMCACHE_EXCLUDES(size_mu) {
+    std::string cursor = "0";
+    std::uint64_t bytes = 0;
+    {
+      lock_guard g(size_mu);
+      if (walk_started) {
+        cursor = walk_cursor;
+        bytes = walk_bytes;
+      } else {
+        walk_started = true;
+        stale.store(false, std::memory_order_release);
+      }
+    }
+    const std::string pattern = options.prefix + ":*";
+    const std::string key_length = std::to_string(options.prefix.size() + 1 + 32);
+    for (;;) {
+      redis_reply r;
+      std::string why;
+      const bool ok = call({"EVAL", walk_script, "0", cursor, pattern, "1000", key_length},
+                           deadline(), r, why) == outcome::ok &&
+                      r.type == redis_reply::kind::array && r.elements.size() == 2 &&
+                      r.elements[0].type == redis_reply::kind::string &&
+                      r.elements[1].type == redis_reply::kind::integer &&
+                      r.elements[1].integer >= 0;
+      lock_guard g(size_mu);
+      if (!ok) {
+        walk_started = false;
+        return;
+      }
+      cursor = std::string(r.elements[0].str);
+      bytes += static_cast<std::uint64_t>(r.elements[1].integer);
+      if (cursor == "0") {
+        figure = bytes;
+        have_figure = true;
+        figure_at = steady::now();
+        walk_started = false;
+        return;
+      }
+      if (steady::now() >= budget_end) {
+        walk_cursor = cursor;
+        walk_bytes = bytes;
+        return;
+      }
+    }
   }
 };
 
@@ -325,6 +491,7 @@ std::optional<std::vector<std::byte>> redis_store::get(std::span<const std::byte
         "return 0";
     redis_reply ignored;
     s.call({"EVAL", del_if_same, "1", rkey, r.str}, until, ignored, why);
+    s.stale.store(true, std::memory_order_release);
   }
   return std::nullopt;
 }
@@ -354,6 +521,7 @@ put_result redis_store::put(std::span<const std::byte> key, std::span<const std:
   if (r.type == redis_reply::kind::nil) return {put_status::exists, {}};
   s.writes.fetch_add(1, std::memory_order_relaxed);
   s.bytes_written.fetch_add(encoded.size(), std::memory_order_relaxed);
+  s.stale.store(true, std::memory_order_release);
   return {put_status::stored, {}};
 }
 
@@ -363,11 +531,20 @@ bool redis_store::erase(std::span<const std::byte> key) {
   redis_reply r;
   std::string why;
   if (s.call({"DEL", redis_key(key)}, s.deadline(), r, why) != state::outcome::ok) return false;
-  return r.type == redis_reply::kind::integer && r.integer > 0;
+  const bool erased = r.type == redis_reply::kind::integer && r.integer > 0;
+  if (erased) s.stale.store(true, std::memory_order_release);
+  return erased;
 }
 
 std::uint64_t redis_store::size() const {
-  return 0;
+  state& s = *s_;
+  if (s.figure_fresh()) return s.current_figure();
+  if (s.walking.exchange(true, std::memory_order_acquire)) {
+    return s.current_figure();  // another caller walks: its figure, or the last one
+  }
+  s.walk(steady::now() + s.options.size_walk_budget);
+  s.walking.store(false, std::memory_order_release);
+  return s.current_figure();
 }
 
 std::uint64_t redis_store::capacity() const {
@@ -385,6 +562,7 @@ void redis_store::clear() {
   }
   const std::string pattern = s.options.prefix + ":*";
   std::string cursor = "0";
+  s.stale.store(true, std::memory_order_release);
   do {
     redis_reply r;
     std::string why;
@@ -415,7 +593,7 @@ blob_store_stats redis_store::stats() const {
   out.hits = s.hits.load(std::memory_order_relaxed);
   out.misses = s.misses.load(std::memory_order_relaxed);
   out.writes = s.writes.load(std::memory_order_relaxed);
-  out.bytes = 0;
+  out.bytes = s_->current_figure();
   out.bytes_read = s.bytes_read.load(std::memory_order_relaxed);
   out.bytes_written = s.bytes_written.load(std::memory_order_relaxed);
   out.corrupt_entries = s.corrupt.load(std::memory_order_relaxed);

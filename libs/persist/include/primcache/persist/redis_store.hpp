@@ -15,9 +15,13 @@
 // address or [an IPv6 address]; PORT 1-65535 (default 6379); PREFIX one or
 // more of A-Z a-z 0-9 _ . : / - (the path is a key prefix, not a database
 // number); parameters ttl (seconds, 0 = none), connect_timeout_ms,
-// command_timeout_ms, breaker_failures, breaker_cool_down_ms. Anything else
-// (another scheme, credentials, an unknown or repeated parameter, a bad
-// number) is refused with error(invalid_arguments) naming what is wrong.
+// command_timeout_ms, breaker_failures, breaker_cool_down_ms. A password
+// (and an ACL user name) may come before the host
+// (redis://[USER]:PASSWORD@HOST..., %XX escapes allowed): every connection
+// sends AUTH first; the password is never put in a message or describe().
+// Anything else (another scheme, a user name, an unknown or repeated
+// parameter, a bad number) is refused with error(invalid_arguments) naming
+// what is wrong (without the password).
 //
 // Contract:
 // - Keys: PREFIX ":" and the 32 hex digits of the key's XXH3-128; values are
@@ -27,8 +31,16 @@
 //   server if it is still the value read (unless read-only).
 // - put() stores with SET NX (an existing entry is kept: `exists`) and the
 //   TTL when one is set. capacity() is only a bound on one entry's size
-//   (too_large); the server's maxmemory policy does the evicting, and
-//   size() is 0 (the server knows it; this store does not count it).
+//   (too_large); the server's maxmemory policy does the evicting.
+// - size(): the bytes of the values under PREFIX:<32 hex digits>, whoever
+//   wrote them, counted by a walk of the server's keys (SCAN, a batch of
+//   1000 keys summed by a script per round trip). A call walks only when
+//   the last complete walk is older than size_refresh or this store has
+//   put, erased or cleared since; it walks for at most size_walk_budget
+//   (plus one call's timeout) and a walk that does not finish is resumed
+//   by the next call. Meanwhile, and when the server fails, it returns the
+//   last complete walk's figure (0 before the first). stats().bytes is that
+//   figure; stats() never touches the network.
 // - Time: a call waits at most connect_timeout + command_timeout (default
 //   50 + 50 ms) for the server, however it fails (refusing, silent,
 //   stopped, slow); the I/O is non-blocking, bounded by one deadline.
@@ -78,6 +90,14 @@ struct redis_store_options {
   std::chrono::milliseconds command_timeout{50};
   circuit_breaker_options breaker;
   std::uint32_t max_idle_connections = 8;
+  // Sent with AUTH on every new connection when the password is not empty
+  // (AUTH PASSWORD for requirepass; AUTH USER PASSWORD for an ACL user).
+  std::string username;
+  std::string password;
+  // size(): how old a complete walk may be before size() walks again, and
+  // how long one size() call may walk.
+  std::chrono::milliseconds size_refresh{5000};
+  std::chrono::milliseconds size_walk_budget{50};
   // MB; only an entry larger than this is refused (too_large).
   std::uint64_t capacity_mb = 1024;
   bool read_only = false;
@@ -89,6 +109,10 @@ struct redis_store_options {
 PRIMCACHE_API redis_store_options parse_redis_url(std::string_view url,
                                                   redis_store_options base = {});
 
+// The URL as a message may show it: credentials (anything before the last
+// '@') replaced by "***". What to print of a URL from a user.
+PRIMCACHE_API std::string redact_redis_url(std::string_view url);
+
 class PRIMCACHE_API redis_store final : public blob_store {
  public:
   // Checks the options and resolves the host; does not connect (a server
@@ -99,14 +123,15 @@ class PRIMCACHE_API redis_store final : public blob_store {
   std::optional<std::vector<std::byte>> get(std::span<const std::byte> key) override;
   put_result put(std::span<const std::byte> key, std::span<const std::byte> payload) override;
   bool erase(std::span<const std::byte> key) override;
-  std::uint64_t size() const override;  // 0: see above
+  // Bytes under the prefix, by a bounded, resumable walk: see above.
+  std::uint64_t size() const override;
   std::uint64_t capacity() const override;
   void set_capacity(std::uint64_t megabytes) override;
   // Deletes every key under the prefix (SCAN + UNLINK).
   void clear() override;
   blob_store_stats stats() const override;
   bool read_only() const noexcept override;
-  // "redis HOST:PORT/PREFIX".
+  // "redis HOST:PORT/PREFIX" (never the password).
   std::string describe() const override;
 
   breaker_state breaker() const;
