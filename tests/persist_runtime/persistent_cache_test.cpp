@@ -608,6 +608,16 @@ TEST_CASE("env: a malformed Redis URL is reported with the reason and ignored",
   CHECK(reports[0].find("PRIMCACHE_PERSISTENT_CACHE_REDIS") != std::string::npos);
 }
 
+TEST_CASE("env: a malformed Redis URL's password is never reported", "[.env_bad_redis_password]") {
+  CHECK(get_persistent_cache() == nullptr);
+  const auto reports = env_reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].find("PRIMCACHE_PERSISTENT_CACHE_REDIS='redis://***@127.0.0.1:1/'") !=
+        std::string::npos);
+  CHECK(reports[0].find("prefix is empty") != std::string::npos);
+  CHECK(reports[0].find("hunter2") == std::string::npos);
+}
+
 TEST_CASE("env: an API call before first use means the environment is never read",
           "[.env_api_first]") {
   const char* dir = std::getenv("PRIMCACHE_PERSISTENT_CACHE_DIR");

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <limits>
 #include <optional>
 #include <span>
@@ -31,6 +32,7 @@
 #include "primcache/persist/redis_store.hpp"
 #include "primcache/persist/registration.hpp"
 #include "primcache/persist/store_spec.hpp"
+#include "primcache/persist/tiered_store.hpp"
 #include "primcache/runtime/version.hpp"
 #include "primitive_cache_internal.hpp"
 
@@ -292,8 +294,12 @@ writer& the_writer() {
   return *w;
 }
 
+void finish_store_writes(std::chrono::steady_clock::duration limit);
+
 void writer::flush_at_exit() {
+  const auto start = std::chrono::steady_clock::now();
   the_writer().flush(kExitFlushLimit);
+  finish_store_writes(kExitFlushLimit - (std::chrono::steady_clock::now() - start));
 }
 
 // The attached store and whether the environment has been read.
@@ -334,6 +340,12 @@ class state {
     current_ = std::move(a);
   }
 
+  // The attached store, without reading the environment.
+  std::shared_ptr<attachment> current() PRIMCACHE_EXCLUDES(mu_) {
+    lock_guard g(mu_);
+    return current_;
+  }
+
   void lock_for_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
     config_mu_.lock();
     mu_.lock();
@@ -369,7 +381,8 @@ class state {
       try {
         parse_redis_url(*redis);
       } catch (const error& e) {
-        report_malformed_env(persistent_cache_redis_env, *redis, e.message(), "no remote tier");
+        report_malformed_env(persistent_cache_redis_env, redact_redis_url(*redis), e.message(),
+                             "no remote tier");
         redis.reset();
       }
     }
@@ -386,7 +399,8 @@ class state {
                                     has_redis ? *redis : std::string());
     } catch (const error& e) {
       report_malformed_env(has_dir ? persistent_cache_dir_env : persistent_cache_redis_env,
-                           has_dir ? *dir : *redis, e.message(), "no persistent cache");
+                           has_dir ? *dir : redact_redis_url(*redis), e.message(),
+                           "no persistent cache");
       return nullptr;
     }
     auto a = std::make_shared<attachment>(std::move(store), true);
@@ -417,6 +431,28 @@ state& the_state() {
     return made;
   }();
   return *s;
+}
+
+// A store with writes of its own behind put() (the tiered store's remote
+// writes): wait for them too, at most `limit` — a process that exits right
+// after its creations would otherwise leave its kernels out of the fleet's
+// Redis.
+void finish_store_writes(std::chrono::steady_clock::duration limit) {
+  std::shared_ptr<attachment> a = the_state().current();
+  auto* tiered = a ? dynamic_cast<tiered_store*>(a->store.get()) : nullptr;
+  if (tiered == nullptr || limit <= std::chrono::steady_clock::duration::zero()) return;
+  if (limit == std::chrono::steady_clock::duration::max()) {
+    tiered->flush();
+    return;
+  }
+  // Bounded: the flush runs on its own thread, which holds the store.
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([a, tiered, done] {
+    tiered->flush();
+    done->set_value();
+  }).detach();
+  finished.wait_for(limit);
 }
 
 void fork_prepare() {
@@ -513,6 +549,7 @@ void detach_persistent_cache() {
 
 void flush_persistent_cache_writes() {
   runtime_internal::the_writer().flush();
+  runtime_internal::finish_store_writes(std::chrono::steady_clock::duration::max());
 }
 
 void set_persistent_cache_write_queue_capacity(std::size_t primitives) {

@@ -64,7 +64,9 @@ PRIMCACHE_API void set_persistent_cache(std::shared_ptr<blob_store> store);
 PRIMCACHE_API std::shared_ptr<blob_store> get_persistent_cache();
 // set_persistent_cache(nullptr).
 PRIMCACHE_API void detach_persistent_cache();
-// Returns once every write queued so far has been done (or failed).
+// Returns once every write queued so far has been done (or failed),
+// including the attached store's own background writes (a tiered store's
+// Redis writes); process exit does the same, for at most 10 s.
 PRIMCACHE_API void flush_persistent_cache_writes();
 // Bound of the write-behind queue, in primitives (default 256; 0 drops
 // every write). Writes beyond it are dropped and counted.
