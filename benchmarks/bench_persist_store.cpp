@@ -12,6 +12,9 @@
 //   BM_DirectoryGet/<bytes>        directory_store::get of one present entry
 //                                  (open, read two files from the page cache,
 //                                  checks)
+//   BM_RedisSize/<keys>            redis_store::size walking a keyspace of
+//                                  that many entries (SCAN batches of 1000,
+//                                  each summed by a script); items = keys
 //
 // The program starts its own redis-server (from PATH, as the tests do) on a
 // free loopback port, persistence off, maxmemory 256 MB with allkeys-lru so
@@ -181,6 +184,47 @@ void BM_DirectoryGet(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(n));
 }
 BENCHMARK(BM_DirectoryGet)->Arg(16 << 10)->Arg(64 << 10)->Arg(256 << 10)->UseRealTime();
+
+void BM_RedisSize(benchmark::State& state) {
+  const auto n = state.range(0);
+  timeval tv{10, 0};
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", g_port, tv);
+  if (c == nullptr || c->err) {
+    state.SkipWithError("hiredis cannot connect");
+    if (c) redisFree(c);
+    return;
+  }
+  // A keyspace of exactly n entries' keys (1-byte values): the other
+  // benchmarks set their keys up again each run.
+  freeReplyObject(redisCommand(c, "FLUSHALL"));
+  freeReplyObject(redisCommand(
+      c, "EVAL %s 0 %lld",
+      "for i = 1, tonumber(ARGV[1]) do redis.call('SET', string.format('sz:%032x', i), 'v') end",
+      static_cast<long long>(n)));
+  redisFree(c);
+  primcache::redis_store_options o;
+  o.port = g_port;
+  o.prefix = "sz";
+  o.format = format();
+  o.connect_timeout = std::chrono::seconds(1);
+  o.command_timeout = std::chrono::seconds(1);
+  o.size_refresh = std::chrono::milliseconds(0);  // walk on every call
+  o.size_walk_budget = std::chrono::seconds(60);  // to the end
+  auto store = primcache::redis_store::open(o);
+  for (auto _ : state) {
+    if (store->size() != static_cast<std::uint64_t>(n)) {
+      state.SkipWithError("redis size walk failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_RedisSize)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
