@@ -5,8 +5,20 @@
 //
 //   BM_CreateHit/<impl>/<op>        raw dims -> memory descs -> op desc -> pd -> primitive
 //   BM_CreateHitFromPd/<impl>/<op>  pd -> primitive
-//   BM_CreateMiss/<impl>/<op>       the same path with the cache cleared first
+//   BM_CreateMiss/<impl>/<op>       the same path with the cache cleared first;
+//                                   impl: primcache_sync (the specialized kernel
+//                                   compiled before creation returns),
+//                                   primcache_tiered (the generic kernel now, the
+//                                   specialized one in the background; matmul
+//                                   only: other kinds have no generic kernel
+//                                   yet), onednn
+//   BM_TimeToSpecialized/primcache_tiered/<op>
+//                                   a tiered creation until its specialized
+//                                   kernel is installed by the background pool
 #include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <thread>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -128,14 +140,56 @@ void dnnl_clear() {
   dnnl::set_primitive_cache_capacity(0);
   dnnl::set_primitive_cache_capacity(1024);
 }
-void BM_CreateMiss_primcache_matmul(benchmark::State& s) {
-  create_miss(s, pc_matmul, pc_clear);
+// Each iteration's primitive waits for its specialized kernel outside the
+// timing, so no background compilation of an earlier iteration competes
+// with the next creation.
+template <typename Make>
+void create_miss_in_mode(benchmark::State& state, pc::jit_mode mode, Make make) {
+  const pc::jit_mode saved = pc::get_jit_mode();
+  pc::set_jit_mode(mode);
+  // The generic kernels' code is linked into the JIT on first use (once per
+  // process): not a creation's cost.
+  make().wait_until_specialized();
+  for (auto _ : state) {
+    state.PauseTiming();
+    pc_clear();
+    state.ResumeTiming();
+    pc::primitive p = make();
+    state.PauseTiming();
+    p.wait_until_specialized();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations());
+  pc::set_jit_mode(saved);
+}
+void BM_CreateMiss_primcache_sync_matmul(benchmark::State& s) {
+  create_miss_in_mode(s, pc::jit_mode::sync, pc_matmul);
+}
+void BM_CreateMiss_primcache_tiered_matmul(benchmark::State& s) {
+  create_miss_in_mode(s, pc::jit_mode::tiered, pc_matmul);
+}
+// From a tiered creation's start until the pool has installed the
+// specialized kernel (polled every 50 us: waiting with
+// wait_until_specialized would compile on this thread instead).
+void BM_TimeToSpecialized_matmul(benchmark::State& state) {
+  const pc::jit_mode saved = pc::get_jit_mode();
+  pc::set_jit_mode(pc::jit_mode::tiered);
+  pc_matmul().wait_until_specialized();
+  for (auto _ : state) {
+    state.PauseTiming();
+    pc_clear();
+    state.ResumeTiming();
+    pc::primitive p = pc_matmul();
+    while (!p.specialized()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  state.SetItemsProcessed(state.iterations());
+  pc::set_jit_mode(saved);
 }
 void BM_CreateMiss_onednn_matmul(benchmark::State& s) {
   create_miss(s, dnnl_matmul, dnnl_clear);
 }
-void BM_CreateMiss_primcache_conv(benchmark::State& s) {
-  create_miss(s, pc_conv, pc_clear);
+void BM_CreateMiss_primcache_sync_conv(benchmark::State& s) {
+  create_miss_in_mode(s, pc::jit_mode::sync, pc_conv);
 }
 void BM_CreateMiss_onednn_conv(benchmark::State& s) {
   create_miss(s, dnnl_conv, dnnl_clear);
@@ -149,16 +203,24 @@ BENCHMARK(BM_CreateHit_primcache_conv)->Name("BM_CreateHit/primcache/conv3x3");
 BENCHMARK(BM_CreateHit_onednn_conv)->Name("BM_CreateHit/onednn/conv3x3");
 BENCHMARK(BM_CreateHitFromPd_primcache_conv)->Name("BM_CreateHitFromPd/primcache/conv3x3");
 BENCHMARK(BM_CreateHitFromPd_onednn_conv)->Name("BM_CreateHitFromPd/onednn/conv3x3");
-BENCHMARK(BM_CreateMiss_primcache_matmul)
-    ->Name("BM_CreateMiss/primcache/matmul")
+BENCHMARK(BM_CreateMiss_primcache_sync_matmul)
+    ->Name("BM_CreateMiss/primcache_sync/matmul")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_CreateMiss_primcache_tiered_matmul)
+    ->Name("BM_CreateMiss/primcache_tiered/matmul")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_TimeToSpecialized_matmul)
+    ->Name("BM_TimeToSpecialized/primcache_tiered/matmul")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 BENCHMARK(BM_CreateMiss_onednn_matmul)
     ->Name("BM_CreateMiss/onednn/matmul")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
-BENCHMARK(BM_CreateMiss_primcache_conv)
-    ->Name("BM_CreateMiss/primcache/conv3x3")
+BENCHMARK(BM_CreateMiss_primcache_sync_conv)
+    ->Name("BM_CreateMiss/primcache_sync/conv3x3")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 BENCHMARK(BM_CreateMiss_onednn_conv)

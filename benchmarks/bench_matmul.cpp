@@ -1,7 +1,15 @@
 // bench_matmul — f32 matmul: primcache's matmul primitive against oneDNN 2.6 and
 // OpenBLAS (cblas_sgemm), same shapes, same thread count, same binary.
 //
-//   BM_Matmul/<impl>/<M>x<N>x<K>/threads:<t>    impl: primcache, onednn, openblas
+//   BM_Matmul/<impl>/<M>x<N>x<K>/threads:<t>    impl: primcache, primcache_generic, onednn,
+//                                                openblas
+//
+// primcache runs the specialized kernel (the primitive waits until it is
+// installed: wait_until_specialized). primcache_generic runs the
+// shape-generic kernel built into the library, which a tiered primitive runs
+// until then; it is called through the backend's kernel interface (the
+// public API swaps it out within milliseconds), so it skips the primitive's
+// argument checks, a microsecond or two per call.
 //
 // The GFLOPS column counts 2*M*N*K*batch floating-point operations per
 // iteration. Every implementation gets its setup (primitive creation and
@@ -25,6 +33,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kernels/generic_matmul_kernel.hpp"
+#include "kernels/matmul_kernel.hpp"
+#include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 namespace {
@@ -84,6 +95,8 @@ void bm_primcache(benchmark::State& state, shape s, int threads) {
     state.SkipWithError(e.what());
     return;
   }
+  // A tiered creation starts on the generic kernel: measure the specialized.
+  prim.wait_until_specialized();
   operands o(s);
   pc::stream strm(eng);
   const pc::primitive::args args = {{PRIMCACHE_ARG_SRC, pc::memory(a_md, eng, o.a.data())},
@@ -91,6 +104,36 @@ void bm_primcache(benchmark::State& state, shape s, int threads) {
                                     {PRIMCACHE_ARG_DST, pc::memory(c_md, eng, o.c.data())}};
   for (auto _ : state) {
     prim.execute(strm, args);
+    benchmark::DoNotOptimize(o.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+}
+
+// The generic kernel a tiered primitive runs before the swap, on the
+// runtime's pool, with the configuration the primitive would give it.
+void bm_primcache_generic(benchmark::State& state, shape s, int threads) {
+  namespace pc = primcache;
+  namespace ci = primcache::cpu_internal;
+  pc::set_num_threads(threads);
+  const pc::cpu_isa isa = pc::effective_isa();
+  ci::matmul_problem p = ci::matmul_problem::dense(1, s.m, s.n, s.k);
+  p.nthr = threads;
+  auto kernel = ci::generic_matmul_kernel::create(p, ci::default_matmul_config(p, isa), isa);
+  if (!kernel) {
+    state.SkipWithError(kernel.why().message.c_str());
+    return;
+  }
+  operands o(s);
+  std::vector<std::byte> scratch(kernel.value()->scratchpad_bytes() + 64);
+  void* aligned = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) &
+                                          ~std::uintptr_t{63});
+  ci::matmul_args args;
+  args.src = o.a.data();
+  args.weights = o.b.data();
+  args.dst = o.c.data();
+  for (auto _ : state) {
+    kernel.value()->execute(args, aligned, pc::default_thread_pool());
     benchmark::DoNotOptimize(o.c.data());
     benchmark::ClobberMemory();
   }
@@ -145,6 +188,9 @@ void register_all() {
     for (int t : threads) {
       const std::string suffix = "/" + s.name() + "/threads:" + std::to_string(t);
       benchmark::RegisterBenchmark(("BM_Matmul/primcache" + suffix).c_str(), bm_primcache, s, t)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("BM_Matmul/primcache_generic" + suffix).c_str(),
+                                   bm_primcache_generic, s, t)
           ->UseRealTime();
       benchmark::RegisterBenchmark(("BM_Matmul/onednn" + suffix).c_str(), bm_onednn, s, t)
           ->UseRealTime();

@@ -81,7 +81,10 @@ int main(int argc, char** argv) {
          "  primcache::cpu_internal::register_generic_objects(k_objects);\n"
          "  return true;\n"
          "}();\n\n"
-         "}  // namespace\n";
+         "}  // namespace\n\n"
+         "// What a static primcache_cpu's users link to keep this object (its\n"
+         "// registration has no other reference): libs/cpu/CMakeLists.txt.\n"
+         "extern \"C\" const int primcache_cpu_generic_kernels_anchor = 1;\n";
 
   const std::string path = argv[1];
   const std::string tmp = path + ".tmp";
