@@ -26,9 +26,10 @@ TEST_CASE("the fastest correct candidate wins", "[autotune][tuner]") {
   CHECK(r.candidates[1].outcome == candidate_outcome::measured);
   CHECK(r.candidates[2].description == "{\"c\":2}");
   for (std::size_t i = 0; i < 4; ++i) {
-    CHECK(s.built[i] == 1);
-    CHECK(s.runs[i] == 5);  // five runs each
-    CHECK(s.released[i] == 1);
+    // Five runs each; the default is measured again at the end.
+    CHECK(s.built[i] == (i == 0 ? 2 : 1));
+    CHECK(s.runs[i] == (i == 0 ? 10 : 5));
+    CHECK(s.released[i] == (i == 0 ? 2 : 1));
     CHECK(s.compared[i] == (i == 0 ? 0 : 1));  // the default is the reference
   }
   CHECK(r.problems().empty());
@@ -75,6 +76,34 @@ TEST_CASE("a candidate within the noise never replaces the default", "[autotune]
   SECTION("beyond the noise it wins") {
     scripted_candidates s(clk, {{1000, 1100, 1200, 1050, 1150}, {850}});
     CHECK(tune(s.callbacks(), fake_options(clk)).winner == 1);
+  }
+}
+
+TEST_CASE("drift of the default between its two measurements counts as noise",
+          "[autotune][tuner]") {
+  fake_clock clk;
+  // The default runs 1000 ns first and 1100 ns at the end (the machine got
+  // slower): a candidate at 930 ns beats its first minimum by 70, less than
+  // the drift of 100.
+  const std::vector<std::int64_t> drifting{1000, 1000, 1000, 1000, 1000,
+                                           1100, 1100, 1100, 1100, 1100};
+  scripted_candidates s(clk, {drifting, {930}});
+  const tune_result r = tune(s.callbacks(), fake_options(clk));
+  CHECK(r.drift_ns == 100);
+  CHECK(r.winner == 0);
+  CHECK(r.candidates[0].times_ns.size() == 10);
+  CHECK(r.candidates[0].min_ns == 1000);
+  SECTION("without the second measurement the spread alone would let it win") {
+    tune_options o = fake_options(clk);
+    o.remeasure_default = false;
+    scripted_candidates t(clk, {{1000, 1000, 1000, 1100, 1100}, {930}});
+    CHECK(tune(t.callbacks(), o).winner == 1);
+  }
+  SECTION("a candidate beyond the drift wins") {
+    scripted_candidates t(clk, {drifting, {850}});
+    const tune_result r2 = tune(t.callbacks(), fake_options(clk));
+    CHECK(r2.winner == 1);
+    CHECK(r2.noise_ns == 100);
   }
 }
 
@@ -158,7 +187,7 @@ TEST_CASE("tuning measures at most max_nconfigs candidates", "[autotune][tuner]"
   CHECK(r.winner == 20);
   int built = 0;
   for (int b : s.built) built += b;
-  CHECK(built == 40);
+  CHECK(built == 41);  // the default twice
   CHECK(s.built[39] == 1);
   CHECK(s.built[40] == 0);
   SECTION("a cap of one measures the default alone") {
@@ -218,7 +247,7 @@ TEST_CASE("a pluggable search picks what is measured", "[autotune][tuner]") {
   CHECK(r.candidates[2].index == 2);
   CHECK(r.winner == 2);
   CHECK(s.built[1] == 0);
-  CHECK(s.built[0] == 1);
+  CHECK(s.built[0] == 2);  // measured first and again at the end
 }
 
 TEST_CASE("flushes happen before every timed run and are not timed", "[autotune][tuner]") {
@@ -231,7 +260,7 @@ TEST_CASE("flushes happen before every timed run and are not timed", "[autotune]
     clk.advance(1'000'000);  // a slow flush: must not count
   };
   const tune_result r = tune(s.callbacks(), o);
-  CHECK(flushes == 10);
+  CHECK(flushes == 15);  // the default's runs twice, the candidate's once
   CHECK(r.candidates[0].min_ns == 1000);
   CHECK(r.candidates[1].min_ns == 500);
   CHECK(r.tuning_ns >= 10 * 1'000'000);
@@ -278,4 +307,30 @@ TEST_CASE("the steady clock moves forward", "[autotune][tuner]") {
   const std::int64_t b = c();
   CHECK(b >= a);
   CHECK(a > 0);
+}
+
+TEST_CASE("progress is reported after every candidate", "[autotune][tuner]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{1000}, {800}, {300}, {600}});
+  s.wrong[2] = true;
+  tune_options o = fake_options(clk);
+  std::vector<tune_progress> seen;
+  std::vector<std::size_t> indices;
+  o.on_progress = [&](const tune_progress& p) {
+    seen.push_back(p);
+    indices.push_back(p.last->index);
+    if (p.done == 2) throw std::runtime_error("a listener's failure");  // ignored
+  };
+  const tune_result r = tune(s.callbacks(), o);
+  CHECK(r.winner == 3);
+  REQUIRE(seen.size() == 4);
+  CHECK(indices == std::vector<std::size_t>{0, 1, 2, 3});
+  CHECK(seen[0].done == 1);
+  CHECK(seen[3].done == 4);
+  CHECK(seen[0].total == 4);
+  CHECK(seen[0].default_ns == 1000);
+  CHECK(seen[0].best_ns == 1000);
+  CHECK(seen[1].best_ns == 800);
+  CHECK(seen[2].best_ns == 800);  // the wrong candidate never counts
+  CHECK(seen[3].best_ns == 600);
 }

@@ -24,10 +24,15 @@
 // throws is reported (failed) and skipped; one whose output differs is
 // reported (wrong_output) and can never win.
 //
+// Then the default is measured once more (remeasure_default), its runs
+// joining the first ones.
+//
 // The winner: the default stands unless a correct candidate is faster than
 // it by more than the noise, where
-//   noise = max(spread(default), spread(candidate), min_margin * default_min)
+//   noise = max(spread(default), spread(candidate), min_margin * default_min,
+//               drift)
 //   spread = median - minimum of one candidate's runs,
+//   drift = |minimum of the default's first runs - of its second runs|,
 // and among the candidates that clear it the fastest wins. A candidate
 // within the noise never replaces the default, so tuning cannot pick a
 // regression that measurement jitter made look like a gain.
@@ -66,17 +71,34 @@ struct tuning_callbacks {
   std::function<std::string(std::size_t)> describe;  // optional, for reports
 };
 
+struct candidate_report;
+
+// Where a tuning stands after each candidate (tune_options::on_progress).
+struct tune_progress {
+  std::size_t done = 0;                    // candidates finished (measured, rejected or failed)
+  std::size_t total = 0;                   // candidates that will be tried, the default included
+  const candidate_report* last = nullptr;  // the one just finished; valid during the call
+  double default_ns = 0;                   // the default's minimum (0 before it is measured)
+  double best_ns = 0;  // the fastest correct minimum so far, before the noise rule
+};
+
 struct tune_options {
   std::size_t max_nconfigs = 40;  // candidates measured at most, the default included
   int runs = 5;                   // timed runs per candidate; the minimum counts
   double min_margin = 0.01;       // the least relative gain that may replace the default
-  tune_clock clock;               // empty: steady_tune_clock()
+  // Measure the default again after the others (its times join the first
+  // ones; the difference of the two minimums is drift, which counts as noise).
+  bool remeasure_default = true;
+  tune_clock clock;  // empty: steady_tune_clock()
   // Called before every timed run, untimed. Empty: a cold_cache flush
   // (cold_cache.hpp) when cold_cache is true, nothing when false.
   std::function<void()> flush;
   bool cold_cache = true;
   search_strategy search;  // empty: exhaustive_search()
   prune_hook prune;        // empty: nothing pruned
+  // Called on the tuning thread after each candidate (a progress bar);
+  // what it throws is ignored.
+  std::function<void(const tune_progress&)> on_progress;
 };
 
 enum class candidate_outcome {
@@ -103,6 +125,7 @@ struct PRIMCACHE_API tune_result {
   double default_ns = 0;   // the default's minimum
   double winner_ns = 0;    // the winner's minimum
   double noise_ns = 0;     // the noise the winner cleared (0 when the default stands)
+  double drift_ns = 0;     // |first - second minimum| of the default (remeasure_default)
   std::size_t measured = 0, wrong = 0, failed = 0, pruned = 0;
   double tuning_ns = 0;                      // the whole tuning, by the clock (builds included)
   std::vector<candidate_report> candidates;  // the default first, then in measurement order
