@@ -5,6 +5,7 @@
 //   primcache set-capacity NAME N        change a cache's capacity (needs the token)
 //   primcache flush NAME                 drop every entry of a cache (needs the token)
 //   primcache cache ...                  a persistent cache directory (cache_command.hpp)
+//   primcache tune WORKLOAD -o TABLE     tune a workload's CPU primitives (tune_command.hpp)
 //
 // Options: --admin HOST:PORT (default 127.0.0.1:8477), --token-file PATH
 // (default: where primcached writes it). Errors are one line on stderr and
@@ -23,6 +24,7 @@
 #include "default_paths.hpp"
 #include "http_client.hpp"
 #include "human_bytes.hpp"
+#include "tune_command.hpp"
 
 namespace {
 
@@ -37,7 +39,9 @@ constexpr const char* usage =
     "  set-capacity NAME N    set cache NAME's capacity to N (in its unit)\n"
     "  flush NAME             drop every entry of cache NAME\n"
     "  cache ...              a persistent cache directory: stats, verify, clear, export,\n"
-    "                         import (primcache cache --help)\n";
+    "                         import (primcache cache --help)\n"
+    "  tune WORKLOAD -o TABLE tune a workload's CPU primitives into a tune table\n"
+    "                         (primcache tune --help)\n";
 
 struct failure {
   std::string message;
@@ -186,6 +190,11 @@ int run(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "cache") {
     return primcache::cli::run_cache_command(std::vector<std::string>(argv + 2, argv + argc),
                                              stdout, stderr);
+  }
+  // `tune` runs in this process: a workload file in, a tune table out.
+  if (argc >= 2 && std::string_view(argv[1]) == "tune") {
+    return primcache::cli::run_tune_command(std::vector<std::string>(argv + 2, argv + argc), stdout,
+                                            stderr);
   }
   target t;
   std::vector<std::string> words;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ struct tune_state {
   std::atomic<std::uint64_t> tuned{0}, replaced{0}, failed{0}, skipped{0}, wrong{0},
       failed_candidates{0};
   std::atomic<std::int64_t> tuning_ns{0};
+  // Replaced whole, read as a snapshot: the listener runs with no lock held.
+  mutex listener_mu;
+  std::shared_ptr<const std::function<void(const tune_progress_event&)>> listener
+      PRIMCACHE_GUARDED_BY(listener_mu);
 
   bool on() const noexcept {
     return registered ? tune_switch.on() : local_switch.load(std::memory_order_acquire);
@@ -295,6 +300,17 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
     const backend::kernel_config c = config_at(i);
     return c == *def || !pdi.validate_config(c);
   };
+  std::shared_ptr<const std::function<void(const tune_progress_event&)>> listener;
+  {
+    lock_guard g(st.listener_mu);
+    listener = st.listener;
+  }
+  if (listener) {
+    o.on_progress = [&, problem = describe_problem(pdi)](const tune_progress& p) {
+      (*listener)(
+          tune_progress_event{problem, p.done, p.total, p.default_ns / 1e6, p.best_ns / 1e6});
+    };
+  }
   const tune_result r = tune(cb, o);
 
   const backend::kernel_config winner = config_at(r.winner);
@@ -420,6 +436,15 @@ std::size_t save_tune_table(const std::string& path) {
   if (!r) throw error(r.why().code, r.why().message);
   if (to == st.path) st.dirty.store(false);
   return r.value();
+}
+
+void set_tune_progress_listener(std::function<void(const tune_progress_event&)> fn) {
+  auto next =
+      fn ? std::make_shared<const std::function<void(const tune_progress_event&)>>(std::move(fn))
+         : nullptr;
+  auto& st = runtime_internal::state();
+  lock_guard g(st.listener_mu);
+  st.listener = std::move(next);
 }
 
 tune_stats get_tune_stats() {

@@ -44,6 +44,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "primcache/autotune/tune_table.hpp"
@@ -74,6 +75,18 @@ PRIMCACHE_API std::string get_tune_table_path();
 // when that is unset too), merging what the file holds, atomically. Returns
 // the entries written; runtime_error naming the path when it cannot.
 PRIMCACHE_API std::size_t save_tune_table(const std::string& path = {});
+
+// Where a tuning stands after each candidate, for progress displays
+// (`primcache tune`): the problem, candidates done of total, the default's
+// time and the fastest correct time so far (before the noise rule).
+struct tune_progress_event {
+  std::string problem;
+  std::size_t done = 0, total = 0;
+  double default_ms = 0, best_ms = 0;
+};
+// Called on the tuning thread after each candidate; empty: none. What it
+// throws is ignored. Replaces the previous listener.
+PRIMCACHE_API void set_tune_progress_listener(std::function<void(const tune_progress_event&)> fn);
 
 // What tuning did in this process.
 struct tune_stats {

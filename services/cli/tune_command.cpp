@@ -1,0 +1,195 @@
+#include "tune_command.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+#include "primcache/runtime/backend/primitive_impl.hpp"
+#include "primcache/runtime/runtime.hpp"
+#include "primcache/runtime/tuning.hpp"
+#include "primcache/runtime/version.hpp"
+#include "workload.hpp"
+
+namespace primcache::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: primcache tune WORKLOAD.json -o TABLE.json [--max-nconfigs N]\n"
+    "  tunes every CPU matmul and convolution of a primcached workload file and\n"
+    "  writes the winners into TABLE.json (merged with what it holds)\n";
+
+struct usage_error {
+  std::string message;
+};
+
+// Zero-filled buffers for every argument of the descriptor (tuning runs on
+// its own synthetic data; these are for the execution that follows it).
+primitive::args make_args(const primcached::primitive_spec& spec, const primitive_desc& pd) {
+  primitive::args args;
+  auto zeroed = [&](const memory::desc& md) {
+    memory m(md, pd.get_engine());
+    if (void* p = m.get_data_handle(); p != nullptr) std::memset(p, 0, md.size_bytes());
+    return m;
+  };
+  for (int arg :
+       {PRIMCACHE_ARG_SRC, PRIMCACHE_ARG_WEIGHTS, PRIMCACHE_ARG_BIAS, PRIMCACHE_ARG_DST}) {
+    const memory::desc md = pd.query_md(arg);
+    if (md.size_bytes() != 0) args.emplace(arg, zeroed(md));
+  }
+  for (std::size_t i = 0; i < spec.post_ops.size(); ++i) {
+    if (!spec.post_ops[i].binary) continue;
+    args.emplace(PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | PRIMCACHE_ARG_SRC_1,
+                 zeroed(spec.post_ops[i].src1.desc()));
+  }
+  return args;
+}
+
+struct row {
+  std::string name, status, config;
+  double default_ms = 0, tuned_ms = 0;
+};
+
+}  // namespace
+
+int run_tune_command(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
+  std::string workload_path, table_path;
+  std::size_t max_nconfigs = get_tune_max_nconfigs();
+  try {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const std::string& a = args[i];
+      if (a == "--help" || a == "-h") {
+        std::fputs(kUsage, out);
+        return 0;
+      }
+      auto value = [&]() -> const std::string& {
+        if (i + 1 >= args.size()) throw usage_error{a + ": missing value"};
+        return args[++i];
+      };
+      if (a == "-o" || a == "--output") {
+        table_path = value();
+      } else if (a == "--max-nconfigs") {
+        const std::string& v = value();
+        char* end = nullptr;
+        const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || v[0] == '-' || n < 1 || n > 1000) {
+          throw usage_error{"--max-nconfigs " + v + ": expected an integer in 1..1000"};
+        }
+        max_nconfigs = static_cast<std::size_t>(n);
+      } else if (a.starts_with("-")) {
+        throw usage_error{"unknown option " + a};
+      } else if (workload_path.empty()) {
+        workload_path = a;
+      } else {
+        throw usage_error{"more than one workload file (" + workload_path + ", " + a + ")"};
+      }
+    }
+    if (workload_path.empty()) throw usage_error{"missing the workload file"};
+    if (table_path.empty()) throw usage_error{"missing -o TABLE.json"};
+  } catch (const usage_error& e) {
+    std::fprintf(err, "primcache tune: %s\n%s", e.message.c_str(), kUsage);
+    return 2;
+  }
+
+  primcached::workload w;
+  try {
+    std::ifstream in(workload_path, std::ios::binary);
+    if (!in) {
+      std::fprintf(err, "primcache tune: cannot read the workload %s (%s)\n", workload_path.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    w = primcached::load_workload(text.str(), workload_path);
+  } catch (const std::exception& e) {
+    std::fprintf(err, "primcache tune: %s\n", e.what());
+    return 1;
+  }
+
+  // Problems the table already holds are not tuned again.
+  auto loaded = global_tune_table().load_file(table_path, version().version);
+  if (!loaded && loaded.why().code != status::not_found) {
+    std::fprintf(err, "primcache tune: %s; it will be replaced\n", loaded.why().message.c_str());
+  } else if (loaded && loaded.value().other_version) {
+    std::fprintf(err,
+                 "primcache tune: %s was written by primcache %s: its entries are ignored and "
+                 "will be replaced\n",
+                 table_path.c_str(), loaded.value().file_version.c_str());
+  }
+  set_tune_max_nconfigs(max_nconfigs);
+  set_tune(true);
+  const std::size_t n = w.primitives.size();
+  std::size_t current = 0;
+  set_tune_progress_listener([&](const tune_progress_event& p) {
+    constexpr int kWidth = 24;
+    const int filled = p.total ? static_cast<int>(kWidth * p.done / p.total) : kWidth;
+    std::fprintf(err, "\r[%zu/%zu] [%.*s%.*s] %zu/%zu configurations, best %.4f ms (default %.4f)",
+                 current + 1, n, filled, "########################", kWidth - filled,
+                 "........................", p.done, p.total, p.best_ms, p.default_ms);
+    std::fflush(err);
+  });
+
+  std::vector<row> rows;
+  for (current = 0; current < n; ++current) {
+    const primcached::primitive_spec& spec = w.primitives[current];
+    row r;
+    r.name = spec.name;
+    if (spec.engine != engine_kind::cpu || (spec.kind != primcached::primitive_kind::matmul &&
+                                            spec.kind != primcached::primitive_kind::convolution)) {
+      r.status = "not tuned (CPU matmul and convolution only)";
+      rows.push_back(std::move(r));
+      continue;
+    }
+    try {
+      const engine eng(engine_kind::cpu, 0);
+      const primitive_desc pd = primcached::make_primitive_desc(spec, eng);
+      const tune_stats before = get_tune_stats();
+      primcached::make_primitive(pd).execute(stream(eng), make_args(spec, pd));
+      const tune_stats after = get_tune_stats();
+      std::fputs("\r\033[K", err);
+      auto entry =
+          global_tune_table().find(tune_device_of(eng), backend::impl_of(pd).problem_key());
+      if (!entry) {
+        r.status = after.failed > before.failed ? "tuning failed (see above)"
+                                                : "nothing to tune (no configurations)";
+      } else {
+        r.default_ms = entry->default_time_ns / 1e6;
+        r.tuned_ms = entry->time_ns / 1e6;
+        r.config = entry->config;
+        r.status = after.tuned > before.tuned ? "tuned" : "in the table already";
+      }
+    } catch (const std::exception& e) {
+      std::fputs("\r\033[K", err);
+      r.status = std::string("failed: ") + e.what();
+    }
+    rows.push_back(std::move(r));
+  }
+  set_tune_progress_listener({});
+  set_tune(false);
+
+  std::fprintf(out, "%-36s %12s %12s %9s  %s\n", "primitive", "default ms", "tuned ms", "speed-up",
+               "status / configuration");
+  for (const row& r : rows) {
+    if (r.tuned_ms > 0) {
+      std::fprintf(out, "%-36s %12.4f %12.4f %8.3fx  %s %s\n", r.name.c_str(), r.default_ms,
+                   r.tuned_ms, r.default_ms > 0 ? r.default_ms / r.tuned_ms : 1.0, r.status.c_str(),
+                   r.config.c_str());
+    } else {
+      std::fprintf(out, "%-36s %12s %12s %9s  %s\n", r.name.c_str(), "-", "-", "-",
+                   r.status.c_str());
+    }
+  }
+  try {
+    const std::size_t written = save_tune_table(table_path);
+    std::fprintf(out, "wrote %zu entries to %s\n", written, table_path.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(err, "primcache tune: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace primcache::cli

@@ -1,0 +1,111 @@
+// `primcache tune WORKLOAD -o TABLE`, run as a process: the table it writes,
+// the summary it prints, and every failure.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+
+#include "primcache/autotune/tune_table.hpp"
+#include "process.hpp"
+
+using primcache::test::run_program;
+using primcache::test::run_result;
+using primcache::test::temp_path;
+using primcache::test::write_text;
+
+namespace {
+
+const char* kWorkload = R"({"name": "tune test", "primitives": [
+  {"name": "mm 16x24x32", "kind": "matmul",
+   "shapes": {"src": [16, 32], "weights": [32, 24], "dst": [16, 24]}},
+  {"name": "conv 3x3 8->8 6x6", "kind": "convolution",
+   "shapes": {"src": [1, 8, 6, 6], "weights": [8, 8, 3, 3]}, "padding": [1, 1]},
+  {"name": "relu 8x8", "kind": "eltwise", "algorithm": "relu", "shapes": {"src": [8, 8]}}
+]})";
+
+run_result tune(std::vector<std::string> args) {
+  args.insert(args.begin(), {PRIMCACHE_CLI_PATH, "tune"});
+  return run_program(args, std::chrono::seconds(240));
+}
+
+}  // namespace
+
+TEST_CASE("primcache tune writes a table and prints default against tuned time",
+          "[services][cli][tune]") {
+  const std::string workload = temp_path("workload.json"), table = temp_path("tune.json");
+  write_text(workload, kWorkload);
+  const run_result r = tune({workload, "-o", table, "--max-nconfigs", "3"});
+  INFO(r.out << r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("speed-up") != std::string::npos);
+  CHECK(r.out.find("relu 8x8") != std::string::npos);
+  CHECK(r.out.find("not tuned (CPU matmul and convolution only)") != std::string::npos);
+  CHECK(r.out.find("wrote 2 entries to " + table) != std::string::npos);
+  CHECK(r.err.find("configurations, best") != std::string::npos);  // the progress bar
+  primcache::tune_table t;
+  auto loaded = t.load_file(table, PRIMCACHE_VERSION);
+  REQUIRE(loaded);
+  CHECK(loaded.value().taken == 2);
+  for (const auto& row : t.rows()) CHECK(row.entry.time_ns <= row.entry.default_time_ns);
+  SECTION("a second run finds them in the table") {
+    const run_result again = tune({workload, "-o", table, "--max-nconfigs", "3"});
+    INFO(again.out << again.err);
+    REQUIRE(again.status == 0);
+    CHECK(again.out.find("in the table already") != std::string::npos);
+    CHECK(again.out.find("wrote 2 entries") != std::string::npos);
+  }
+}
+
+TEST_CASE("primcache tune refuses bad usage and reports failures", "[services][cli][tune]") {
+  const std::string workload = temp_path("workload.json");
+  write_text(workload, kWorkload);
+  SECTION("usage errors exit 2") {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {workload},
+             {"-o", temp_path("t.json")},
+             {workload, "-o"},
+             {workload, "-o", temp_path("t.json"), "--max-nconfigs", "0"},
+             {workload, "-o", temp_path("t.json"), "--max-nconfigs", "x"},
+             {workload, "-o", temp_path("t.json"), "--bogus"},
+             {workload, workload, "-o", temp_path("t.json")}}) {
+      const run_result r = tune(args);
+      INFO(r.err);
+      CHECK(r.status == 2);
+      CHECK(r.err.find("usage: primcache tune") != std::string::npos);
+    }
+  }
+  SECTION("help") {
+    const run_result r = tune({"--help"});
+    CHECK(r.status == 0);
+    CHECK(r.out.find("usage: primcache tune") != std::string::npos);
+  }
+  SECTION("a missing workload") {
+    const run_result r = tune({temp_path("none.json"), "-o", temp_path("t.json")});
+    CHECK(r.status == 1);
+    CHECK(r.err.find("cannot read the workload") != std::string::npos);
+  }
+  SECTION("a malformed workload") {
+    const std::string bad = temp_path("bad.json");
+    write_text(bad, R"({"primitives": [{"kind": "matmul"}]})");
+    const run_result r = tune({bad, "-o", temp_path("t.json")});
+    INFO(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.find(bad) != std::string::npos);
+  }
+  SECTION("a table that cannot be written") {
+    const run_result r =
+        tune({workload, "-o", "/nonexistent-primcache-dir/t.json", "--max-nconfigs", "2"});
+    INFO(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("cannot create") != std::string::npos);
+  }
+  SECTION("a corrupt table is replaced") {
+    const std::string table = temp_path("corrupt.json");
+    write_text(table, "not json");
+    const run_result r = tune({workload, "-o", table, "--max-nconfigs", "2"});
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.err.find("it will be replaced") != std::string::npos);
+    primcache::tune_table t;
+    CHECK(t.load_file(table, PRIMCACHE_VERSION));
+  }
+}
