@@ -44,7 +44,7 @@ struct matmul_pair {
   }
 };
 
-std::vector<float> execute(const matmul& prim, stream& strm, const memory& a, const memory& w,
+std::vector<float> execute(const primitive& prim, stream& strm, const memory& a, const memory& w,
                            const memory& c) {
   prim.execute(strm, {{PRIMCACHE_ARG_SRC, a}, {PRIMCACHE_ARG_WEIGHTS, w}, {PRIMCACHE_ARG_DST, c}});
   strm.wait();
@@ -274,4 +274,81 @@ TEST_CASE("OpenCL constant weights survive eviction while in use, and leave with
     w.reset();
     CHECK(gpu_cache(eng).tensor_count() == tensors);
   }
+}
+
+TEST_CASE("OpenCL convolution packs constant weights given in another layout once",
+          "[ocl][constant][conv]") {
+  set_constant_tensor_cache_capacity(engine_kind::gpu, constant_tensor_cache_unlimited);
+  engine eng(engine_kind::gpu, 0);
+  stream strm(eng);
+  const memory::desc src({1, 6, 9, 7}, data_type::f32, format_tag::nchw);
+  const memory::desc oihw({10, 6, 3, 3}, data_type::f32, format_tag::oihw);
+  const memory::desc hwio({10, 6, 3, 3}, data_type::f32, format_tag::hwio);
+  const memory::desc dst({1, 10, 9, 7}, data_type::f32, format_tag::nchw);
+  auto conv_pd = [&](const memory::desc& w, bool constant) {
+    primitive_attr attr;
+    attr.set_constant_weights(constant);
+    return convolution_forward::primitive_desc(
+        convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, src,
+                                  w, memory::desc(), dst, {1, 1}, {1, 1}, {1, 1}),
+        attr, eng);
+  };
+  memory ms(src, eng), mw_oihw(oihw, eng), mw_hwio(hwio, eng), md(dst, eng);
+  ocl_test::write_all(ms, ocl_test::pattern(src.size_bytes() / 4, 40));
+  const auto w = ocl_test::pattern(oihw.size_bytes() / 4, 41);
+  ocl_test::write_all(mw_oihw, w);
+  std::vector<float> w_hwio(w.size());
+  for (const auto& i : ocl_test::all_indices({10, 6, 3, 3})) {
+    w_hwio[static_cast<std::size_t>(hwio.offset_of(i))] =
+        w[static_cast<std::size_t>(oihw.offset_of(i))];
+  }
+  ocl_test::write_all(mw_hwio, w_hwio);
+  auto run = [&](const convolution_forward& prim, const memory& weights) {
+    prim.execute(
+        strm, {{PRIMCACHE_ARG_SRC, ms}, {PRIMCACHE_ARG_WEIGHTS, weights}, {PRIMCACHE_ARG_DST, md}});
+    strm.wait();
+    return ocl_test::read_all(md);
+  };
+  // The kernel the constant primitive runs is the one for hwio weights.
+  const auto expected = run(convolution_forward(conv_pd(hwio, false)), mw_hwio);
+  const convolution_forward constant(conv_pd(oihw, true));
+  CHECK(constant.get_primitive_desc().weights_desc() == oihw);  // the argument stays the user's
+  const std::size_t tensors = gpu_cache(eng).tensor_count();
+  const auto before = packs();
+  for (int i = 0; i < 3; ++i) CHECK(same_bits(run(constant, mw_oihw), expected));
+  CHECK(packs() == before + 1);
+  CHECK(gpu_cache(eng).tensor_count() == tensors + 1);
+
+  SECTION("weights already in the kernel's layout are read as given") {
+    const convolution_forward as_given(conv_pd(hwio, true));
+    CHECK(same_bits(run(as_given, mw_hwio), expected));
+    CHECK(packs() == before + 1);
+    CHECK(gpu_cache(eng).tensor_count() == tensors + 1);
+  }
+}
+
+TEST_CASE("a constant-weights matmul round-trips through its blob, packing kernel included",
+          "[ocl][constant][persist]") {
+  set_constant_tensor_cache_capacity(engine_kind::gpu, constant_tensor_cache_unlimited);
+  set_primitive_cache_capacity(1024);
+  engine eng(engine_kind::gpu, 0);
+  stream strm(eng);
+  matmul_pair p(eng, 6, 21, 14, /*transposed=*/true);
+  memory a(p.a, eng), w(p.w, eng), c(p.c, eng);
+  ocl_test::write_all(a, ocl_test::pattern(p.a.size_bytes() / 4, 50));
+  ocl_test::write_all(w, ocl_test::pattern(p.w.size_bytes() / 4, 51));
+  const auto expected = execute(p.plain, strm, a, w, c);
+  const std::vector<std::uint8_t> blob = p.constant.cache_blob();
+  const primitive_desc pd = p.constant.get_primitive_desc();
+  p.constant = matmul();
+  set_primitive_cache_capacity(0);  // the impl goes; the blob is all there is
+  set_primitive_cache_capacity(1024);
+  const auto before = ocl_interop::get_program_counts();
+  const primitive loaded(pd, blob);
+  memory w2(p.w, eng);  // new weights: the loaded packing kernel runs
+  ocl_test::write_all(w2, ocl_test::pattern(p.w.size_bytes() / 4, 51));
+  CHECK(same_bits(execute(loaded, strm, a, w2, c), expected));
+  const auto after = ocl_interop::get_program_counts();
+  CHECK(after.source_builds == before.source_builds);
+  CHECK(after.weights_packs == before.weights_packs + 1);
 }

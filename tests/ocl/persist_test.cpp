@@ -4,7 +4,15 @@
 // to freshly built primitives and foreign or altered blobs refused.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -161,6 +169,81 @@ ocl_internal::program_binary binary_of(const std::vector<std::uint8_t>& blob, co
   REQUIRE(binary);
   return binary.value();
 }
+
+// A redis-server on a free loopback port for one test (no persistence),
+// killed at the end. A missing server fails the test (never a skip), naming
+// scripts/install-deps, as the persist tests do.
+class redis_server {
+ public:
+  redis_server() {
+    const char* exe = "/usr/bin/redis-server";
+    if (::access(exe, X_OK) != 0) {
+      FAIL("redis-server is not installed (scripts/install-deps installs it)");
+    }
+    for (int attempt = 0; attempt < 5 && pid_ < 0; ++attempt) start(exe);
+    REQUIRE(pid_ > 0);
+  }
+  ~redis_server() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Generous timeouts: a loaded CI machine must not open the breaker.
+  std::string url() const {
+    return "redis://127.0.0.1:" + std::to_string(port_) +
+           "/ocl-test?connect_timeout_ms=5000&command_timeout_ms=5000";
+  }
+
+ private:
+  void start(const char* exe) {
+    port_ = free_port();
+    const std::string port = std::to_string(port_);
+    const char* argv[] = {exe,      "--port", port.c_str(),   "--bind", "127.0.0.1",
+                          "--save", "",       "--appendonly", "no",     nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, exe, &fa, nullptr, const_cast<char**>(argv), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return;
+    for (int i = 0; i < 500; ++i) {  // up to 5 s
+      if (connects(port_)) {
+        pid_ = pid;
+        return;
+      }
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) return;  // lost the port: try another
+      ::usleep(10000);
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  static int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+  static bool connects(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  }
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
 
 }  // namespace
 
@@ -405,4 +488,35 @@ TEST_CASE("OpenCL primitives go through the runtime's directory store", "[ocl][p
   }
   detach_persistent_cache();
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("OpenCL primitives go through the runtime's Redis store", "[ocl][persist][redis]") {
+  set_primitive_cache_capacity(1024);
+  engine eng(engine_kind::gpu, 0);
+  redis_server redis;
+  set_persistent_cache(open_persistent_cache("", 64, redis.url()));
+  for (const subject& s : {subjects()[0], subjects()[1]}) {
+    DYNAMIC_SECTION(s.what) {
+      const primitive_desc pd = s.make_pd(eng);
+      empty_primitive_cache();
+      const auto c0 = ocl_interop::get_program_counts();
+      std::vector<float> fresh_out;
+      {
+        primitive fresh(pd);
+        fresh_out = run(s, fresh, eng);
+      }
+      flush_persistent_cache_writes();
+      const auto s1 = get_persistent_cache_stats();
+      const auto c1 = ocl_interop::get_program_counts();
+      CHECK(c1.source_builds == c0.source_builds + 1);
+
+      empty_primitive_cache();
+      primitive again(pd);
+      const auto s2 = get_persistent_cache_stats();
+      CHECK(ocl_interop::get_program_counts().source_builds == c1.source_builds);
+      CHECK(s2.hits == s1.hits + 1);
+      CHECK(same_bits(run(s, again, eng), fresh_out));
+    }
+  }
+  detach_persistent_cache();
 }

@@ -1,7 +1,8 @@
-// constant_weights.hpp — OpenCL constant weights: a matmul's weights, marked
-// constant (primitive_attr::set_constant_weights), packed once by the plan's
-// packing kernel into a device buffer kept in the constant tensor cache of
-// the engine's device (constant_tensor_cache_for(engine): "gpu.<index>").
+// constant_weights.hpp — OpenCL constant weights: a matmul's or a
+// convolution's weights, marked constant (primitive_attr::
+// set_constant_weights), packed once by the plan's packing kernel into a
+// device buffer kept in the constant tensor cache of the engine's device
+// (constant_tensor_cache_for(engine): "gpu.<index>").
 //
 //   auto packed = packed_constant_weights(ctx, eng, packer, *plan.packing, slot, "ocl:matmul");
 //   mems[weights] = static_cast<cl_mem>(packed->data());   // held until enqueued

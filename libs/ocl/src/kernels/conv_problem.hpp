@@ -23,6 +23,10 @@ struct conv_problem {
   std::int64_t pad_t = 0, pad_l = 0;        // start padding (end padding may be negative)
   std::int64_t pad_b = 0, pad_r = 0;
   std::vector<post_op_entry> post_ops;
+  // Constant weights in another layout than `weights` (the kernel's):
+  // the user's descriptor, packed into `weights` by the plan's packing
+  // kernel (constant_weights.hpp). Zero when the kernel reads them as given.
+  memory_desc user_weights;
 
   bool grouped() const { return weights.ndims() == 5; }
   std::int64_t groups() const { return grouped() ? weights.dims()[0] : 1; }

@@ -2,6 +2,7 @@
 
 #include "kernels/addressing.hpp"
 #include "kernels/post_op_source.hpp"
+#include "kernels/weights_packing_source.hpp"
 #include "primcache/runtime/args.h"
 
 namespace primcache::ocl_internal {
@@ -185,6 +186,9 @@ kernel_plan conv_plan(const conv_problem& p, const conv_config& c) {
   }
   s += "  }\n}\n";
 
+  if (!p.user_weights.is_zero()) {
+    plan.packing = weights_packing_for(p.user_weights, p.weights, "primcache_conv_pack", "conv", s);
+  }
   plan.source = std::move(s);
   plan.work_dims = 3;
   plan.fixed_local = true;

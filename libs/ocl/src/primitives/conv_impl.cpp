@@ -24,13 +24,16 @@ memory_desc resolve_activation(const memory_desc& md) {
 // Weights `any`: output channels innermost, then input channels, then the
 // kernel's columns and rows (hwio; per group for grouped weights), so the
 // kernel loads a run of output channels as one vector.
-memory_desc resolve_weights(const memory_desc& md) {
-  if (!md.is_any()) return md;
+memory_desc preferred_weights(const memory_desc& md) {
   const auto d = md.dims();
   if (md.ndims() == 4) return memory_desc(d, md.data_type(), format_tag::hwio);
   const std::int64_t o = d[1], i = d[2], kh = d[3], kw = d[4];
   const std::vector<std::int64_t> strides = {kh * kw * i * o, 1, o, kw * i * o, i * o};
   return memory_desc(d, md.data_type(), strides);
+}
+
+memory_desc resolve_weights(const memory_desc& md) {
+  return md.is_any() ? preferred_weights(md) : md;
 }
 
 // The kernel splits offsets into a channel part and spatial parts only
@@ -91,26 +94,38 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_conv_pd(
   auto chain = translate_post_ops(attr, p.dst);
   if (!chain) return chain.why();
   p.post_ops = std::move(chain).value();
+  // Constant weights in another layout: the kernel reads them packed into
+  // its preferred one (constant_weights.hpp); the argument keeps the user's.
+  const memory_desc user_weights = p.weights;
+  if (attr.get_constant_weights() && p.weights.data_type() == data_type::f32) {
+    const memory_desc preferred = preferred_weights(p.weights);
+    if (!(preferred == p.weights)) {
+      p.user_weights = p.weights;
+      p.weights = preferred;
+    }
+  }
 
   const ocl_engine& ocl = ocl_engine_of(eng);
   const conv_config c = forced_config ? *forced_config : default_conv_config(ocl.device_info(), p);
   if (auto ok = check_conv_config(c, ocl.device_info(), p); !ok) return ok.why();
 
-  std::map<int, memory_desc> mds = {
-      {PRIMCACHE_ARG_SRC, p.src}, {PRIMCACHE_ARG_WEIGHTS, p.weights}, {PRIMCACHE_ARG_DST, p.dst}};
+  std::map<int, memory_desc> mds = {{PRIMCACHE_ARG_SRC, p.src},
+                                    {PRIMCACHE_ARG_WEIGHTS, user_weights},
+                                    {PRIMCACHE_ARG_DST, p.dst}};
   if (!p.bias.is_zero()) mds[PRIMCACHE_ARG_BIAS] = p.bias;
   for (const auto& po : p.post_ops) {
     if (po.binary) mds[po.arg] = po.src1;
   }
   key_writer w;
   p.src.write_key(w);
-  p.weights.write_key(w);
+  user_weights.write_key(w);
   w.boolean(!p.bias.is_zero());
   if (!p.bias.is_zero()) p.bias.write_key(w);
   p.dst.write_key(w);
   w.i64(p.stride_h).i64(p.stride_w).i64(p.dilate_h).i64(p.dilate_w);
   w.i64(p.pad_t).i64(p.pad_l).i64(p.pad_b).i64(p.pad_r);
   c.write_key(w);
+  w.boolean(!p.user_weights.is_zero());  // other code: the kernel reads packed weights
   return make_kernel_pd(primitive_kind::convolution, "ocl:conv", attr, eng, std::move(mds),
                         conv_plan(p, c), std::move(w));
 }
