@@ -6,6 +6,9 @@
 // many shapes. The mode switch (API, control setting, C API) is here too.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -23,6 +26,17 @@
 
 using namespace primcache;
 using tag = format_tag;
+
+#if defined(__SANITIZE_THREAD__)
+#define TIERED_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TIERED_TEST_TSAN 1
+#endif
+#endif
+#ifndef TIERED_TEST_TSAN
+#define TIERED_TEST_TSAN 0
+#endif
 
 namespace {
 
@@ -320,6 +334,52 @@ TEST_CASE("the pending compilations are a control gauge", "[cpu][tiered]") {
     if (m.name == "primcache_jit_pending_compilations") found = true;
   }
   CHECK(found);
+}
+
+TEST_CASE("a child forked with compilations pending gets its specialized kernels",
+          "[cpu][tiered][fork]") {
+  if (!tiered_here()) return;
+#if TIERED_TEST_TSAN
+  // ThreadSanitizer refuses to start threads in the child of a multithreaded
+  // fork (die_after_fork): this case runs in the other builds only.
+  WARN("skipped under ThreadSanitizer");
+  return;
+#endif
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(64);
+  std::vector<std::unique_ptr<matmul_case>> cases;
+  std::vector<matmul> prims;
+  for (int i = 0; i < 4; ++i) {
+    cases.push_back(std::make_unique<matmul_case>(11 + i, 52 + i, 37 + i, 700 + i));
+    prims.emplace_back(cases.back()->pd);
+  }
+  matmul_case fresh(29, 83, 61, 800);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::alarm(60);  // a hang ends the child with SIGALRM, a failure below
+    int code = 0;
+    try {
+      for (std::size_t i = 0; i < prims.size(); ++i) {
+        const std::vector<float> before = cases[i]->run(prims[i]);
+        prims[i].wait_until_specialized();
+        if (!prims[i].specialized()) code = 10;
+        if (!same_bits(before, cases[i]->run(prims[i]))) code = 11;
+      }
+      matmul child(fresh.pd);  // a new tiered creation: the child's pool
+      const std::vector<float> before = fresh.run(child);
+      child.wait_until_specialized();
+      if (!same_bits(before, fresh.run(child))) code = 12;
+    } catch (...) {
+      code = 13;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  for (auto& p : prims) p.wait_until_specialized();
 }
 
 // Run alone by CTest (see tests/cpu/CMakeLists.txt): creates tiered

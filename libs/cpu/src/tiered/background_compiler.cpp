@@ -1,5 +1,6 @@
 #include "tiered/background_compiler.hpp"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -60,12 +61,50 @@ struct stop_at_exit {
   ~stop_at_exit() { background_compiler::instance().stop(); }
 };
 
+background_compiler* g_pool = nullptr;
+
+void on_fork_prepare() {
+  if (g_pool != nullptr) g_pool->fork_prepare();
+}
+void on_fork_parent() {
+  if (g_pool != nullptr) g_pool->fork_parent();
+}
+void on_fork_child() {
+  if (g_pool != nullptr) g_pool->fork_child();
+}
+
 }  // namespace
 
 background_compiler& background_compiler::instance() {
-  static background_compiler* pool = new background_compiler;
+  static background_compiler* pool = [] {
+    auto* made = new background_compiler;
+    g_pool = made;
+    ::pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+    return made;
+  }();
   static stop_at_exit guard;
   return *pool;
+}
+
+void background_compiler::fork_prepare() {
+  run_mu_.lock();  // waits for the compilation a pool thread is running
+  mu_.lock();
+}
+
+void background_compiler::fork_parent() {
+  mu_.unlock();
+  run_mu_.unlock();
+}
+
+void background_compiler::fork_child() {
+  // The parent's threads do not exist here: their std::thread objects are
+  // abandoned (destroying or joining them would fail), and new threads start
+  // on the next submit.
+  if (!threads_.empty()) new std::vector<std::thread>(std::move(threads_));
+  threads_.clear();
+  pending_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
+  mu_.unlock();
+  run_mu_.unlock();
 }
 
 background_compiler::background_compiler()
@@ -108,7 +147,10 @@ void background_compiler::work() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    job->run();  // false when a waiter ran it already
+    {
+      lock_guard running(run_mu_);
+      job->run();  // false when a waiter ran it already
+    }
     pending_add(-1);
   }
 }

@@ -13,6 +13,14 @@
 //   if (!background_compiler::instance().submit(job)) compile_now();  // exiting
 //   job->wait();                                                      // done, either way
 //
+// fork(): the pool's pthread_atfork handlers wait for the compilation
+// running on a pool thread (the fork waits for at most one compilation) and
+// hold the pool's locks across the fork, so no pool thread holds a lock of
+// LLVM or of the JIT when the child starts; in the child the pool has no
+// threads (the parent's are abandoned, never joined) and starts new ones on
+// the next submit; queued jobs stay queued. (A job a waiter was running on
+// another thread of the parent stays unfinished in the child.)
+//
 // At exit (the pool's static guard is destroyed, before LLVM's own statics),
 // the pool stops: queued jobs are dropped (their waiters return), running
 // ones finish, the threads are joined; later submits are refused, and their
@@ -77,12 +85,20 @@ class background_compiler {
   // the threads. Idempotent; called at exit.
   void stop();
 
+  // pthread_atfork handlers (registered on first use).
+  void fork_prepare() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+  void fork_parent() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+  void fork_child() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+
  private:
   background_compiler();
   void work();
   void pending_add(int d) noexcept;
 
   const int max_threads_;
+  // Held by a pool thread while it runs a job, and by fork_prepare until the
+  // fork is done (taken before mu_ when both are).
+  mutex run_mu_;
   mutex mu_;
   std::condition_variable_any wake_;
   std::deque<std::shared_ptr<background_job>> queue_ PRIMCACHE_GUARDED_BY(mu_);
