@@ -1,0 +1,80 @@
+#include <string>
+
+#include "primcache/base/error.hpp"
+#include "primcache/runtime/reorder.hpp"
+#include "primcache/runtime/stream.hpp"
+#include "primcache/transform/transform_plan.hpp"
+
+namespace primcache {
+namespace {
+
+// The engine a step between these places runs on: the GPU's when either
+// side is a GPU (as reorder chooses).
+engine step_engine(const place& from, const place& to) {
+  return (from.is_cpu() ? to : from).get_engine();
+}
+
+}  // namespace
+
+std::string_view to_string(transform_kind kind) noexcept {
+  switch (kind) {
+    case transform_kind::layout: return "layout";
+    case transform_kind::data_type: return "data_type";
+    case transform_kind::layout_and_data_type: return "layout+data_type";
+    case transform_kind::place: return "place";
+    case transform_kind::library: return "library";
+    case transform_kind::user: return "user";
+  }
+  return "unknown";
+}
+
+std::string transform_step::to_string() const {
+  std::string s(primcache::to_string(kind));
+  if (kind == transform_kind::user) s += ":" + user_name;
+  return s + " " + from.to_string() + " -> " + to.to_string() + " (" +
+         std::to_string(bytes_per_element) + " B/elem)";
+}
+
+std::size_t transform_plan::bytes_per_element() const noexcept {
+  std::size_t b = 0;
+  for (const auto& s : steps) b += s.bytes_per_element;
+  return b;
+}
+
+std::string transform_plan::to_string() const {
+  std::string s = from.to_string() + " -> " + to.to_string() + ":";
+  if (steps.empty()) s += " nothing to do";
+  for (const auto& step : steps) s += "\n  " + step.to_string();
+  return s;
+}
+
+memory execute_plan(const transform_plan& plan, const memory& src) {
+  if (!src) throw error(status::invalid_arguments, "execute_plan: the source memory is empty");
+  const memory_desc& md = src.get_desc();
+  const auto dims = md.dims();
+  const memory_desc want = plan.from.layout.desc_for(dims, plan.from.data_type);
+  if (!(want == md) || !(place::of(src.get_engine()) == plan.from.place)) {
+    throw error(status::invalid_arguments, "execute_plan: the source " + md.to_string() + " on " +
+                                               place::of(src.get_engine()).to_string() +
+                                               " is not of the plan's kernel type " +
+                                               plan.from.to_string());
+  }
+  memory cur = src;
+  for (const transform_step& step : plan.steps) {
+    if (step.kind == transform_kind::library) continue;
+    const engine dst_engine = step.to.place.get_engine();
+    memory dst(step.to.layout.desc_for(dims, step.to.data_type), dst_engine);
+    stream strm(step_engine(step.from.place, step.to.place));
+    if (step.kind == transform_kind::user) {
+      (*step.function)(cur, dst, strm);
+    } else {
+      // Through the primitive cache: the same reorder is compiled once.
+      reorder(cur, dst).execute(strm, cur, dst);
+    }
+    strm.wait();
+    cur = dst;
+  }
+  return cur;
+}
+
+}  // namespace primcache

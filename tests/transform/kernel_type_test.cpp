@@ -1,0 +1,79 @@
+#include <catch2/catch.hpp>
+#include <string>
+#include <unordered_set>
+
+#include "primcache/base/error.hpp"
+#include "primcache/transform/kernel_type.hpp"
+
+using namespace primcache;
+
+TEST_CASE("kernel types print and parse back", "[transform][kernel_type]") {
+  const std::string text = GENERATE(as<std::string>{}, "cpu/f32/abcd/jit", "gpu:0/bf16/aBcd16b/jit",
+                                    "gpu:3/s8/acdb/reference", "cpu/u8/s64,1/generic",
+                                    "cpu/s32/ABcd16b16a/my-lib", "cpu:1/f16/a/reference");
+  const kernel_type t = kernel_type::parse(text);
+  CHECK(t.to_string() == text);
+  CHECK(kernel_type::parse(t.to_string()) == t);
+}
+
+TEST_CASE("kernel types compare and hash by every field", "[transform][kernel_type]") {
+  const kernel_type a{place::cpu(), data_type::f32, layout(format_tag::nchw), library::jit()};
+  SECTION("an alias is the same layout") {
+    kernel_type b = a;
+    b.layout = layout(format_tag::abcd);
+    CHECK(a == b);
+    CHECK(a.hash() == b.hash());
+    CHECK(a.to_string() == "cpu/f32/abcd/jit");
+  }
+  SECTION("each field tells kernel types apart") {
+    std::unordered_set<kernel_type> set{a};
+    kernel_type p = a, d = a, l = a, lib = a;
+    p.place = place::gpu(0);
+    d.data_type = data_type::bf16;
+    l.layout = layout(format_tag::nhwc);
+    lib.library = library::reference();
+    for (const auto& t : {p, d, l, lib}) {
+      CHECK_FALSE(t == a);
+      CHECK(set.insert(t).second);
+    }
+    CHECK(set.size() == 5);
+    CHECK(set.count(kernel_type::parse("cpu/f32/abcd/jit")) == 1);
+  }
+}
+
+TEST_CASE("kernel types come from memory descriptors", "[transform][kernel_type]") {
+  SECTION("a tag the descriptor matches") {
+    CHECK(layout::of(memory_desc({2, 17, 3, 3}, data_type::f32, format_tag::nChw16c)) ==
+          layout(format_tag::aBcd16b));
+    CHECK(layout::of(memory_desc({2, 3, 4, 5}, data_type::s8, format_tag::nhwc)) ==
+          layout(format_tag::acdb));
+  }
+  SECTION("strides when no tag names the layout") {
+    const memory_desc md({2, 3}, data_type::f32, {8, 1});
+    const layout l = layout::of(md);
+    CHECK_FALSE(l.is_tag());
+    CHECK(l.to_string() == "s8,1");
+    CHECK(l.desc_for(md.dims(), data_type::f32) == md);
+  }
+}
+
+TEST_CASE("malformed kernel types are refused with the text", "[transform][kernel_type]") {
+  const std::string text =
+      GENERATE(as<std::string>{}, "cpu/f32/abcd", "tpu/f32/abcd/jit", "cpu/f64/abcd/jit",
+               "cpu/f32/nchw17/jit", "cpu/f32/abcd/", "gpu:x/f32/abcd/jit", "cpu/f32/s1,,2/jit",
+               "cpu/f32/abcd/jit/x");
+  try {
+    (void)kernel_type::parse(text);
+    FAIL("parsed " << text);
+  } catch (const error& e) {
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK_THAT(e.what(), Catch::Contains("kernel type '" + text + "'"));
+  }
+}
+
+TEST_CASE("a layout refuses a tensor of another rank", "[transform][kernel_type]") {
+  CHECK_THROWS_WITH(layout(format_tag::nchw).desc_for({2, 3}, data_type::f32),
+                    Catch::Contains("abcd has 4 dimensions, the tensor 2"));
+  CHECK_THROWS_WITH(layout::strided({3, 1}).desc_for({2, 3, 4}, data_type::f32),
+                    Catch::Contains("s3,1 has 2 strides"));
+}

@@ -1,0 +1,215 @@
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "primcache/base/error.hpp"
+#include "primcache/transform/transform_registry.hpp"
+
+using namespace primcache;
+
+namespace {
+
+kernel_type kt(const char* text) {
+  return kernel_type::parse(text);
+}
+
+std::vector<transform_kind> kinds(const transform_plan& p) {
+  std::vector<transform_kind> k;
+  for (const auto& s : p.steps) k.push_back(s.kind);
+  return k;
+}
+
+// Every step starts where the previous one ended, from `from` to `to`.
+void check_chained(const transform_plan& p) {
+  kernel_type at = p.from;
+  for (const auto& s : p.steps) {
+    CHECK(s.from == at);
+    at = s.to;
+  }
+  CHECK(at == p.to);
+}
+
+using tk = transform_kind;
+
+}  // namespace
+
+TEST_CASE("plans are the expected chains", "[transform][plan]") {
+  transform_registry reg;
+  struct expectation {
+    const char* from;
+    const char* to;
+    std::vector<tk> steps;
+    std::size_t bytes;
+  };
+  const std::vector<expectation> cases = {
+      {"cpu/f32/abcd/jit", "cpu/f32/abcd/jit", {}, 0},
+      {"cpu/f32/abcd/jit", "cpu/f32/acdb/jit", {tk::layout}, 8},
+      {"cpu/f32/abcd/jit", "cpu/bf16/abcd/jit", {tk::data_type}, 6},
+      // One reorder converts and relays out at once: 4 + 2, not 8 + 6.
+      {"cpu/f32/abcd/jit", "cpu/bf16/aBcd16b/jit", {tk::layout_and_data_type}, 6},
+      {"cpu/s8/acdb/jit", "cpu/f32/abcd/reference", {tk::layout_and_data_type}, 5},
+      // Narrow on the host, then move 2 bytes an element.
+      {"cpu/f32/abcd/jit", "gpu:0/bf16/abcd/jit", {tk::data_type, tk::place}, 6 + 4},
+      {"cpu/f32/acdb/jit", "gpu:0/f16/abcd/jit", {tk::layout_and_data_type, tk::place}, 6 + 4},
+      // Move 2 bytes an element, then widen on the host.
+      {"gpu:0/bf16/abcd/jit", "cpu/f32/abcd/jit", {tk::place, tk::data_type}, 4 + 6},
+      // Equal bytes either way: the fixed order puts layout first.
+      {"gpu:0/f32/abcd/jit", "cpu/f32/acdb/jit", {tk::layout, tk::place}, 8 + 8},
+      {"cpu/f32/abcd/jit", "gpu:0/f32/acdb/jit", {tk::layout, tk::place}, 8 + 8},
+      // Fusing on the host beats the GPU's layout step (13 bytes, not 21).
+      {"gpu:0/f32/abcd/jit", "cpu/s8/acdb/jit", {tk::place, tk::layout_and_data_type}, 8 + 5},
+      // The OpenCL reorder relays out f32 only: bf16 goes through the host.
+      {"gpu:0/bf16/abcd/jit", "gpu:0/bf16/acdb/jit", {tk::place, tk::layout, tk::place}, 12},
+      {"gpu:0/f32/abcd/jit", "gpu:1/f32/abcd/jit", {tk::place, tk::place}, 16},
+      // Another library reads the same bytes.
+      {"cpu/f32/abcd/jit", "cpu/f32/abcd/reference", {tk::library}, 0},
+      // A library change rides along with a step that runs anyway.
+      {"cpu/f32/abcd/jit", "cpu/f32/acdb/reference", {tk::layout}, 8},
+  };
+  for (const auto& c : cases) {
+    INFO(c.from << " -> " << c.to);
+    const auto plan = reg.plan(kt(c.from), kt(c.to));
+    INFO(plan->to_string());
+    CHECK(kinds(*plan) == c.steps);
+    CHECK(plan->bytes_per_element() == c.bytes);
+    check_chained(*plan);
+  }
+}
+
+TEST_CASE("plans move fewer bytes than the fixed layout, type, place order", "[transform][plan]") {
+  transform_registry reg;
+  // Fixed order: layout on the host (8), f32 -> f16 (6), copy (4) = 18.
+  const auto plan = reg.plan(kt("cpu/f32/acdb/jit"), kt("gpu:0/f16/abcd/jit"));
+  CHECK(plan->bytes_per_element() == 10);
+  // Fixed order for a widening download: copy bf16 with its layout (4),
+  // relayout on the host (4), widen (6) = 14; fused: 4 + 6.
+  const auto down = reg.plan(kt("gpu:0/bf16/abcd/jit"), kt("cpu/f32/acdb/jit"));
+  CHECK(kinds(*down) == std::vector<tk>{tk::place, tk::layout_and_data_type});
+  CHECK(down->bytes_per_element() == 10);
+}
+
+TEST_CASE("a pair with no path is an error naming both kernel types", "[transform][plan]") {
+  transform_registry reg;
+  SECTION("layouts of different ranks") {
+    try {
+      (void)reg.plan(kt("cpu/f32/abcd/jit"), kt("cpu/f32/ab/jit"));
+      FAIL("planned");
+    } catch (const error& e) {
+      CHECK(e.code() == status::unimplemented);
+      CHECK_THAT(e.what(), Catch::Contains("cpu/f32/abcd/jit") &&
+                               Catch::Contains("cpu/f32/ab/jit") &&
+                               Catch::Contains("4 and 2 dimensions"));
+    }
+  }
+  SECTION("places no built-in joins") {
+    CHECK_THROWS_WITH(reg.plan(kt("cpu:0/f32/abcd/jit"), kt("cpu:1/f32/abcd/jit")),
+                      Catch::Contains("no transform from cpu/f32/abcd/jit to cpu:1/f32/abcd/jit"));
+  }
+  SECTION("an undef data type") {
+    CHECK_THROWS_WITH(reg.plan(kt("cpu/undef/abcd/jit"), kt("cpu/f32/abcd/jit")),
+                      Catch::Contains("cpu/undef/abcd/jit"));
+  }
+  SECTION("a failed plan is not cached") {
+    CHECK_THROWS(reg.plan(kt("cpu/f32/abcd/jit"), kt("cpu/f32/ab/jit")));
+    CHECK_THROWS(reg.plan(kt("cpu/f32/abcd/jit"), kt("cpu/f32/ab/jit")));
+    CHECK(reg.plan_cache_stats().failures == 2);
+    CHECK(reg.plan_cache_stats().hits == 0);
+  }
+}
+
+TEST_CASE("a user transform wins over the built-in one", "[transform][plan]") {
+  transform_registry reg;
+  const auto a = kt("cpu/f32/abcd/jit"), b = kt("cpu/f32/acdb/jit");
+  auto noop = [](const memory&, const memory&, const stream&) {};
+  const auto before = reg.plan(a, b);
+  CHECK(kinds(*before) == std::vector<tk>{tk::layout});
+
+  reg.add(a, b, "my_nhwc", noop);
+  const auto with = reg.plan(a, b);
+  REQUIRE(kinds(*with) == std::vector<tk>{tk::user});
+  CHECK(with->steps[0].user_name == "my_nhwc");
+  CHECK(with->steps[0].function != nullptr);
+
+  SECTION("even when a built-in chain would be cheaper") {
+    const auto c = kt("cpu/bf16/abcd/jit");
+    reg.add(a, c, "slow_bf16", noop);
+    CHECK(kinds(*reg.plan(a, c)) == std::vector<tk>{tk::user});
+  }
+  SECTION("inside a longer chain") {
+    const auto host_bf16 = kt("cpu/bf16/abcd/jit"), dev_bf16 = kt("gpu:0/bf16/abcd/jit");
+    reg.add(host_bf16, dev_bf16, "my_upload", noop);
+    const auto p = reg.plan(a, dev_bf16);
+    REQUIRE(kinds(*p) == std::vector<tk>{tk::data_type, tk::user});
+    CHECK(p->steps[1].user_name == "my_upload");
+  }
+  SECTION("removing it brings the built-in back") {
+    CHECK(reg.remove(a, b));
+    CHECK_FALSE(reg.remove(a, b));
+    CHECK(kinds(*reg.plan(a, b)) == std::vector<tk>{tk::layout});
+  }
+  SECTION("bad registrations are refused") {
+    CHECK_THROWS_AS(reg.add(a, b, "empty", transform_function()), error);
+    CHECK_THROWS_WITH(reg.add(a, a, "self", noop), Catch::Contains("to itself"));
+  }
+}
+
+TEST_CASE("plans are cached", "[transform][plan]") {
+  transform_registry reg;
+  const auto a = kt("cpu/f32/abcd/jit"), b = kt("gpu:0/bf16/aBcd16b/jit");
+  const auto first = reg.plan(a, b);
+  const auto second = reg.plan(a, b);
+  CHECK(first == second);  // the same object
+  CHECK(reg.plan_cache_stats().misses == 1);
+  CHECK(reg.plan_cache_stats().hits == 1);
+  SECTION("a registration invalidates earlier plans") {
+    reg.add(kt("cpu/f16/abcd/jit"), kt("cpu/f32/abcd/jit"), "x",
+            [](const memory&, const memory&, const stream&) {});
+    const auto third = reg.plan(a, b);
+    CHECK(third != first);
+    CHECK(reg.plan_cache_stats().misses == 2);
+  }
+  SECTION("clear empties it") {
+    reg.clear_plan_cache();
+    (void)reg.plan(a, b);
+    CHECK(reg.plan_cache_stats().misses == 2);
+  }
+}
+
+TEST_CASE("plans from many threads agree while transforms come and go",
+          "[transform][plan][concurrency]") {
+  transform_registry reg(8);  // small, so entries are evicted as well
+  const auto a = kt("cpu/f32/abcd/jit"), b = kt("cpu/f32/acdb/jit");
+  const std::vector<kernel_type> targets = {b, kt("gpu:0/bf16/abcd/jit"), kt("cpu/s8/aBcd8b/jit"),
+                                            kt("gpu:1/f32/abcd/jit")};
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::thread churn([&] {
+    for (int i = 0; i < 200; ++i) {
+      reg.add(a, b, "mine", [](const memory&, const memory&, const stream&) {});
+      reg.remove(a, b);
+    }
+    stop = true;
+  });
+  std::vector<std::thread> planners;
+  for (int t = 0; t < 4; ++t) {
+    planners.emplace_back([&, t] {
+      std::size_t i = static_cast<std::size_t>(t);
+      while (!stop) {
+        const auto& to = targets[i++ % targets.size()];
+        const auto p = reg.plan(a, to);
+        if (p->from != a || p->to != to || p->steps.empty()) ++wrong;
+        if (to == b && kinds(*p) != std::vector<tk>{tk::layout} &&
+            kinds(*p) != std::vector<tk>{tk::user}) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  churn.join();
+  for (auto& t : planners) t.join();
+  CHECK(wrong == 0);
+  // Once the churn is over, the built-in plan is back.
+  CHECK(kinds(*reg.plan(a, b)) == std::vector<tk>{tk::layout});
+}
