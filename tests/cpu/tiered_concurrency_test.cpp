@@ -125,10 +125,22 @@ bool tiered_here() {
 
 // Run first in its own process by CTest, with PRIMCACHE_JIT_MODE set or not.
 TEST_CASE("the initial JIT mode comes from PRIMCACHE_JIT_MODE", "[cpu][tiered][mode]") {
+  // Registered when the libraries load, before any creation or API call:
+  // the console shows the switch and the gauge from the start.
+  std::string setting;
+  for (const auto& s : control().list_settings()) {
+    if (s.name == "jit_mode") setting = std::get<std::string>(s.value);
+  }
+  bool gauge = false;
+  for (const auto& m : control().list_metrics()) {
+    if (m.name == "primcache_jit_pending_compilations") gauge = true;
+  }
+  CHECK(gauge);
   const char* env = std::getenv("PRIMCACHE_JIT_MODE");
   const jit_mode want =
       env != nullptr && std::string(env) == "sync" ? jit_mode::sync : jit_mode::tiered;
   CHECK(get_jit_mode() == want);
+  CHECK(setting == to_string(want));
 }
 
 TEST_CASE("the JIT mode is set by the API, the control setting and the C API",

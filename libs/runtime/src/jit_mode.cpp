@@ -48,6 +48,10 @@ mode_state& state() {
   return *s;
 }
 
+// The setting exists from the runtime's load on, so that an operator's
+// console shows (and may flip) the mode before the first creation.
+[[maybe_unused]] const bool k_registered = (state(), true);
+
 }  // namespace
 
 const char* to_string(jit_mode mode) noexcept {

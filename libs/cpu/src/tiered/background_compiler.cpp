@@ -86,6 +86,12 @@ background_compiler& background_compiler::instance() {
   return *pool;
 }
 
+namespace {
+// The pool (no thread yet) and its gauge exist from the backend's load on:
+// the gauge reads 0 before the first tiered creation instead of missing.
+[[maybe_unused]] const bool k_pool_made = (background_compiler::instance(), true);
+}  // namespace
+
 void background_compiler::fork_prepare() {
   run_mu_.lock();  // waits for the compilation a pool thread is running
   mu_.lock();
