@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -346,6 +347,34 @@ TEST_CASE("the pending compilations are a control gauge", "[cpu][tiered]") {
     if (m.name == "primcache_jit_pending_compilations") found = true;
   }
   CHECK(found);
+}
+
+TEST_CASE("the persistent cache stores and loads only specialized code",
+          "[cpu][tiered][persistent]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  char dir_template[] = "/tmp/primcache_tiered_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);  // mode 0700, as the store requires
+  const std::string dir = dir_template;
+  set_persistent_cache(open_persistent_cache_dir(dir, 64));
+  const persistent_cache_stats before = get_persistent_cache_stats();
+  set_primitive_cache_capacity(0);
+  set_primitive_cache_capacity(16);
+  matmul_case c(27, 59, 81, 900);
+  matmul first(c.pd);  // a store miss: tiered; its write waits for the specialized code
+  const std::vector<float> generic_or_not = c.run(first);
+  flush_persistent_cache_writes();
+  const persistent_cache_stats written = get_persistent_cache_stats();
+  CHECK(written.writes_stored == before.writes_stored + 1);
+  CHECK(first.specialized());  // the write waited for it
+  set_primitive_cache_capacity(0);
+  set_primitive_cache_capacity(16);
+  matmul loaded(c.pd);  // a store hit: specialized at once, no generic tier
+  CHECK(get_persistent_cache_stats().hits == written.hits + 1);
+  CHECK(loaded.specialized());
+  CHECK(same_bits(generic_or_not, c.run(loaded)));
+  set_persistent_cache(nullptr);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a child forked with compilations pending gets its specialized kernels",

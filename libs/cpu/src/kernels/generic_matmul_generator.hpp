@@ -1,9 +1,11 @@
 // kernels/generic_matmul_generator.hpp — the LLVM IR of the shape-generic
-// matmul kernel: the loop nest of matmul_generator.hpp with every shape,
-// stride, blocking factor and post-op read from a parameter block at run
-// time instead of baked in, for one ISA. Compiled once, when the library is
-// built (tools/generic_kernels_aot.cpp), and run by tiered primitives until
-// their specialized kernel is installed (tiered/tiered_impl.hpp).
+// matmul kernel: the loop nest and micro-kernel step of matmul_generator.cpp
+// (written beside it, not yet sharing its code) with every shape, stride,
+// blocking factor and post-op read from a parameter block at run time
+// instead of baked in, for one ISA; the post-ops' math comes from the same
+// emitters (post_ops.hpp, ir_math.hpp) and the loops from ir_loop.hpp. Compiled once, when the
+// library is built (tools/generic_kernels_aot.cpp), and run by tiered primitives until their
+// specialized kernel is installed (tiered/tiered_impl.hpp).
 //
 //   compile_object(generic_matmul_name(isa), isa,
 //                  [&](llvm::Module& m) { generate_generic_matmul(isa, m); });
