@@ -257,3 +257,33 @@ TEST_CASE("transforms reuse the primitive cache's reorders", "[transform][execut
   // The second run found its reorder in the primitive cache: nothing new.
   CHECK(get_primitive_cache_size() == primitives);
 }
+
+TEST_CASE("a plan writes into the caller's memory", "[transform][execute]") {
+  const engine cpu(engine_kind::cpu, 0);
+  const kernel_type a = kernel_type::parse("cpu/f32/abcd/jit");
+  const kernel_type b = kernel_type::parse("cpu/bf16/acdb/jit");
+  const std::vector<std::int64_t> dims = {2, 5, 3, 4};
+  memory src(a.layout.desc_for(dims, a.data_type), cpu);
+  auto* s = static_cast<float*>(src.get_data_handle());
+  for (int i = 0; i < 120; ++i) s[i] = static_cast<float>(i) * 0.25f;
+  const auto plan = plan_transform(a, b);
+  SECTION("the same bytes as a fresh result") {
+    memory dst(b.layout.desc_for(dims, b.data_type), cpu);
+    execute_plan(*plan, src, dst);
+    const memory fresh = execute_plan(*plan, src);
+    CHECK(std::memcmp(dst.get_data_handle(), fresh.get_data_handle(),
+                      dst.get_desc().size_bytes()) == 0);
+  }
+  SECTION("a plan that moves nothing copies") {
+    const auto relabel = plan_transform(a, kernel_type::parse("cpu/f32/abcd/reference"));
+    memory dst(a.layout.desc_for(dims, a.data_type), cpu);
+    execute_plan(*relabel, src, dst);
+    CHECK(std::memcmp(dst.get_data_handle(), s, 120 * sizeof(float)) == 0);
+  }
+  SECTION("a destination of another kernel type is refused") {
+    memory wrong(a.layout.desc_for(dims, b.data_type), cpu);
+    CHECK_THROWS_WITH(execute_plan(*plan, src, wrong),
+                      Catch::Contains("destination") && Catch::Contains("cpu/bf16/acdb/jit"));
+    CHECK_THROWS_AS(execute_plan(*plan, src, memory()), error);
+  }
+}

@@ -75,6 +75,11 @@ TEST_CASE("tensors go to an OpenCL device and come back", "[transform][ocl]") {
     CHECK(kinds(*down) == std::vector<tk>{tk::place, tk::layout_and_data_type});
     const auto back = logical_f32(execute_plan(*down, on_device));
     REQUIRE(back.size() == original.size());
+    // Into the caller's memory: the copy lands in a fresh host buffer, the
+    // widening reorder in `into`.
+    memory into(host.layout.desc_for({2, 19, 5, 3}, data_type::f32), cpu);
+    execute_plan(*down, on_device, into);
+    CHECK(logical_f32(into) == back);
     for (std::size_t i = 0; i < back.size(); ++i) {
       INFO("element " << i);
       CHECK(std::fabs(back[i] - original[i]) <= std::ldexp(std::fabs(original[i]), -8));

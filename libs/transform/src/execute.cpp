@@ -48,33 +48,79 @@ std::string transform_plan::to_string() const {
   return s;
 }
 
-memory execute_plan(const transform_plan& plan, const memory& src) {
+namespace {
+
+void check_source(const transform_plan& plan, const memory& src) {
   if (!src) throw error(status::invalid_arguments, "execute_plan: the source memory is empty");
   const memory_desc& md = src.get_desc();
-  const auto dims = md.dims();
-  const memory_desc want = plan.from.layout.desc_for(dims, plan.from.data_type);
+  const memory_desc want = plan.from.layout.desc_for(md.dims(), plan.from.data_type);
   if (!(want == md) || !(place::of(src.get_engine()) == plan.from.place)) {
     throw error(status::invalid_arguments, "execute_plan: the source " + md.to_string() + " on " +
                                                place::of(src.get_engine()).to_string() +
                                                " is not of the plan's kernel type " +
                                                plan.from.to_string());
   }
+}
+
+// Runs one data-moving step from `cur` into `dst`.
+void run_step(const transform_step& step, const memory& cur, const memory& dst) {
+  stream strm(step_engine(step.from.place, step.to.place));
+  if (step.kind == transform_kind::user) {
+    (*step.function)(cur, dst, strm);
+  } else {
+    // Through the primitive cache: the same reorder is compiled once.
+    reorder(cur, dst).execute(strm, cur, dst);
+  }
+  strm.wait();
+}
+
+}  // namespace
+
+memory execute_plan(const transform_plan& plan, const memory& src) {
+  check_source(plan, src);
+  const auto dims = src.get_desc().dims();
   memory cur = src;
   for (const transform_step& step : plan.steps) {
     if (step.kind == transform_kind::library) continue;
-    const engine dst_engine = step.to.place.get_engine();
-    memory dst(step.to.layout.desc_for(dims, step.to.data_type), dst_engine);
-    stream strm(step_engine(step.from.place, step.to.place));
-    if (step.kind == transform_kind::user) {
-      (*step.function)(cur, dst, strm);
-    } else {
-      // Through the primitive cache: the same reorder is compiled once.
-      reorder(cur, dst).execute(strm, cur, dst);
-    }
-    strm.wait();
+    memory dst(step.to.layout.desc_for(dims, step.to.data_type), step.to.place.get_engine());
+    run_step(step, cur, dst);
     cur = dst;
   }
   return cur;
+}
+
+void execute_plan(const transform_plan& plan, const memory& src, const memory& dst) {
+  check_source(plan, src);
+  if (!dst) throw error(status::invalid_arguments, "execute_plan: the destination is empty");
+  const auto dims = src.get_desc().dims();
+  const memory_desc want = plan.to.layout.desc_for(dims, plan.to.data_type);
+  if (!(want == dst.get_desc()) || !(place::of(dst.get_engine()) == plan.to.place)) {
+    throw error(status::invalid_arguments,
+                "execute_plan: the destination " + dst.get_desc().to_string() + " on " +
+                    place::of(dst.get_engine()).to_string() + " is not of the plan's kernel type " +
+                    plan.to.to_string());
+  }
+  std::size_t last = plan.steps.size();
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    if (plan.steps[i].kind != transform_kind::library) last = i;
+  }
+  if (last == plan.steps.size()) {
+    // Nothing moves the data: copy it (same descriptor, same place).
+    stream strm(step_engine(plan.from.place, plan.to.place));
+    reorder(src, dst).execute(strm, src, dst);
+    strm.wait();
+    return;
+  }
+  memory cur = src;
+  for (std::size_t i = 0; i <= last; ++i) {
+    const transform_step& step = plan.steps[i];
+    if (step.kind == transform_kind::library) continue;
+    memory next = i == last ? dst
+                            : memory(step.to.layout.desc_for(dims, step.to.data_type),
+                                     step.to.place.get_engine());
+    run_step(step, cur, next);
+    cur = next;
+  }
 }
 
 }  // namespace primcache

@@ -76,5 +76,11 @@ struct PRIMCACHE_API transform_plan {
 // and returns a memory in plan.to; `src` itself when the plan has no step
 // that moves data. Blocks until the data is in place.
 PRIMCACHE_API memory execute_plan(const transform_plan& plan, const memory& src);
+// The same into the caller's `dst`, which must be of plan.to (the
+// descriptor its layout and data type give for src's dims, on its place):
+// the last step writes there, intermediate steps into fresh memories; a plan
+// that moves nothing copies src into dst. Throws invalid_arguments for a
+// dst of another kernel type.
+PRIMCACHE_API void execute_plan(const transform_plan& plan, const memory& src, const memory& dst);
 
 }  // namespace primcache
