@@ -1,0 +1,169 @@
+// Data transforms (libs/transform) on 64 MiB tensors: a cached plan executed
+// into a kept destination (BM_Transform/primcache), oneDNN 2.6's reorder of
+// the same tensors (BM_Transform/onednn) and a memcpy of the same number of
+// bytes split across the same number of threads (BM_Memcpy), in one binary
+// and one run. bytes_per_second counts bytes read plus bytes written.
+//
+//   OMP_WAIT_POLICY=PASSIVE build/<dir>/benchmarks/bench_transform
+//
+// Argument: the thread count (1 or 2), the same for everyone (ours through
+// set_num_threads, oneDNN's OpenMP through omp_set_num_threads).
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "primcache/runtime/runtime.hpp"
+#include "primcache/transform/transform_registry.hpp"
+
+namespace {
+
+namespace pc = primcache;
+
+struct transform_case {
+  std::string name;
+  std::vector<std::int64_t> dims;
+  const char* from;  // kernel types, library jit
+  const char* to;
+};
+
+const std::vector<transform_case>& cases() {
+  // 16 Mi elements: 64 MiB of f32.
+  static const std::vector<transform_case> c = {
+      {"f32_nchw_to_nhwc_1x256x256x256",
+       {1, 256, 256, 256},
+       "cpu/f32/abcd/jit",
+       "cpu/f32/acdb/jit"},
+      {"f32_nhwc_to_nchw_1x256x256x256",
+       {1, 256, 256, 256},
+       "cpu/f32/acdb/jit",
+       "cpu/f32/abcd/jit"},
+      {"f32_nchw_to_nChw16c_1x256x256x256",
+       {1, 256, 256, 256},
+       "cpu/f32/abcd/jit",
+       "cpu/f32/aBcd16b/jit"},
+      {"f32_to_bf16_16M", {16 * 1024 * 1024}, "cpu/f32/a/jit", "cpu/bf16/a/jit"},
+      {"bf16_to_f32_16M", {16 * 1024 * 1024}, "cpu/bf16/a/jit", "cpu/f32/a/jit"},
+      {"f32_to_s8_16M", {16 * 1024 * 1024}, "cpu/f32/a/jit", "cpu/s8/a/jit"},
+  };
+  return c;
+}
+
+std::int64_t bytes_moved(const transform_case& c) {
+  const auto a = pc::kernel_type::parse(c.from), b = pc::kernel_type::parse(c.to);
+  std::int64_t n = 1;
+  for (auto d : c.dims) n *= d;
+  return n * static_cast<std::int64_t>(pc::size_of(a.data_type) + pc::size_of(b.data_type));
+}
+
+void bm_primcache(benchmark::State& state, const transform_case& c) {
+  pc::set_num_threads(static_cast<int>(state.range(0)));
+  static pc::engine eng(pc::engine_kind::cpu, 0);
+  const auto from = pc::kernel_type::parse(c.from), to = pc::kernel_type::parse(c.to);
+  pc::memory src(from.layout.desc_for(c.dims, from.data_type), eng);
+  pc::memory dst(to.layout.desc_for(c.dims, to.data_type), eng);
+  std::memset(src.get_data_handle(), 1, src.get_desc().size_bytes());
+  std::memset(dst.get_data_handle(), 0, dst.get_desc().size_bytes());
+  try {
+    pc::execute_plan(*pc::plan_transform(from, to), src, dst);  // compiles the reorder
+  } catch (const pc::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) {
+    // A plan-cache hit and a primitive-cache hit per call, as an executor pays.
+    pc::execute_plan(*pc::plan_transform(from, to), src, dst);
+  }
+  state.SetBytesProcessed(state.iterations() * bytes_moved(c));
+}
+
+dnnl::memory::data_type dnnl_dt(pc::data_type dt) {
+  switch (dt) {
+    case pc::data_type::bf16: return dnnl::memory::data_type::bf16;
+    case pc::data_type::s8: return dnnl::memory::data_type::s8;
+    default: return dnnl::memory::data_type::f32;
+  }
+}
+
+dnnl::memory::format_tag dnnl_tag(const pc::layout& l) {
+  switch (l.tag()) {
+    case pc::format_tag::acdb: return dnnl::memory::format_tag::nhwc;
+    case pc::format_tag::aBcd16b: return dnnl::memory::format_tag::nChw16c;
+    case pc::format_tag::a: return dnnl::memory::format_tag::a;
+    default: return dnnl::memory::format_tag::nchw;
+  }
+}
+
+void set_omp_threads(int n) {
+  using fn = void (*)(int);
+  static fn set = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (set) set(n);
+}
+
+void bm_onednn(benchmark::State& state, const transform_case& c) {
+  set_omp_threads(static_cast<int>(state.range(0)));
+  const auto from = pc::kernel_type::parse(c.from), to = pc::kernel_type::parse(c.to);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  dnnl::memory::dims dims(c.dims.begin(), c.dims.end());
+  dnnl::memory src({dims, dnnl_dt(from.data_type), dnnl_tag(from.layout)}, eng);
+  dnnl::memory dst({dims, dnnl_dt(to.data_type), dnnl_tag(to.layout)}, eng);
+  std::memset(src.get_data_handle(), 1, src.get_desc().get_size());
+  std::memset(dst.get_data_handle(), 0, dst.get_desc().get_size());
+  dnnl::reorder r(src, dst);
+  for (auto _ : state) {
+    r.execute(strm, src, dst);
+    strm.wait();
+  }
+  state.SetBytesProcessed(state.iterations() * bytes_moved(c));
+}
+
+// The copy of bytes_moved / 2 bytes, split across the threads.
+void bm_memcpy(benchmark::State& state, const transform_case& c) {
+  const auto threads = static_cast<std::size_t>(state.range(0));
+  const auto bytes = static_cast<std::size_t>(bytes_moved(c) / 2);
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  const std::size_t part = (bytes + threads - 1) / threads;
+  auto copy = [&](std::size_t t) {
+    const std::size_t lo = t * part, hi = std::min(bytes, lo + part);
+    if (lo < hi) std::memcpy(dst.data() + lo, src.data() + lo, hi - lo);
+  };
+  for (auto _ : state) {
+    std::vector<std::thread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(copy, t);
+    copy(0);
+    for (auto& t : pool) t.join();
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes) * 2);
+}
+
+int register_all() {
+  for (const auto& c : cases()) {
+    using bench_fn = void (*)(benchmark::State&, const transform_case&);
+    const std::pair<std::string, bench_fn> runs[] = {{"BM_Transform/primcache/", bm_primcache},
+                                                     {"BM_Transform/onednn/", bm_onednn},
+                                                     {"BM_Memcpy/", bm_memcpy}};
+    for (const auto& [who, fn] : runs) {
+      benchmark::RegisterBenchmark((who + c.name).c_str(), fn, c)
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();
