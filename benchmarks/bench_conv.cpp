@@ -13,6 +13,10 @@
 //
 //   OMP_WAIT_POLICY=PASSIVE build/.../benchmarks/bench_conv --benchmark_filter=BM_Conv
 //
+// BM_Conv/primcache_o3 rows: the same primitive compiled under the settings
+// the convolution had before (O3, Aggressive, LSR), for comparing kernel
+// speed across compile settings in one binary.
+//
 // Counter GFLOPS: 2 * N * OC * OH * OW * IC/G * KH * KW per iteration.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -28,6 +32,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "jit/compiler.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 namespace {
@@ -83,7 +88,11 @@ void report(benchmark::State& state, const layer& l) {
 // Through the public API: a cached convolution_forward primitive with
 // nChw16c activations and weights in the layout the primitive descriptor
 // chose for format any (so nothing is packed inside the timed loop).
-void bm_primcache(benchmark::State& state, layer l, int nthr) {
+// primcache_o3: the same primitive with its kernel compiled under the
+// settings the convolution had before it got its own (LLVM's O3 pipeline,
+// Aggressive code generation, loop strength reduction), through a
+// compile_probe (jit/compiler.hpp): what the 2% rule compares, same binary.
+void bm_primcache(benchmark::State& state, layer l, int nthr, bool previous_settings) {
   namespace pc = primcache;
   pc::set_num_threads(nthr);
   static pc::engine eng(pc::engine_kind::cpu, 0);
@@ -110,7 +119,19 @@ void bm_primcache(benchmark::State& state, layer l, int nthr) {
   fill(src.data, src_md.size_bytes() / 4, 1);
   fill(wei.data, wei_md.size_bytes() / 4, 2);
   fill(bias.data, static_cast<std::size_t>(l.oc), 3);
-  pc::convolution_forward prim(pd);
+  // Both rows compile afresh: they share the primitive's key.
+  pc::set_primitive_cache_capacity(0);
+  pc::set_primitive_cache_capacity(1024);
+  pc::convolution_forward prim;
+  {
+    primcache::cpu_internal::compile_probe probe;
+    if (previous_settings) {
+      probe.pipeline = "O3";
+      probe.codegen_level = 3;
+      probe.loop_strength_reduction = true;
+    }
+    prim = pc::convolution_forward(pd);
+  }
   pc::stream strm(eng);
   const pc::primitive::args args = {{PRIMCACHE_ARG_SRC, pc::memory(src_md, eng, src.data)},
                                     {PRIMCACHE_ARG_WEIGHTS, pc::memory(wei_md, eng, wei.data)},
@@ -164,7 +185,12 @@ int register_all() {
   for (int nthr : {1, 2}) {
     for (const layer& l : layers) {
       const std::string suffix = std::string(l.name) + "/threads:" + std::to_string(nthr);
-      benchmark::RegisterBenchmark(("BM_Conv/primcache/" + suffix).c_str(), bm_primcache, l, nthr)
+      benchmark::RegisterBenchmark(("BM_Conv/primcache/" + suffix).c_str(), bm_primcache, l, nthr,
+                                   false)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_Conv/primcache_o3/" + suffix).c_str(), bm_primcache, l,
+                                   nthr, true)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("BM_Conv/onednn/" + suffix).c_str(), bm_onednn, l, nthr)

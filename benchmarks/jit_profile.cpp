@@ -6,14 +6,19 @@
 // construction, verification, the IR pipeline, code generation, linking),
 // the IR's size before and after the pipeline and the object's size.
 //
-//   jit_profile [--iterations=N] [--kernel=matmul|conv|both] [--pipeline=TEXT]
+//   jit_profile [--iterations=N] [--kernel=matmul|conv|both|conv1] [--pipeline=TEXT]
 //               [--codegen-level=0..3] [--fast-isel] [--time-passes]
+//               [--dump=PREFIX] [--llvm=OPTION]...
 //
 // --pipeline takes PassBuilder text, "O1".."O3" (the default pipelines) or ""
 // (no IR pass); without it each kernel's kernel_pipeline(name) runs. --time-passes
 // turns on LLVM's pass timing (the IR passes through the new pass manager's
 // instrumentation, code generation's through the legacy pass manager) and
 // prints LLVM's report, summed over every compilation, at the end.
+// --kernel=conv1 profiles bench_conv's 7x7 first layer instead. --dump
+// writes the first creation's IR after the pipeline and its object to
+// PREFIX<label>.<kernel>.ll / .o; --llvm passes an option to LLVM's own
+// command line (-disable-lsr, -enable-misched=false, ...), for experiments.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,17 +61,31 @@ pc::primitive make_matmul() {
   return pc::matmul(pc::matmul::primitive_desc(pc::matmul::desc(a, b, c), cpu()));
 }
 
-pc::primitive make_conv() {
+// A convolution as bench_conv creates it: nChw16c activations, weights
+// `any`, bias, square kernel, stride and padding.
+pc::primitive make_conv_layer(std::int64_t ic, std::int64_t oc, std::int64_t in, std::int64_t k,
+                              std::int64_t stride, std::int64_t pad) {
   using tag = pc::format_tag;
-  pc::memory::desc src({1, kC, kHW, kHW}, pc::data_type::f32, tag::nChw16c);
-  pc::memory::desc wei({kC, kC, 3, 3}, pc::data_type::f32, tag::any);
-  pc::memory::desc bias({kC}, pc::data_type::f32, tag::a);
-  pc::memory::desc dst({1, kC, kHW, kHW}, pc::data_type::f32, tag::nChw16c);
+  const std::int64_t out = (in + 2 * pad - k) / stride + 1;
+  pc::memory::desc src({1, ic, in, in}, pc::data_type::f32, tag::nChw16c);
+  pc::memory::desc wei({oc, ic, k, k}, pc::data_type::f32, tag::any);
+  pc::memory::desc bias({oc}, pc::data_type::f32, tag::a);
+  pc::memory::desc dst({1, oc, out, out}, pc::data_type::f32, tag::nChw16c);
   return pc::convolution_forward(pc::convolution_forward::primitive_desc(
       pc::convolution_forward::desc(pc::prop_kind::forward_inference,
-                                    pc::algorithm::convolution_direct, src, wei, bias, dst, {1, 1},
-                                    {1, 1}, {1, 1}),
+                                    pc::algorithm::convolution_direct, src, wei, bias, dst,
+                                    {stride, stride}, {pad, pad}, {pad, pad}),
       cpu()));
+}
+
+// bench_create's convolution: 3x3 128 -> 128 at 28x28.
+pc::primitive make_conv() {
+  return make_conv_layer(kC, kC, kHW, 3, 1, 1);
+}
+
+// bench_conv's first layer: 7x7 stride 2, 3 -> 64 channels at 224x224.
+pc::primitive make_conv1() {
+  return make_conv_layer(3, 64, 224, 7, 2, 3);
 }
 
 double median(std::vector<double> v) {
@@ -84,6 +103,7 @@ struct options {
   int iterations = 11;
   std::string kernel = "both";
   bool time_passes = false;
+  std::string dump;  // file prefix for each kernel's optimized IR and object
 };
 
 // The overrides each creation's compile_probe gets.
@@ -105,6 +125,7 @@ void profile(const char* label, const std::function<pc::primitive()>& make, cons
     probe.pipeline = settings.pipeline;
     probe.codegen_level = settings.codegen_level;
     probe.fast_isel = settings.fast_isel;
+    probe.keep_code = !opt.dump.empty() && i == 0;
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = ci::compile_probe::thread_cpu_ms();
     pc::primitive p = make();
@@ -123,6 +144,19 @@ void profile(const char* label, const std::function<pc::primitive()>& make, cons
       after += cp.instructions_after;
       bytes += cp.object_bytes;
       names.append(names.empty() ? "" : ",").append(cp.name);
+    }
+    if (probe.keep_code) {
+      for (const ci::compile_profile& cp : probe.profiles) {
+        const std::string base = opt.dump + label + "." + cp.name;
+        if (std::FILE* f = std::fopen((base + ".ll").c_str(), "w")) {
+          std::fwrite(cp.ir.data(), 1, cp.ir.size(), f);
+          std::fclose(f);
+        }
+        if (std::FILE* f = std::fopen((base + ".o").c_str(), "wb")) {
+          std::fwrite(cp.object.data(), 1, cp.object.size(), f);
+          std::fclose(f);
+        }
+      }
     }
     build.push_back(b);
     verify.push_back(v);
@@ -143,6 +177,7 @@ void profile(const char* label, const std::function<pc::primitive()>& make, cons
 int main(int argc, char** argv) {
   options opt;
   settings_t settings;
+  std::vector<std::string> llvm_args;  // LLVM's own options (cl::opt), for experiments
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     auto value = [&](std::string_view flag) { return std::string(a.substr(flag.size())); };
@@ -158,14 +193,23 @@ int main(int argc, char** argv) {
       settings.fast_isel = true;
     } else if (a == "--time-passes") {
       opt.time_passes = true;
+    } else if (a.starts_with("--dump=")) {
+      opt.dump = value("--dump=");
+    } else if (a.starts_with("--llvm=")) {
+      llvm_args.push_back(value("--llvm="));
     } else {
       std::fprintf(stderr, "jit_profile: unknown argument %s\n", argv[i]);
       return 2;
     }
   }
-  if (opt.time_passes) {
-    const char* llvm_argv[] = {"jit_profile", "-time-passes"};
-    llvm::cl::ParseCommandLineOptions(2, llvm_argv);
+  if (opt.time_passes) llvm_args.insert(llvm_args.begin(), "-time-passes");
+  if (!llvm_args.empty()) {
+    std::vector<const char*> llvm_argv{"jit_profile"};
+    for (const std::string& a : llvm_args) llvm_argv.push_back(a.c_str());
+    if (!llvm::cl::ParseCommandLineOptions(static_cast<int>(llvm_argv.size()), llvm_argv.data(), "",
+                                           &llvm::errs())) {
+      return 2;
+    }
   }
   for (const char* kernel : {"matmul_f32", "conv_fwd_f32"}) {
     const std::string pipeline =
@@ -189,6 +233,7 @@ int main(int argc, char** argv) {
 
   if (opt.kernel == "matmul" || opt.kernel == "both") profile("matmul", make_matmul, opt, settings);
   if (opt.kernel == "conv" || opt.kernel == "both") profile("conv3x3", make_conv, opt, settings);
+  if (opt.kernel == "conv1") profile("conv1", make_conv1, opt, settings);
   if (opt.time_passes) llvm::reportAndResetTimings(&llvm::outs());
   return 0;
 }

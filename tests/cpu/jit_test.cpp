@@ -346,6 +346,43 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "explicit compile settings are used as given: without loop strength reduction the pass is "
+    "left out and the kernel computes the same",
+    "[cpu][jit][settings]") {
+  namespace ci = primcache::cpu_internal;
+  const cpu_isa isa = primcache::effective_isa();
+  const std::vector<float> x = iota_input(203);
+  const std::vector<float> expected = run_axpy(*compile_axpy(isa), x, 1.5f, -2.0f);
+  for (bool lsr : {true, false}) {
+    INFO("loop strength reduction " << lsr);
+    const ci::compile_settings settings{"function(mem2reg,early-cse<memssa>)", 2, lsr};
+    ci::compile_probe probe;
+    auto m = jit_module::compile(
+        "axpy", isa, settings, [&](llvm::Module& mod) { cpu_test::build_axpy(mod, isa, "axpy"); });
+    REQUIRE(m.has_value());
+    REQUIRE(probe.profiles.size() == 1);
+    CHECK(probe.profiles[0].passes_dropped == (lsr ? 0u : 1u));
+    CHECK(bitwise_equal(run_axpy(*m.value(), x, 1.5f, -2.0f), expected));
+  }
+  SECTION("a probe's override wins over the settings") {
+    ci::compile_probe probe;
+    probe.loop_strength_reduction = true;
+    auto m =
+        jit_module::compile("axpy", isa, ci::compile_settings{"", 2, false},
+                            [&](llvm::Module& mod) { cpu_test::build_axpy(mod, isa, "axpy"); });
+    REQUIRE(m.has_value());
+    REQUIRE(probe.profiles.size() == 1);
+    CHECK(probe.profiles[0].passes_dropped == 0u);
+  }
+  SECTION("kernels that state no settings get the defaults by name") {
+    CHECK(ci::default_compile_settings("conv_fwd_f32").loop_strength_reduction);
+    CHECK(std::string(ci::default_compile_settings("conv_fwd_f32").pipeline) == "O3");
+    CHECK(ci::default_compile_settings("matmul_f32_1x2x3x4").codegen_level == 2);
+    CHECK(std::string(ci::default_compile_settings("matmul_f32_1x2x3x4").pipeline) != "O3");
+  }
+}
+
 TEST_CASE("a probe's pipeline that does not parse is an invalid_arguments failure",
           "[cpu][jit][probe][errors]") {
   namespace ci = primcache::cpu_internal;

@@ -8,16 +8,22 @@
 #include <utility>
 #include <vector>
 
-#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/ADT/SmallVector.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/PassTimingInfo.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCContext.h>
+#include <llvm/Pass.h>
+#include <llvm/PassInfo.h>
+#include <llvm/PassRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Passes/StandardInstrumentations.h>
+#include <llvm/Support/SmallVectorMemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
@@ -31,16 +37,6 @@
 namespace primcache::cpu_internal {
 namespace {
 
-// The settings of one kind of kernel, chosen from measurement
-// (docs/PERFORMANCE.md, "Where a compilation goes"): the new-PM pipeline
-// (PassBuilder text, or "O3" for the default pipeline) and the
-// code-generation level (llvm::CodeGenOpt::Level).
-struct kernel_settings {
-  std::string_view name_prefix;  // of the name the kernel is compiled under
-  const char* pipeline;
-  int codegen_level;
-};
-
 // The matmul: its generator emits vector code with the unrolling decided
 // and no calls, so the pipeline only cleans up what the generator leaves:
 // common subexpressions of the address arithmetic, invariant loads and
@@ -49,20 +45,18 @@ struct kernel_settings {
 // GVN gives an object of the same size for a third of GVN's time. Less and
 // Aggressive code generation cost what Default does; None halves the time
 // but doubles the code, with spills. Its kernels run as fast as under O3
-// (bench_matmul) and compile 2.6x faster.
-constexpr kernel_settings k_matmul{
-    "matmul_",
+// (bench_matmul) and compile 2.6x faster. Loop strength reduction stays:
+// without it the matmul compiled 3.3 ms (CPU) faster but 64x64x64 ran 25%
+// slower (bench_matmul, alternating runs): the generator does not yet step
+// its pointers in the form LSR produces.
+constexpr std::string_view k_matmul_prefix = "matmul_";
+constexpr compile_settings k_matmul{
     "function(mem2reg,early-cse<memssa>,instcombine,simplifycfg,loop-mssa(licm),"
     "early-cse<memssa>)",
-    2};
-// Every other kernel keeps O3 and Aggressive: under the matmul's settings
-// the convolution's 7x7 layer (3 input channels) ran 1.3-2x slower
-// (bench_conv), and eltwise and reorder are not measured yet.
-constexpr kernel_settings k_default{"", "O3", 3};
-
-const kernel_settings& settings_for(std::string_view name) noexcept {
-  return name.starts_with(k_matmul.name_prefix) ? k_matmul : k_default;
-}
+    2, true};
+// Every other kernel that states no settings keeps LLVM's default
+// optimizing pipeline.
+constexpr compile_settings k_default{};
 
 thread_local compile_probe* t_probe = nullptr;
 
@@ -187,6 +181,62 @@ result<bool> optimize(std::string_view name, llvm::Module& module, llvm::TargetM
   return true;
 }
 
+// The legacy pass manager code generation runs in, refusing the passes a
+// kernel's settings drop. LLVM adds its code-generation passes inside
+// addPassesToEmitMC, offering no switch for them but its process-wide
+// command-line options; this pass manager drops them for one compilation
+// and leaves every other compilation in the process (the host program's
+// own LLVM included) as it was.
+class filtered_pass_manager final : public llvm::legacy::PassManager {
+ public:
+  explicit filtered_pass_manager(bool loop_strength_reduction)
+      : loop_strength_reduction_(loop_strength_reduction) {}
+
+  void add(llvm::Pass* pass) override {
+    if (!loop_strength_reduction_ && has_argument(*pass, "loop-reduce")) {
+      delete pass;  // add() owns the pass it is given
+      ++dropped_;
+      return;
+    }
+    llvm::legacy::PassManager::add(pass);
+  }
+
+  std::size_t dropped() const noexcept { return dropped_; }
+
+ private:
+  static bool has_argument(const llvm::Pass& pass, llvm::StringRef argument) {
+    const llvm::PassInfo* info =
+        llvm::PassRegistry::getPassRegistry()->getPassInfo(pass.getPassID());
+    return info != nullptr && info->getPassArgument() == argument;
+  }
+
+  bool loop_strength_reduction_;
+  std::size_t dropped_ = 0;
+};
+
+// Code generation into an object, as llvm::orc::SimpleCompiler does it, in a
+// filtered_pass_manager; `capture` receives the object.
+result<bool> emit_object(std::string_view name, llvm::Module& module, llvm::TargetMachine& tm,
+                         bool loop_strength_reduction, capturing_object_cache& capture,
+                         std::size_t& dropped) {
+  llvm::SmallVector<char, 0> buffer;
+  {
+    llvm::raw_svector_ostream stream(buffer);
+    filtered_pass_manager passes(loop_strength_reduction);
+    llvm::MCContext* mc = nullptr;
+    if (tm.addPassesToEmitMC(passes, mc, stream)) {
+      return failure{status::runtime_error, "compiling kernel " + quoted(name) +
+                                                " failed: the target cannot emit objects"};
+    }
+    passes.run(module);
+    dropped = passes.dropped();
+  }
+  llvm::SmallVectorMemoryBuffer object(std::move(buffer), module.getModuleIdentifier(),
+                                       /*RequiresNullTerminator=*/false);
+  capture.notifyObjectCompiled(&module, object.getMemBufferRef());
+  return true;
+}
+
 // Runs the caller's IR builder; its exceptions stop here.
 result<bool> run_builder(std::string_view name, ir_builder build, llvm::Module& module) {
   try {
@@ -204,13 +254,13 @@ result<bool> run_builder(std::string_view name, ir_builder build, llvm::Module& 
   }
 }
 
-result<std::vector<std::byte>> compile_module(std::string_view name, cpu_isa isa, ir_builder build,
+result<std::vector<std::byte>> compile_module(std::string_view name, cpu_isa isa,
+                                              const compile_settings& settings, ir_builder build,
                                               llvm::Module& module) {
   auto taken = machines().take(isa);
   if (!taken) return taken.why();
   borrowed_machine tm(isa, std::move(taken).value());
   compile_probe* probe = t_probe;
-  const kernel_settings& settings = settings_for(name);
   compile_profile profile;
   profile.name = std::string(name);
 
@@ -254,20 +304,26 @@ result<std::vector<std::byte>> compile_module(std::string_view name, cpu_isa isa
   if (probe) {
     profile.optimize_ms = ms_since(start);
     profile.instructions_after = instruction_count(module);
+    if (probe->keep_code) {
+      llvm::raw_string_ostream ir(profile.ir);
+      module.print(ir, nullptr);
+    }
     start = probe_clock::now();
   }
 
   capturing_object_cache capture;
-  llvm::orc::SimpleCompiler compiler(*tm, &capture);
-  auto object = compiler(module);
-  if (!object) {
-    return failure{status::runtime_error, "compiling kernel " + quoted(name) +
-                                              " failed: " + llvm::toString(object.takeError())};
+  const bool lsr = probe && probe->loop_strength_reduction ? *probe->loop_strength_reduction
+                                                           : settings.loop_strength_reduction;
+  std::size_t dropped = 0;
+  if (auto emitted = emit_object(name, module, *tm, lsr, capture, dropped); !emitted) {
+    return emitted.why();
   }
   auto bytes = capture.take();
   if (probe && bytes) {
     profile.codegen_ms = ms_since(start);
     profile.object_bytes = bytes.value().size();
+    profile.passes_dropped = dropped;
+    if (probe->keep_code) profile.object = bytes.value();
     probe->profiles.push_back(std::move(profile));
   }
   return bytes;
@@ -277,12 +333,16 @@ std::atomic<std::uint64_t> compilations{0};
 
 }  // namespace
 
+compile_settings default_compile_settings(std::string_view name) noexcept {
+  return name.starts_with(k_matmul_prefix) ? k_matmul : k_default;
+}
+
 const char* kernel_pipeline(std::string_view name) noexcept {
-  return settings_for(name).pipeline;
+  return default_compile_settings(name).pipeline;
 }
 
 int kernel_codegen_level(std::string_view name) noexcept {
-  return settings_for(name).codegen_level;
+  return default_compile_settings(name).codegen_level;
 }
 
 compile_probe::compile_probe() noexcept : previous_(t_probe) {
@@ -307,6 +367,11 @@ std::uint64_t objects_compiled() noexcept {
 
 result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa,
                                               ir_builder build) {
+  return compile_object(name, isa, default_compile_settings(name), build);
+}
+
+result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa,
+                                              const compile_settings& settings, ir_builder build) {
   compilations.fetch_add(1, std::memory_order_relaxed);
   // The process JIT initializes LLVM's native target, which code generation
   // needs even before anything is loaded.
@@ -319,7 +384,7 @@ result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa
                                        *context.getContext()),
         context);
     return tsm.withModuleDo(
-        [&](llvm::Module& module) { return compile_module(name, isa, build, module); });
+        [&](llvm::Module& module) { return compile_module(name, isa, settings, build, module); });
   } catch (const std::bad_alloc&) {
     return failure{status::out_of_memory, "no memory to compile kernel " + quoted(name)};
   }

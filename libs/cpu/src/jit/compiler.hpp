@@ -5,11 +5,12 @@
 // ThreadSafeContext per kernel, so kernels compile on several threads at
 // once without sharing LLVM state), a module with the target's triple and
 // data layout set, and calls `build` to fill it. It then verifies the IR,
-// runs kernel_pipeline(name) with the new pass manager and the target's cost
-// model (for the matmul a short cleanup pipeline, not O3: its generator
-// emits vector IR already), and generates code at kernel_codegen_level(name)
-// through SimpleCompiler on a TargetMachine borrowed from a per-ISA pool,
-// capturing the object with an llvm::ObjectCache. docs/PERFORMANCE.md ("Where a compilation goes")
+// runs the settings' pipeline with the new pass manager and the target's
+// cost model (for the matmul and the convolution a short cleanup pipeline,
+// not O3: their generators emit vector IR already), and generates code at
+// the settings' level, without the passes they drop, on a TargetMachine
+// borrowed from a per-ISA pool, capturing the object with an
+// llvm::ObjectCache. docs/PERFORMANCE.md ("Where a compilation goes")
 // has the measurements behind these choices. The bytes are a relocatable object that names no
 // address: load them with jit_module::load in this process or in another on
 // a host that supports the same ISA.
@@ -53,12 +54,32 @@ using ir_builder = llvm::function_ref<void(llvm::Module&)>;
 // compiled for (jit_module::load reads it and refuses code above the cap).
 inline constexpr const char* isa_symbol = "primcache_isa";
 
+// How a kernel is compiled: chosen by its generator from measurement
+// (docs/PERFORMANCE.md, "Where a compilation goes"), and passed with it.
+struct compile_settings {
+  // The new-PM pipeline: PassBuilder text, "O1".."O3" (the default
+  // pipelines) or "" (no IR pass).
+  const char* pipeline = "O3";
+  // llvm::CodeGenOpt::Level: 0 None .. 3 Aggressive.
+  int codegen_level = 3;
+  // Whether code generation runs loop strength reduction (its IR part, with
+  // the IV users analysis it needs). Generators that emit their loops with
+  // the addressing decided gain nothing from it and pay 20-25% of the code
+  // generation time.
+  bool loop_strength_reduction = true;
+};
+
+// The settings of kernels that state none: O3, Aggressive, LSR (LLVM's
+// default optimizing pipeline), except kernels compiled under a name that
+// starts with "matmul_", which get the matmul's (compiler.cpp).
+compile_settings default_compile_settings(std::string_view name) noexcept;
+
+result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa,
+                                              const compile_settings& settings, ir_builder build);
+// default_compile_settings(name).
 result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa, ir_builder build);
 
-// The new-PM pipeline the kernel compiled under `name` is optimized with
-// (PassBuilder text, or "O3": the default pipeline) and its code-generation
-// optimization level (llvm::CodeGenOpt::Level: 0 None .. 3 Aggressive).
-// Chosen per kind of kernel from measurement; compiler.cpp says why.
+// The pipeline and code-generation level of default_compile_settings(name).
 const char* kernel_pipeline(std::string_view name) noexcept;
 int kernel_codegen_level(std::string_view name) noexcept;
 
@@ -74,6 +95,11 @@ struct compile_profile {
   std::size_t instructions_before = 0;  // IR instructions the generator emitted
   std::size_t instructions_after = 0;   // ... and after the pipeline
   std::size_t object_bytes = 0;
+  std::size_t passes_dropped = 0;  // code-generation passes the settings left out
+  // Only under a probe with keep_code: the IR after the pipeline (text) and
+  // the object, for reading the code a setting produced.
+  std::string ir;
+  std::vector<std::byte> object;
 };
 
 // A measuring hook for the jit_profile tool and the tests, never set on the
@@ -96,8 +122,10 @@ class compile_probe {
   std::vector<compile_profile> profiles;
   // PassBuilder text, "O1".."O3" or "" (no pass); default kernel_pipeline(name).
   std::optional<std::string> pipeline;
-  std::optional<int> codegen_level;  // 0..3; default kernel_codegen_level(name)
-  std::optional<bool> fast_isel;     // FastISel on
+  std::optional<int> codegen_level;             // 0..3; default kernel_codegen_level(name)
+  std::optional<bool> fast_isel;                // FastISel on
+  std::optional<bool> loop_strength_reduction;  // default: the kernel's settings
+  bool keep_code = false;                       // fill compile_profile::ir and ::object
 
  private:
   compile_probe* previous_;

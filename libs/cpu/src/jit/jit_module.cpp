@@ -63,7 +63,13 @@ jit_module::~jit_module() {
 
 result<std::unique_ptr<jit_module>> jit_module::compile(std::string_view name, cpu_isa isa,
                                                         ir_builder build) {
-  auto object = compile_object(name, isa, build);
+  return compile(name, isa, default_compile_settings(name), build);
+}
+
+result<std::unique_ptr<jit_module>> jit_module::compile(std::string_view name, cpu_isa isa,
+                                                        const compile_settings& settings,
+                                                        ir_builder build) {
+  auto object = compile_object(name, isa, settings, build);
   if (!object) return object.why();
   compile_probe* probe = compile_probe::current();
   if (probe == nullptr || probe->profiles.empty())

@@ -51,6 +51,10 @@ class jit_module {
   // compile_object() then load().
   static result<std::unique_ptr<jit_module>> compile(std::string_view name, cpu_isa isa,
                                                      ir_builder build);
+  // The same with the generator's compile settings.
+  static result<std::unique_ptr<jit_module>> compile(std::string_view name, cpu_isa isa,
+                                                     const compile_settings& settings,
+                                                     ir_builder build);
 
   // Links an object produced by compile_object() (here or in another
   // process). Refuses (permission_denied) an object that needs a symbol
