@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -347,6 +348,42 @@ TEST_CASE("the pending compilations are a control gauge", "[cpu][tiered]") {
     if (m.name == "primcache_jit_pending_compilations") found = true;
   }
   CHECK(found);
+}
+
+namespace {
+std::uint64_t compile_samples() {
+  for (const auto& f : control().list_metrics()) {
+    if (f.name != "primcache_primitive_create_seconds") continue;
+    for (const auto& s : f.samples) {
+      const auto has = [&](const char* k, const char* v) {
+        return std::find(s.labels.begin(), s.labels.end(),
+                         std::pair<std::string, std::string>(k, v)) != s.labels.end();
+      };
+      if (has("engine", "cpu") && has("source", "compile")) return s.count;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("a tiered creation is an event of source tiered and no compile-time sample",
+          "[cpu][tiered][matmul]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(0);
+  matmul_case c(17, 35, 53, 950);
+  const std::uint64_t since = control().events_since(0).next;
+  const std::uint64_t compiled = compile_samples();
+  matmul prim(c.pd);
+  const event_page page = control().events_since(since);
+  REQUIRE(page.events.size() == 1);
+  CHECK(page.events[0].source == "tiered");
+  CHECK(compile_samples() == compiled);
+  set_jit_mode(jit_mode::sync);
+  matmul sync(c.pd);  // capacity 0: compiled again, synchronously
+  CHECK(control().events_since(since).events.back().source == "compile");
+  CHECK(compile_samples() == compiled + 1);
+  prim.wait_until_specialized();
 }
 
 TEST_CASE("the persistent cache stores and loads only specialized code",

@@ -249,15 +249,19 @@ lookup_result<std::shared_ptr<const primitive_impl>> get_or_create(
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
     const bool from_store = persistent == persistent_outcome::hit;
+    // A tiered creation compiled nothing (its compilation runs in the
+    // background): it is not a sample of source="compile".
+    const bool tiered = impl && impl->created_tiered();
     if (from_store) {
       metrics().from_persistent(eng.get_kind()).observe(seconds);
-    } else if (!blob) {
+    } else if (!blob && !tiered) {
       metrics().create(eng.get_kind()).observe(seconds);
     }
     control().record_event({.kind = nested ? "create_nested" : "create",
                             .name = std::string(to_string(pd.kind())),
                             .source = blob         ? "blob"
                                       : from_store ? "persistent"
+                                      : tiered     ? "tiered"
                                                    : "compile",
                             .duration_ms = seconds * 1e3,
                             .detail = std::string(pd.name()) + " " + describe(pd)});
