@@ -78,6 +78,21 @@ TEST_CASE("plans are the expected chains", "[transform][plan]") {
   }
 }
 
+TEST_CASE("plans print one step per line", "[transform][plan]") {
+  transform_registry reg;
+  const auto p = reg.plan(kt("gpu:0/bf16/abcd/jit"), kt("cpu/f32/acdb/jit"));
+  CHECK(p->to_string() ==
+        "gpu:0/bf16/abcd/jit -> cpu/f32/acdb/jit:\n"
+        "  place gpu:0/bf16/abcd/jit -> cpu/bf16/abcd/jit (4 B/elem)\n"
+        "  layout+data_type cpu/bf16/abcd/jit -> cpu/f32/acdb/jit (6 B/elem)");
+  CHECK(reg.plan(kt("cpu/f32/abcd/jit"), kt("cpu/f32/abcd/jit"))->to_string() ==
+        "cpu/f32/abcd/jit -> cpu/f32/abcd/jit: nothing to do");
+  reg.add(kt("cpu/f32/ab/x"), kt("cpu/f32/ba/x"), "mine",
+          [](const memory&, const memory&, const stream&) {});
+  CHECK(reg.plan(kt("cpu/f32/ab/x"), kt("cpu/f32/ba/x"))->steps[0].to_string() ==
+        "user:mine cpu/f32/ab/x -> cpu/f32/ba/x (8 B/elem)");
+}
+
 TEST_CASE("plans move fewer bytes than the fixed layout, type, place order", "[transform][plan]") {
   transform_registry reg;
   // Fixed order: layout on the host (8), f32 -> f16 (6), copy (4) = 18.
