@@ -8,10 +8,11 @@
 //
 //   jit_profile [--iterations=N] [--kernel=matmul|conv|both|conv1] [--pipeline=TEXT]
 //               [--codegen-level=0..3] [--fast-isel] [--time-passes]
-//               [--dump=PREFIX] [--llvm=OPTION]...
+//               [--lsr=0|1] [--dump=PREFIX] [--llvm=OPTION]...
 //
 // --pipeline takes PassBuilder text, "O1".."O3" (the default pipelines) or ""
-// (no IR pass); without it each kernel's kernel_pipeline(name) runs. --time-passes
+// (no IR pass); without it each kernel's own settings run. --lsr turns loop
+// strength reduction on or off for every kernel. --time-passes
 // turns on LLVM's pass timing (the IR passes through the new pass manager's
 // instrumentation, code generation's through the legacy pass manager) and
 // prints LLVM's report, summed over every compilation, at the end.
@@ -28,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <llvm/IR/PassTimingInfo.h>
@@ -38,6 +40,7 @@
 #include "jit/compiler.hpp"
 #include "jit/process_jit.hpp"
 #include "jit/target.hpp"
+#include "kernels/conv_generator.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 namespace {
@@ -111,6 +114,7 @@ struct settings_t {
   std::optional<std::string> pipeline;
   std::optional<int> codegen_level;
   std::optional<bool> fast_isel;
+  std::optional<bool> loop_strength_reduction;
 };
 
 void profile(const char* label, const std::function<pc::primitive()>& make, const options& opt,
@@ -125,6 +129,7 @@ void profile(const char* label, const std::function<pc::primitive()>& make, cons
     probe.pipeline = settings.pipeline;
     probe.codegen_level = settings.codegen_level;
     probe.fast_isel = settings.fast_isel;
+    probe.loop_strength_reduction = settings.loop_strength_reduction;
     probe.keep_code = !opt.dump.empty() && i == 0;
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = ci::compile_probe::thread_cpu_ms();
@@ -191,6 +196,8 @@ int main(int argc, char** argv) {
       settings.codegen_level = std::clamp(std::atoi(value("--codegen-level=").c_str()), 0, 3);
     } else if (a == "--fast-isel") {
       settings.fast_isel = true;
+    } else if (a.starts_with("--lsr=")) {
+      settings.loop_strength_reduction = value("--lsr=") != "0";
     } else if (a == "--time-passes") {
       opt.time_passes = true;
     } else if (a.starts_with("--dump=")) {
@@ -211,12 +218,23 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  for (const char* kernel : {"matmul_f32", "conv_fwd_f32"}) {
+  // The settings each kernel compiles under: the matmul's by its name, the
+  // convolution's stated by its generator (LSR by geometry).
+  const std::pair<const char*, ci::compile_settings> kernels[] = {
+      {"matmul_f32", ci::default_compile_settings("matmul_f32")},
+      {"conv_fwd_f32", ci::conv_compile_settings}};
+  for (const auto& [kernel, kernel_settings] : kernels) {
     const std::string pipeline =
-        settings.pipeline ? "\"" + *settings.pipeline + "\"" : ci::kernel_pipeline(kernel);
-    std::printf("%s: pipeline %s; codegen level %d%s\n", kernel, pipeline.c_str(),
-                settings.codegen_level.value_or(ci::kernel_codegen_level(kernel)),
-                settings.fast_isel ? ", FastISel" : "");
+        settings.pipeline ? "\"" + *settings.pipeline + "\"" : kernel_settings.pipeline;
+    const bool conv = std::string_view(kernel) == "conv_fwd_f32";
+    const char* lsr = settings.loop_strength_reduction
+                          ? (*settings.loop_strength_reduction ? "on" : "off")
+                      : conv ? "on from 16 input channels per group"
+                      : kernel_settings.loop_strength_reduction ? "on"
+                                                                : "off";
+    std::printf("%s: pipeline %s; codegen level %d; loop strength reduction %s%s\n", kernel,
+                pipeline.c_str(), settings.codegen_level.value_or(kernel_settings.codegen_level),
+                lsr, settings.fast_isel ? ", FastISel" : "");
   }
 
   // What the pool of target machines saves per compilation: creating one.
