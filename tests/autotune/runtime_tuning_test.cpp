@@ -405,3 +405,50 @@ TEST_CASE("primitives tune from several threads at once", "[autotune][runtime][t
   CHECK(s1.failed == s0.failed);
   set_tune_max_nconfigs(40);
 }
+
+TEST_CASE("the C API sets the tunable attribute", "[autotune][runtime][c_api]") {
+  CHECK(pc_primitive_attr_set_tunable(nullptr, 1) == pc_invalid_arguments);
+  if (!jit()) {
+    CHECK(effective_isa() < cpu_isa::avx2);
+    return;
+  }
+  set_tune(false);
+  set_tune_max_nconfigs(2);
+  pc_engine_t eng = nullptr;
+  REQUIRE(pc_engine_create(&eng, pc_engine_cpu, 0) == pc_success);
+  const int64_t a_dims[2] = {12, 28}, b_dims[2] = {28, 20}, c_dims[2] = {12, 20};
+  pc_memory_desc_t a = nullptr, b = nullptr, c = nullptr;
+  REQUIRE(pc_memory_desc_create_with_tag(&a, 2, a_dims, pc_f32, pc_tag_ab) == pc_success);
+  REQUIRE(pc_memory_desc_create_with_tag(&b, 2, b_dims, pc_f32, pc_tag_ab) == pc_success);
+  REQUIRE(pc_memory_desc_create_with_tag(&c, 2, c_dims, pc_f32, pc_tag_ab) == pc_success);
+  pc_primitive_attr_t attr = nullptr;
+  REQUIRE(pc_primitive_attr_create(&attr) == pc_success);
+  REQUIRE(pc_primitive_attr_set_tunable(attr, 1) == pc_success);
+  pc_primitive_desc_t pd = nullptr;
+  REQUIRE(pc_matmul_primitive_desc_create(&pd, eng, a, b, nullptr, c, attr) == pc_success);
+  pc_primitive_t prim = nullptr;
+  REQUIRE(pc_primitive_create(&prim, pd) == pc_success);
+  pc_memory_t ma = nullptr, mb = nullptr, mc = nullptr;
+  REQUIRE(pc_memory_create(&ma, a, eng, PC_MEMORY_ALLOCATE) == pc_success);
+  REQUIRE(pc_memory_create(&mb, b, eng, PC_MEMORY_ALLOCATE) == pc_success);
+  REQUIRE(pc_memory_create(&mc, c, eng, PC_MEMORY_ALLOCATE) == pc_success);
+  pc_stream_t strm = nullptr;
+  REQUIRE(pc_stream_create(&strm, eng) == pc_success);
+  const tune_stats s0 = get_tune_stats();
+  pc_exec_arg_t args[3] = {
+      {PRIMCACHE_ARG_SRC, ma}, {PRIMCACHE_ARG_WEIGHTS, mb}, {PRIMCACHE_ARG_DST, mc}};
+  CHECK(pc_primitive_execute(prim, strm, 3, args) == pc_success);
+  CHECK(get_tune_stats().tuned == s0.tuned + 1);  // tunable although the switch is off
+  pc_stream_destroy(strm);
+  pc_memory_destroy(ma);
+  pc_memory_destroy(mb);
+  pc_memory_destroy(mc);
+  pc_primitive_destroy(prim);
+  pc_primitive_desc_destroy(pd);
+  pc_primitive_attr_destroy(attr);
+  pc_memory_desc_destroy(a);
+  pc_memory_desc_destroy(b);
+  pc_memory_desc_destroy(c);
+  pc_engine_destroy(eng);
+  set_tune_max_nconfigs(40);
+}

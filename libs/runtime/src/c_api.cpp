@@ -1,6 +1,7 @@
 // The C API: each function translates its arguments, calls the C++ API and
 // turns any exception into a status plus this thread's last error message.
 #include "primcache/runtime/primcache.h"
+#include "primcache/runtime/primcache_tune.h"
 
 #include <algorithm>
 #include <cstring>
@@ -275,6 +276,13 @@ pc_status_t pc_primitive_attr_set_constant_weights(pc_primitive_attr_t attr, int
   return c_api_guarded([&] {
     require(attr != nullptr, "attr is NULL");
     attr->value.set_constant_weights(constant != 0);
+  });
+}
+// primcache_tune.h: here, beside the attribute's other setters.
+pc_status_t pc_primitive_attr_set_tunable(pc_primitive_attr_t attr, int tunable) {
+  return c_api_guarded([&] {
+    require(attr != nullptr, "attr is NULL");
+    attr->value.set_tunable(tunable != 0);
   });
 }
 pc_status_t pc_primitive_attr_get_constant_weights(const_pc_primitive_attr_t attr, int* constant) {

@@ -1,6 +1,6 @@
 /* primcache/runtime/primcache_tune.h — the C API of tune mode (tuning.hpp):
- * the global switch, the candidates measured per primitive, and saving the
- * process's tune table.
+ * the global switch, the `tunable` attribute, the candidates measured per
+ * primitive, and saving the process's tune table.
  *
  *   pc_set_tune(1);                  (or PRIMCACHE_TUNE=1)
  *   pc_primitive_execute(prim, ...); (the first execution tunes)
@@ -28,6 +28,9 @@ extern "C" {
 PC_API pc_status_t pc_set_tune(int tune);
 PC_API pc_status_t pc_get_tune(int* tune);
 PC_API pc_status_t pc_set_tune_max_nconfigs(size_t n);
+/* The primitive attribute `tunable` (primitive_attr::set_tunable): 0 off,
+ * anything else on; an attribute never set follows the switch. */
+PC_API pc_status_t pc_primitive_attr_set_tunable(pc_primitive_attr_t attr, int tunable);
 /* path NULL or "": PRIMCACHE_TUNE_TABLE's. *entries (may be NULL) gets the
  * number of entries written. */
 PC_API pc_status_t pc_save_tune_table(const char* path, size_t* entries);
