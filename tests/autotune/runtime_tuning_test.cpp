@@ -123,15 +123,25 @@ std::vector<backend::kernel_config> sampled_configs(const primitive_desc& pd, st
   return out;
 }
 
-// Primitive descriptors created while `source` gives `cfg`.
+// Primitive descriptors created while `source` gives `cfg`, compiled
+// synchronously: what is checked is the specialized code of each
+// configuration (what tuning measures), not a tiered creation's generic
+// kernel running first.
 struct forced_config {
-  explicit forced_config(const backend::kernel_config& cfg) {
+  explicit forced_config(const backend::kernel_config& cfg) : mode_(get_jit_mode()) {
+    set_jit_mode(jit_mode::sync);
     backend::set_config_source(
         [cfg](const backend::primitive_desc_impl&) -> std::optional<backend::kernel_config> {
           return cfg;
         });
   }
-  ~forced_config() { backend::set_config_source({}); }
+  ~forced_config() {
+    backend::set_config_source({});
+    set_jit_mode(mode_);
+  }
+
+ private:
+  jit_mode mode_;
 };
 
 bool jit() {
