@@ -18,7 +18,7 @@
 // (the same, counted from the trace), the CPU backend's compiled objects,
 // hits and Redis hits, and a digest of the outputs.
 //
-// No timing is asserted: the Redis timeouts in the URL are 5 s (a loaded
+// No timing is asserted: the Redis timeouts in the URL are 20 s (a loaded
 // 2-core machine under a sanitizer must not turn a healthy server into
 // misses), and each wait is bounded only to turn a hang into a failure.
 #include <fcntl.h>
@@ -167,7 +167,10 @@ class member {
 };
 
 std::string fleet_url(const redis_server& server) {
-  return server.url("fleet") + "?connect_timeout_ms=5000&command_timeout_ms=5000";
+  // A GET that timed out in the client could still run in the server after
+  // another member's SET and spoil the count: the server never fails here,
+  // so the timeouts are only a bound on a hang.
+  return server.url("fleet") + "?connect_timeout_ms=20000&command_timeout_ms=20000";
 }
 
 std::uint64_t redis_keys(raw_redis& raw) {
