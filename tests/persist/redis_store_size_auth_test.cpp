@@ -179,6 +179,23 @@ TEST_CASE("redis AUTH: a password in the URL is sent and never shown", "[persist
     CHECK(s->breaker() == breaker_state::closed);
     CHECK_THROWS_WITH(s->clear(), !Catch::Contains("wrong-one"));
   }
+  SECTION("a server that stalls during AUTH: the call times out, counted, and the breaker opens") {
+    auto o = primcache::parse_redis_url(
+        "redis://:s3cret-Pa%25ss@127.0.0.1:" + std::to_string(server.port()) + "/t");
+    o.format.library_version = "test-1";
+    o.connect_timeout = 200ms;
+    o.command_timeout = 200ms;
+    o.breaker.failure_threshold = 2;
+    auto s = redis_store::open(o);
+    server.pause();  // accepts connections (the kernel does), answers nothing
+    CHECK_FALSE(s->get(as_bytes("k")));
+    CHECK_FALSE(s->get(as_bytes("k")));
+    server.resume();
+    const auto st = s->stats();
+    CHECK(st.timeouts == 2);
+    CHECK(st.remote_errors == 2);
+    CHECK(s->breaker() == breaker_state::open);
+  }
   SECTION("a malformed URL's message hides the password") {
     try {
       primcache::parse_redis_url("redis://:hunter2@127.0.0.1:1/");
