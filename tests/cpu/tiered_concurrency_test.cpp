@@ -159,7 +159,7 @@ TEST_CASE("the JIT mode is set by the API, the control setting and the C API",
   pc_jit_mode_t m = pc_jit_mode_sync;
   CHECK(pc_get_jit_mode(&m) == pc_success);
   CHECK(m == pc_jit_mode_tiered);
-  CHECK(pc_set_jit_mode(static_cast<pc_jit_mode_t>(7)) == pc_invalid_arguments);
+  CHECK(pc_set_jit_mode(static_cast<pc_jit_mode_t>(0x7ffffffe)) == pc_invalid_arguments);
   CHECK(pc_get_jit_mode(nullptr) == pc_invalid_arguments);
   CHECK(get_jit_mode() == jit_mode::tiered);
   CHECK(std::string(to_string(jit_mode::sync)) == "sync");

@@ -228,7 +228,11 @@ PC_API pc_status_t pc_primitive_wait_until_specialized(pc_primitive_t primitive,
  * starts with generic code, specialized in the background) or
  * pc_jit_mode_sync (compiled before creation returns). Wins over
  * PRIMCACHE_JIT_MODE. Other values are invalid_arguments. */
-typedef enum { pc_jit_mode_tiered = 0, pc_jit_mode_sync = 1 } pc_jit_mode_t;
+typedef enum {
+  pc_jit_mode_tiered = 0,
+  pc_jit_mode_sync = 1,
+  pc_jit_mode_max = 0x7fffffff
+} pc_jit_mode_t;
 PC_API pc_status_t pc_set_jit_mode(pc_jit_mode_t mode);
 PC_API pc_status_t pc_get_jit_mode(pc_jit_mode_t* mode);
 
