@@ -1,10 +1,13 @@
 #include "tiered/background_compiler.hpp"
 
+#include <cstdlib>
+
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <thread>
 #include <utility>
 
 #include "primcache/base/env.hpp"
@@ -52,14 +55,27 @@ void background_job::wait() {
 namespace {
 
 // Stops the pool when static objects are destroyed: this guard is made on
-// the pool's first use, after LLVM's statics (libLLVM is loaded and
-// initialized before this library), so it is destroyed before them and no
-// compilation runs on a half-destroyed LLVM. The pool itself is never
-// destroyed: impls in the never-destroyed primitive cache may submit during
-// exit, and are refused.
+// the pool's first use, after LLVM's namespace-scope statics (libLLVM is
+// loaded and initialized before this library), so it is destroyed before
+// them. The pool itself is never destroyed: impls in the never-destroyed
+// primitive cache may submit during exit, and are refused.
 struct stop_at_exit {
   ~stop_at_exit() { background_compiler::instance().stop(); }
 };
+
+// The guard alone is not enough: it is registered when the library loads,
+// and exit() destroys everything registered later first — among it the
+// function-local statics LLVM makes during its first compilations (in a
+// shared build the guard even runs only from _dl_fini). A compilation still
+// running then used destroyed LLVM state and crashed the exiting process
+// (an autotune test: 8 exits out of 8). So the pool registers its stop with
+// std::atexit again after each submit and each compilation: exit runs that
+// before the statics made so far. Left open: a compilation that makes a
+// static for the first time after the last submit and is still running
+// when the process exits.
+void stop_pool_at_exit() {
+  background_compiler::instance().stop();
+}
 
 background_compiler* g_pool = nullptr;
 
@@ -136,6 +152,9 @@ bool background_compiler::submit(std::shared_ptr<background_job> job) {
     }
   }
   wake_.notify_one();
+  // Also after each submit: statics a running compilation made before now
+  // are destroyed after this stop.
+  (void)std::atexit(stop_pool_at_exit);
   return true;
 }
 
@@ -158,6 +177,9 @@ void background_compiler::work() {
       job->run();  // false when a waiter ran it already
     }
     pending_add(-1);
+    // Once per compilation (bounded by the kernels a process compiles);
+    // refused, harmlessly, once exit has begun.
+    (void)std::atexit(stop_pool_at_exit);
   }
 }
 
@@ -175,7 +197,15 @@ void background_compiler::stop() {
     job->drop();
     pending_add(-1);
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads) {
+    // exit() called on a pool thread (LLVM's fatal errors do) runs this
+    // there: that thread cannot join itself.
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();
+      continue;
+    }
+    t.join();
+  }
 }
 
 }  // namespace primcache::cpu_internal
