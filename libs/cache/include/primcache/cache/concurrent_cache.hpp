@@ -152,7 +152,9 @@ class concurrent_cache {
   // counts nothing and is not waited for). Rarely, a table growth running
   // at the same time hides a present entry: the answer is then nothing.
   // For callers that serve a miss themselves when would_admit() says the
-  // cache would not keep their value.
+  // cache would not keep their value. (The same lines as get_or_add's hit
+  // path, on purpose: sharing them through a helper that returns
+  // std::optional<Value> made BM_CacheHit 15.7 -> 25 ns.)
   std::optional<Value> get_if_ready(const Key& key) {
     const std::uint64_t hash = static_cast<std::uint64_t>(hash_(key));
     cache_internal::reader_slot& slot = lock_.slot_for_this_thread();
