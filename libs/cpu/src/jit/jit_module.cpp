@@ -129,6 +129,7 @@ result<std::unique_ptr<jit_module>> jit_module::link(std::string_view name,
     return failure{status::runtime_error, "linking kernel " + quoted(name) +
                                               " failed: " + llvm::toString(found.takeError())};
   }
+  acquire_linked_code();
   for (const auto& [symbol, definition] : *found) {
     module->symbols_.emplace_back((*symbol).str(),
                                   static_cast<std::uintptr_t>(definition.getAddress()));

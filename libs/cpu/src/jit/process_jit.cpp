@@ -1,6 +1,7 @@
 #include "jit/process_jit.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,11 @@ namespace {
 
 std::atomic<std::size_t> g_bytes{0};
 std::atomic<std::size_t> g_blocks{0};
+// Bumped with release order each time the mapper maps or protects JIT memory,
+// i.e. after the linker (possibly on another thread: ORC runs queued
+// materializations on whichever thread looks up next) has written a kernel's
+// sections. See acquire_linked_code().
+std::atomic<std::uint64_t> g_publications{0};
 
 // Maps JIT memory through the system and counts it. One instance serves every
 // SectionMemoryManager (each loaded object gets its own manager, destroyed
@@ -34,13 +40,16 @@ class counting_memory_mapper final : public llvm::SectionMemoryManager::MemoryMa
     if (!ec && block.base() != nullptr) {
       g_bytes.fetch_add(block.allocatedSize(), std::memory_order_relaxed);
       g_blocks.fetch_add(1, std::memory_order_relaxed);
+      g_publications.fetch_add(1, std::memory_order_release);
     }
     return block;
   }
 
   std::error_code protectMappedMemory(const llvm::sys::MemoryBlock& block,
                                       unsigned flags) override {
-    return llvm::sys::Memory::protectMappedMemory(block, flags);
+    std::error_code ec = llvm::sys::Memory::protectMappedMemory(block, flags);
+    g_publications.fetch_add(1, std::memory_order_release);
+    return ec;
   }
 
   std::error_code releaseMappedMemory(llvm::sys::MemoryBlock& block) override {
@@ -125,6 +134,10 @@ result<process_jit_handle> process_jit() {
 
 std::size_t code_bytes_in_use() noexcept {
   return g_bytes.load(std::memory_order_relaxed);
+}
+
+void acquire_linked_code() noexcept {
+  (void)g_publications.load(std::memory_order_acquire);
 }
 
 std::size_t code_blocks_in_use() noexcept {

@@ -50,4 +50,13 @@ result<process_jit_handle> process_jit();
 std::size_t code_bytes_in_use() noexcept;
 std::size_t code_blocks_in_use() noexcept;
 
+// Call after a lookup that materialized a kernel and before reading its
+// memory. ORC may link a kernel on another thread (a concurrent lookup runs
+// every queued materialization) and hands the result back through
+// synchronization inside LLVM, which ThreadSanitizer cannot see because
+// LLVM is not instrumented. The mapper publishes with release order after it
+// maps and after it protects (the last step of linking); this acquires it,
+// so the order is visible to ThreadSanitizer too. Costs one atomic load.
+void acquire_linked_code() noexcept;
+
 }  // namespace primcache::cpu_internal
