@@ -2,6 +2,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace primcache {
 namespace persist_internal {
@@ -29,20 +30,40 @@ class control_view {
   void clear() { store_.clear(); }
   extra_stat_list extra_stats() const {
     blob_store_stats s = store_.stats();
-    return {{"writes", s.writes},
-            {"corrupt_entries", s.corrupt_entries},
-            {"errors", s.errors},
-            {"refusals", s.refusals},
-            {"bytes_read", s.bytes_read},
-            {"bytes_written", s.bytes_written},
-            {"read_only", store_.read_only() ? 1 : 0},
-            {"remote_hits", s.remote_hits},
-            {"remote_errors", s.remote_errors},
-            {"timeouts", s.timeouts},
-            {"breaker_state", s.breaker_state},
-            {"breaker_opens", s.breaker_opens},
-            {"breaker_rejections", s.breaker_rejections},
-            {"dropped_writes", s.dropped_writes}};
+    extra_stat_list out{{"writes", s.writes},
+                        {"corrupt_entries", s.corrupt_entries},
+                        {"errors", s.errors},
+                        {"refusals", s.refusals},
+                        {"bytes_read", s.bytes_read},
+                        {"bytes_written", s.bytes_written},
+                        {"read_only", store_.read_only() ? 1 : 0},
+                        {"remote_hits", s.remote_hits},
+                        {"remote_errors", s.remote_errors},
+                        {"timeouts", s.timeouts},
+                        {"breaker_state", s.breaker_state},
+                        {"breaker_opens", s.breaker_opens},
+                        {"breaker_rejections", s.breaker_rejections},
+                        {"dropped_writes", s.dropped_writes}};
+    // A sharded remote tier: each shard's own counters and breaker, as
+    // shard<i>_<stat> (i from 0, in the order of the URL list).
+    const std::vector<blob_store_shard> shards = store_.shards();
+    if (!shards.empty()) out.emplace_back("shards", shards.size());
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      const blob_store_stats& h = shards[i].stats;
+      const std::string p = "shard" + std::to_string(i) + "_";
+      for (const auto& [name, value] : {std::pair<const char*, std::uint64_t>{"hits", h.hits},
+                                        {"misses", h.misses},
+                                        {"writes", h.writes},
+                                        {"bytes", h.bytes},
+                                        {"remote_errors", h.remote_errors},
+                                        {"timeouts", h.timeouts},
+                                        {"breaker_state", h.breaker_state},
+                                        {"breaker_opens", h.breaker_opens},
+                                        {"breaker_rejections", h.breaker_rejections}}) {
+        out.emplace_back(p + name, value);
+      }
+    }
+    return out;
   }
 
  private:

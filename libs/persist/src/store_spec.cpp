@@ -3,6 +3,7 @@
 #include "primcache/base/error.hpp"
 #include "primcache/persist/directory_store.hpp"
 #include "primcache/persist/redis_store.hpp"
+#include "primcache/persist/sharded_redis_store.hpp"
 
 namespace primcache {
 
@@ -22,11 +23,16 @@ std::unique_ptr<blob_store> open_store(const store_spec& spec) {
     local = directory_store::open(std::move(o));
   }
   if (!spec.redis_url.empty()) {
-    redis_store_options o = parse_redis_url(spec.redis_url);
-    o.capacity_mb = spec.capacity_mb;
-    o.read_only = spec.read_only;
-    o.format = spec.format;
-    remote = redis_store::open(std::move(o));
+    redis_store_options base;
+    base.capacity_mb = spec.capacity_mb;
+    base.read_only = spec.read_only;
+    base.format = spec.format;
+    std::vector<redis_store_options> servers = parse_redis_url_list(spec.redis_url, base);
+    if (servers.size() == 1) {
+      remote = redis_store::open(std::move(servers.front()));
+    } else {
+      remote = sharded_redis_store::open(std::move(servers));
+    }
   }
   if (!local) return remote;
   if (!remote) return local;

@@ -195,6 +195,10 @@ bool tiered_store::read_only() const noexcept {
   return s_->local->read_only();
 }
 
+std::vector<blob_store_shard> tiered_store::shards() const {
+  return s_->remote->shards();
+}
+
 std::string tiered_store::describe() const {
   return s_->local->describe() + ", then " + s_->remote->describe();
 }

@@ -31,6 +31,7 @@
 #include "primcache/persist/fleet_key.hpp"
 #include "primcache/persist/redis_store.hpp"
 #include "primcache/persist/registration.hpp"
+#include "primcache/persist/sharded_redis_store.hpp"
 #include "primcache/persist/store_spec.hpp"
 #include "primcache/persist/tiered_store.hpp"
 #include "primcache/runtime/version.hpp"
@@ -379,9 +380,9 @@ class state {
     std::optional<std::string> redis = env_string(persistent_cache_redis_env);
     if (redis && !redis->empty()) {
       try {
-        parse_redis_url(*redis);
+        parse_redis_url_list(*redis);  // one URL, or a comma-separated list (sharded)
       } catch (const error& e) {
-        report_malformed_env(persistent_cache_redis_env, redact_redis_url(*redis), e.message(),
+        report_malformed_env(persistent_cache_redis_env, redact_redis_url_list(*redis), e.message(),
                              "no remote tier");
         redis.reset();
       }
@@ -399,7 +400,7 @@ class state {
                                     has_redis ? *redis : std::string());
     } catch (const error& e) {
       report_malformed_env(has_dir ? persistent_cache_dir_env : persistent_cache_redis_env,
-                           has_dir ? *dir : redact_redis_url(*redis), e.message(),
+                           has_dir ? *dir : redact_redis_url_list(*redis), e.message(),
                            "no persistent cache");
       return nullptr;
     }

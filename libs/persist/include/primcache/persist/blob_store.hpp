@@ -62,6 +62,13 @@ struct blob_store_stats {
   std::uint64_t dropped_writes = 0;      // tiered: background writes dropped, the queue being full
 };
 
+// One server of a sharded store (sharded_redis_store), as stats() of the
+// shard alone: what control shows per shard (registration.hpp).
+struct blob_store_shard {
+  std::string name;  // the shard's describe(): "redis HOST:PORT/PREFIX"
+  blob_store_stats stats;
+};
+
 enum class put_status : int {
   stored = 0,  // the entry is in the store
   exists,      // an entry for this key was already there; nothing written
@@ -104,6 +111,9 @@ class PRIMCACHE_API blob_store {
   virtual bool read_only() const noexcept = 0;
   // What the store is, for messages and the console: "directory /var/cache/x".
   virtual std::string describe() const = 0;
+  // The shards of a sharded store, in configuration order (a tiered store:
+  // its remote tier's); empty for a store that is not sharded.
+  virtual std::vector<blob_store_shard> shards() const { return {}; }
 };
 
 }  // namespace primcache

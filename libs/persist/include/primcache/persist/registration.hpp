@@ -8,7 +8,11 @@
 //   // weight_bytes the exact bytes, and extra stats writes, corrupt_entries,
 //   // errors, refusals, bytes_read, bytes_written, read_only, and the remote
 //   // tier's remote_hits, remote_errors, timeouts, breaker_state (0 closed,
-//   // 1 open, 2 half-open), breaker_opens, breaker_rejections, dropped_writes.
+//   // 1 open, 2 half-open), breaker_opens, breaker_rejections, dropped_writes;
+//   // for a sharded Redis tier (blob_store::shards()) also `shards` and, per
+//   // shard i (list order, from 0), shard<i>_hits, _misses, _writes, _bytes,
+//   // _remote_errors, _timeouts, _breaker_state, _breaker_opens,
+//   // _breaker_rejections.
 //
 // Capacity and size are in MB (capacity_unit::megabytes); size is rounded up,
 // so a store holding a few bytes does not read as empty. Stats: hits, misses,

@@ -6,19 +6,22 @@
 //   primcache::store_spec spec;
 //   spec.dir = "/var/cache/primcache";             // empty: no local tier
 //   spec.capacity_mb = 1024;
-//   spec.redis_url = "redis://cache:6379/pc";      // empty: no remote tier
+//   spec.redis_url = "redis://cache:6379/pc";      // empty: no remote tier; a,b,c: sharded
 //   spec.format.library_version = version_and_build_id;
 //   spec.format.key = fleet_key;                    // borrowed, may be null
 //   std::unique_ptr<primcache::blob_store> s = primcache::open_store(spec);
 //
-// dir only: a directory_store; redis_url only: a redis_store; both: a
-// tiered_store (the directory in front of Redis). read_only applies to every
+// dir only: a directory_store; redis_url only: a redis_store, or a
+// sharded_redis_store when redis_url is a comma-separated list of URLs
+// (sharded_redis_store.hpp); both: a tiered_store (the directory in front
+// of Redis). read_only applies to every
 // tier. The capacity is the directory's (for Redis only: the largest entry).
 //
 // Thread-safety: a plain function; the store it returns is thread-safe.
 // Exceptions: error(invalid_arguments) when neither dir nor redis_url is
-// set or the URL is malformed (parse_redis_url's message); what
-// directory_store::open and redis_store::open throw.
+// set or the URL (list) is malformed (parse_redis_url_list's message); what
+// directory_store::open, redis_store::open and sharded_redis_store::open
+// throw.
 #pragma once
 
 #include <cstdint>

@@ -24,6 +24,7 @@
 // - erase() and clear() reach both stores (clear() on a shared Redis drops
 //   the entries of the whole fleet under its prefix). size(), capacity(),
 //   set_capacity() and read_only() are the local store's.
+// - shards() is the remote store's (per-shard stats of a sharded Redis tier).
 // - stats(): hits (either tier), misses (both missed), remote_hits,
 //   writes/bytes/evictions/refusals/bytes_written of the local store,
 //   corrupt_entries of both, errors of both, and the remote store's
@@ -70,6 +71,8 @@ class PRIMCACHE_API tiered_store final : public blob_store {
   bool read_only() const noexcept override;
   // "directory /x, then redis h:p/prefix".
   std::string describe() const override;
+  // The remote store's shards (a sharded_redis_store's; else none).
+  std::vector<blob_store_shard> shards() const override;
 
   // Returns once every write queued before the call is done (or failed).
   void flush();

@@ -12,7 +12,8 @@
 // PRIMCACHE_PERSISTENT_CACHE_DIR (a directory store; unset or empty: none),
 // PRIMCACHE_PERSISTENT_CACHE_CAPACITY (MB, default 1024),
 // PRIMCACHE_PERSISTENT_CACHE_REDIS (redis://host:port/prefix: a Redis
-// store, behind the directory when both are set), and the persist
+// store, behind the directory when both are set; a comma-separated list of
+// such URLs: a sharded_redis_store over those servers), and the persist
 // library's PRIMCACHE_PERSISTENT_CACHE_KEY_FILE and _READONLY. A malformed
 // value, or a directory that cannot be opened, is reported once on stderr
 // with the reason and ignored. Any set_persistent_cache call wins over the
@@ -74,7 +75,8 @@ PRIMCACHE_API void set_persistent_cache_write_queue_capacity(std::size_t primiti
 
 // A store as the environment would open it (persist's open_store): `dir`
 // alone a directory store of capacity_mb MB, `redis_url` alone
-// (redis://host:port/prefix) a Redis store, both the tiered store (the
+// (redis://host:port/prefix; a comma-separated list of URLs: a sharded
+// Redis store) a Redis store, both the tiered store (the
 // directory in front of Redis); with the fleet key of
 // PRIMCACHE_PERSISTENT_CACHE_KEY_FILE (if set), read-only per
 // PRIMCACHE_PERSISTENT_CACHE_READONLY, and entries stamped with this
