@@ -234,6 +234,7 @@ void bm_primcache_matmul(benchmark::State& state, mm_shape s, int threads, weigh
     state.SkipWithError(e.what());
     return;
   }
+  prim.wait_until_specialized();  // a tiered creation starts on the generic kernel
   mm_operands o(s);
   pc::stream strm(eng);
   const pc::primitive::args args = {{PRIMCACHE_ARG_SRC, pc::memory(a_md, eng, o.a.data())},
