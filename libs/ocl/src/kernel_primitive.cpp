@@ -23,6 +23,40 @@ std::shared_ptr<const backend::primitive_impl> kernel_pd::create_impl(const engi
                                              device_identity::of(ocl.device_info()));
 }
 
+std::optional<backend::kernel_config> kernel_pd::default_config() const {
+  if (!tuning_) return std::nullopt;
+  return tuning_->default_config;
+}
+
+backend::config_space kernel_pd::config_candidates() const {
+  if (!tuning_) return {};
+  return tuning_->candidates();
+}
+
+result<bool> kernel_pd::validate_config(const backend::kernel_config& cfg) const {
+  if (!tuning_) return primitive_desc_impl::validate_config(cfg);
+  return tuning_->validate(cfg);
+}
+
+std::shared_ptr<const backend::primitive_impl> kernel_pd::create_impl_with(
+    const engine& eng, const backend::kernel_config& cfg) const {
+  if (!tuning_) return primitive_desc_impl::create_impl_with(eng, cfg);
+  if (auto ok = tuning_->validate(cfg); !ok) {
+    throw error(ok.why().code, std::string(name()) + ": " + ok.why().message);
+  }
+  auto candidate = std::make_shared<kernel_pd>(*this);
+  candidate->plan_ = tuning_->plan(cfg);
+  const ocl_engine& ocl = ocl_engine_of(backend::impl_of(eng));
+  return std::make_shared<const kernel_impl>(candidate, build_binary(ocl, candidate->plan_),
+                                             device_identity::of(ocl.device_info()), cfg);
+}
+
+void kernel_pd::follow_chosen_config() {
+  if (tuning_ && config() && *config() != tuning_->default_config) {
+    plan_ = tuning_->plan(*config());
+  }
+}
+
 std::shared_ptr<const backend::primitive_impl> kernel_pd::load_impl(
     const engine& eng, const backend::impl_blob& blob) const {
   // The runtime checked the name, the key (device identity and the kernel
@@ -44,7 +78,7 @@ std::vector<std::uint8_t> kernel_impl::serialize() const {
   b.name = pd().name();
   const auto k = pd().cache_key().bytes();
   b.key_bytes.assign(k.begin(), k.end());
-  b.config = pd().config();
+  b.config = config();
   b.object = write_binary_record(made_for_, pd_->plan().source, binary_);
   return b.encode();
 }
@@ -96,10 +130,11 @@ void kernel_impl::execute(const backend::exec_ctx& ctx) const {
 result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(
     backend::primitive_kind kind, const char* name, const primitive_attr& attr,
     const backend::engine_impl& eng, std::map<int, memory_desc> mds, kernel_plan plan,
-    key_writer op_key) {
+    key_writer op_key, std::shared_ptr<const kernel_tuning> tuning) {
   auto pd = std::make_shared<kernel_pd>(kind, name, attr, std::move(mds), std::move(plan),
-                                        op_key.finish());
+                                        op_key.finish(), std::move(tuning));
   pd->finalize(eng, 1);
+  pd->follow_chosen_config();
   return std::shared_ptr<const backend::primitive_desc_impl>(std::move(pd));
 }
 

@@ -26,8 +26,10 @@
 // Exceptions: primcache::error (CL failures by name, build logs).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "binary_record.hpp"
 #include "constant_weights.hpp"
@@ -37,19 +39,45 @@
 
 namespace primcache::ocl_internal {
 
+// A kernel whose configuration a tuner may choose (matmul, convolution; see
+// docs/autotune.md): the heuristic's configuration, the candidates, the
+// check, and the plan a configuration that passed the check generates. A
+// descriptor made with one leaves the configuration out of its op key:
+// finalize() chooses it (the config source's, the tune table's, else the
+// default) and appends it, and the plan follows the choice.
+struct kernel_tuning {
+  backend::kernel_config default_config;
+  std::function<backend::config_space()> candidates;
+  std::function<result<bool>(const backend::kernel_config&)> validate;
+  std::function<kernel_plan(const backend::kernel_config&)> plan;
+};
+
 class kernel_pd final : public backend::primitive_desc_impl {
  public:
   kernel_pd(backend::primitive_kind kind, const char* name, const primitive_attr& attr,
-            std::map<int, memory_desc> mds, kernel_plan plan, key op_key)
+            std::map<int, memory_desc> mds, kernel_plan plan, key op_key,
+            std::shared_ptr<const kernel_tuning> tuning = nullptr)
       : primitive_desc_impl(kind, attr, name),
         mds_(std::move(mds)),
         plan_(std::move(plan)),
-        op_key_(std::move(op_key)) {}
+        op_key_(std::move(op_key)),
+        tuning_(std::move(tuning)) {}
 
   memory_desc arg_md(int arg) const override;
   void write_op_key(key_writer& w) const override;
   std::shared_ptr<const backend::primitive_impl> create_impl(const engine& eng) const override;
   const kernel_plan& plan() const noexcept { return plan_; }
+
+  // Configurations (kernel_tuning); none without one.
+  std::optional<backend::kernel_config> default_config() const override;
+  backend::config_space config_candidates() const override;
+  result<bool> validate_config(const backend::kernel_config& cfg) const override;
+  // A candidate: a copy of this descriptor whose plan is `cfg`'s, compiled.
+  std::shared_ptr<const backend::primitive_impl> create_impl_with(
+      const engine& eng, const backend::kernel_config& cfg) const override;
+  // After finalize(): the plan of the configuration it chose, when that is
+  // not the default's (make_kernel_pd calls it).
+  void follow_chosen_config();
 
  protected:
   std::shared_ptr<const backend::primitive_impl> load_impl(
@@ -59,25 +87,33 @@ class kernel_pd final : public backend::primitive_desc_impl {
   std::map<int, memory_desc> mds_;
   kernel_plan plan_;
   key op_key_;
+  std::shared_ptr<const kernel_tuning> tuning_;
 };
 
 class kernel_impl final : public backend::primitive_impl {
  public:
-  kernel_impl(std::shared_ptr<const kernel_pd> pd, program_binary binary, device_identity made_for)
+  kernel_impl(std::shared_ptr<const kernel_pd> pd, program_binary binary, device_identity made_for,
+              std::optional<backend::kernel_config> built_with = std::nullopt)
       : primitive_impl(pd),
         pd_(std::move(pd)),
         binary_(std::move(binary)),
-        made_for_(std::move(made_for)) {}
+        made_for_(std::move(made_for)),
+        built_with_(std::move(built_with)) {}
 
   void create_resource(const engine& eng, backend::resource_mapper& mapper) const override;
   void execute(const backend::exec_ctx& ctx) const override;
   std::vector<std::uint8_t> serialize() const override;
   const program_binary& binary() const noexcept { return binary_; }
+  // A tuning candidate's configuration, else the descriptor's.
+  std::optional<backend::kernel_config> config() const override {
+    return built_with_ ? built_with_ : pd().config();
+  }
 
  private:
   std::shared_ptr<const kernel_pd> pd_;
   program_binary binary_;
-  device_identity made_for_;  // the device the binary was built on
+  device_identity made_for_;                          // the device the binary was built on
+  std::optional<backend::kernel_config> built_with_;  // set for tuning candidates
 };
 
 // The kernel of one kernel_impl realized in one engine's context, with its
@@ -102,7 +138,7 @@ class kernel_resource final : public backend::resource {
 result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(
     backend::primitive_kind kind, const char* name, const primitive_attr& attr,
     const backend::engine_impl& eng, std::map<int, memory_desc> mds, kernel_plan plan,
-    key_writer op_key);
+    key_writer op_key, std::shared_ptr<const kernel_tuning> tuning = nullptr);
 
 inline failure unimplemented(std::string message) {
   return failure{status::unimplemented, std::move(message)};

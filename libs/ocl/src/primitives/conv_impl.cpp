@@ -1,6 +1,7 @@
 #include "primitives/conv_impl.hpp"
 
 #include "kernel_primitive.hpp"
+#include "kernels/config_space.hpp"
 #include "kernels/conv_source.hpp"
 #include "ocl_engine.hpp"
 #include "primcache/runtime/backend/registry.hpp"
@@ -124,10 +125,34 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_conv_pd(
   p.dst.write_key(w);
   w.i64(p.stride_h).i64(p.stride_w).i64(p.dilate_h).i64(p.dilate_w);
   w.i64(p.pad_t).i64(p.pad_l).i64(p.pad_b).i64(p.pad_r);
-  c.write_key(w);
+  // A forced configuration is part of the op; otherwise finalize() chooses
+  // one (tune table, else this default) and appends it to the key.
+  if (forced_config) c.write_key(w);
   w.boolean(!p.user_weights.is_zero());  // other code: the kernel reads packed weights
+  std::shared_ptr<const kernel_tuning> tuning;
+  if (!forced_config) {
+    auto t = std::make_shared<kernel_tuning>();
+    t->default_config = to_fields(c);
+    const device_entry dev = ocl.device_info();
+    t->candidates = [dev, p] {
+      return backend::config_space::of([&] {
+        std::vector<backend::kernel_config> out;
+        for (const conv_config& m : conv_config_candidates(dev, p)) out.push_back(to_fields(m));
+        return out;
+      }());
+    };
+    t->validate = [dev, p](const backend::kernel_config& f) -> result<bool> {
+      auto typed = conv_config_from_fields(f);
+      if (!typed) return typed.why();
+      return check_conv_config(typed.value(), dev, p);
+    };
+    t->plan = [p](const backend::kernel_config& f) {
+      return conv_plan(p, conv_config_from_fields(f).value());
+    };
+    tuning = std::move(t);
+  }
   return make_kernel_pd(primitive_kind::convolution, "ocl:conv", attr, eng, std::move(mds),
-                        conv_plan(p, c), std::move(w));
+                        conv_plan(p, c), std::move(w), std::move(tuning));
 }
 
 void register_conv_impls() {

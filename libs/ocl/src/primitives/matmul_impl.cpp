@@ -1,6 +1,7 @@
 #include "primitives/matmul_impl.hpp"
 
 #include "kernel_primitive.hpp"
+#include "kernels/config_space.hpp"
 #include "kernels/matmul_source.hpp"
 #include "ocl_engine.hpp"
 #include "primcache/runtime/backend/registry.hpp"
@@ -76,10 +77,34 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_matmul_pd(
   w.boolean(!p.bias.is_zero());
   if (!p.bias.is_zero()) p.bias.write_key(w);
   p.dst.write_key(w);
-  c.write_key(w);
+  // A forced configuration is part of the op; otherwise finalize() chooses
+  // one (tune table, else this default) and appends it to the key.
+  if (forced_config) c.write_key(w);
   w.boolean(p.packed_weights);  // other code: the kernel reads the packed layout
+  std::shared_ptr<const kernel_tuning> tuning;
+  if (!forced_config) {
+    auto t = std::make_shared<kernel_tuning>();
+    t->default_config = to_fields(c);
+    const device_entry dev = ocl.device_info();
+    t->candidates = [dev, p] {
+      return backend::config_space::of([&] {
+        std::vector<backend::kernel_config> out;
+        for (const matmul_config& m : matmul_config_candidates(dev, p)) out.push_back(to_fields(m));
+        return out;
+      }());
+    };
+    t->validate = [dev](const backend::kernel_config& f) -> result<bool> {
+      auto typed = matmul_config_from_fields(f);
+      if (!typed) return typed.why();
+      return check_matmul_config(typed.value(), dev);
+    };
+    t->plan = [p](const backend::kernel_config& f) {
+      return matmul_plan(p, matmul_config_from_fields(f).value());
+    };
+    tuning = std::move(t);
+  }
   return make_kernel_pd(primitive_kind::matmul, "ocl:matmul", attr, eng, std::move(mds),
-                        matmul_plan(p, c), std::move(w));
+                        matmul_plan(p, c), std::move(w), std::move(tuning));
 }
 
 void register_matmul_impls() {
