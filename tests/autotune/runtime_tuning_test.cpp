@@ -151,7 +151,7 @@ bool jit() {
 
 }  // namespace
 
-TEST_CASE("the first execution of a tunable matmul tunes it; later descriptors get the winner",
+TEST_CASE("the first execution of a tunable matmul tunes it, later descriptors get the winner",
           "[autotune][runtime]") {
   if (!jit()) {
     WARN("the JIT matmul needs avx2: this host runs the reference, which has nothing to tune");

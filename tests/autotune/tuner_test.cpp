@@ -127,7 +127,7 @@ TEST_CASE("a candidate with wrong output is rejected and reported", "[autotune][
   }
 }
 
-TEST_CASE("candidates that fail are reported; a failing default fails the tuning",
+TEST_CASE("candidates that fail are reported, a failing default fails the tuning",
           "[autotune][tuner]") {
   fake_clock clk;
   SECTION("a candidate's build throws") {

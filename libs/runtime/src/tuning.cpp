@@ -3,6 +3,7 @@
 // autotune library.
 #include "primcache/runtime/tuning.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -42,7 +43,14 @@ struct tune_state {
   bool registered = false;
   tune_table table;
   std::string path;  // PRIMCACHE_TUNE_TABLE; set once, before the state is shared
+  // "tune_max_nconfigs" in control, when it could be registered; else this.
+  setting_registration max_nconfigs_setting;
   std::atomic<std::size_t> max_nconfigs{40};
+  // Metrics (docs/metrics.md, "Tuning"), registered with the state.
+  metric_counter primitives_kept, primitives_replaced, primitives_failed, primitives_skipped;
+  metric_counter candidates_measured, candidates_wrong, candidates_failed;
+  metric_histogram tuning_seconds;
+  metric_gauge table_entries;
   std::atomic<bool> dirty{false};  // the table changed since it was loaded or saved
   mutex mu;
   std::set<std::string> in_flight PRIMCACHE_GUARDED_BY(mu);  // problems being tuned
@@ -56,6 +64,10 @@ struct tune_state {
 
   bool on() const noexcept {
     return registered ? tune_switch.on() : local_switch.load(std::memory_order_acquire);
+  }
+  std::size_t nconfigs() const noexcept {
+    return max_nconfigs_setting ? static_cast<std::size_t>(max_nconfigs_setting.int_value())
+                                : max_nconfigs.load(std::memory_order_relaxed);
   }
   void set(bool v) noexcept {
     if (registered) {
@@ -72,6 +84,30 @@ void report(const std::string& line) {
 
 void save_at_exit();
 
+void register_tune_metrics(tune_state& st) {
+  control_registry& c = control();
+  const char* prim_help = "Primitives whose tuning ended, by result";
+  st.primitives_kept =
+      c.counter("primcache_tune_primitives_total", prim_help, {{"result", "kept"}});
+  st.primitives_replaced =
+      c.counter("primcache_tune_primitives_total", prim_help, {{"result", "replaced"}});
+  st.primitives_failed =
+      c.counter("primcache_tune_primitives_total", prim_help, {{"result", "failed"}});
+  st.primitives_skipped =
+      c.counter("primcache_tune_primitives_total", prim_help, {{"result", "skipped"}});
+  const char* cand_help = "Candidate configurations tried while tuning, by result";
+  st.candidates_measured =
+      c.counter("primcache_tune_candidates_total", cand_help, {{"result", "measured"}});
+  st.candidates_wrong =
+      c.counter("primcache_tune_candidates_total", cand_help, {{"result", "wrong"}});
+  st.candidates_failed =
+      c.counter("primcache_tune_candidates_total", cand_help, {{"result", "failed"}});
+  st.tuning_seconds =
+      c.histogram("primcache_tune_seconds", "Time to tune one primitive (builds included)", {},
+                  {0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800});
+  st.table_entries = c.gauge("primcache_tune_table_entries", "Entries in the process's tune table");
+}
+
 tune_state& state() {
   // Never destroyed: primitives may execute from threads that outlive
   // static destruction; the exit hook saves the table instead.
@@ -86,6 +122,15 @@ tune_state& state() {
       // Someone registered "tune" first: the runtime keeps its own switch.
       st->local_switch.store(initial);
     }
+    try {
+      st->max_nconfigs_setting = control().register_setting(setting_spec::integer(
+          "tune_max_nconfigs",
+          "candidate configurations measured per tuned primitive, the default included", 40, 1,
+          static_cast<std::int64_t>(kMaxNconfigsLimit)));
+    } catch (const error&) {
+      // Registered by someone else: the runtime keeps its own value.
+    }
+    register_tune_metrics(*st);
     if (auto p = env_string("PRIMCACHE_TUNE_TABLE"); p && !p->empty()) {
       st->path = *p;
       auto r = st->table.load_file(st->path, version().version);
@@ -100,6 +145,7 @@ tune_state& state() {
                ", this is " + version().version);
       }
     }
+    st->table_entries.set(static_cast<double>(st->table.size()));
     std::atexit(save_at_exit);
     return st;
   }();
@@ -176,6 +222,22 @@ const engine& engine_for(const primitive_desc& pd,
                                    : pd.get_engine();
 }
 
+// Host access to a memory's floats for one scope (map_data / unmap_data:
+// the buffer itself for host memory, a mapping for device memory; the
+// stream that wrote it has been waited for).
+class mapped_floats {
+ public:
+  explicit mapped_floats(const memory& m) : m_(m), p_(static_cast<float*>(m.map_data())) {}
+  ~mapped_floats() { m_.unmap_data(p_); }
+  mapped_floats(const mapped_floats&) = delete;
+  mapped_floats& operator=(const mapped_floats&) = delete;
+  float* data() const noexcept { return p_; }
+
+ private:
+  const memory& m_;
+  float* p_;
+};
+
 struct aligned_free {
   void operator()(void* p) const noexcept { std::free(p); }
 };
@@ -189,6 +251,7 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
                           pdi.kind() == backend::primitive_kind::convolution;
   if (!def || !kind_tuned) {
     st.skipped.fetch_add(1, std::memory_order_relaxed);
+    st.primitives_skipped.add();
     return;
   }
   for (const post_ops::entry& e : pdi.attr().get_post_ops().entries()) {
@@ -196,6 +259,7 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
       // exp magnifies the accumulation's rounding without a bound the
       // output check could use.
       st.skipped.fetch_add(1, std::memory_order_relaxed);
+      st.primitives_skipped.add();
       return;
     }
   }
@@ -219,9 +283,11 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   // Another thread may have finished tuning it since the first look.
   if (st.table.find(device, pdi.problem_key())) return;
 
-  // Private arguments with synthetic data, in the primitive's descriptors.
+  // Private arguments with synthetic data, in the primitive's descriptors,
+  // on the engines the primitive wants them (host or device memory: filled
+  // and read back through map_data).
   std::unordered_map<int, memory> args;
-  float* dst = nullptr;
+  const memory* dst = nullptr;
   std::size_t dst_count = 0;
   int seed = 0;
   for (const auto& a : pdi.required_args()) {
@@ -230,21 +296,24 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
                   "tuning needs f32 arguments, " + a.md.to_string() + " is not");
     }
     memory m(a.md, engine_for(pd, a.engine));
-    auto* p = static_cast<float*>(backend::storage_of(m)->host_ptr());
     const std::size_t n = a.md.size_bytes() / sizeof(float);
-    if (p == nullptr && n != 0) {
-      throw error(status::unimplemented,
-                  "tuning needs host memory (device memory is not tuned yet)");
-    }
     if (a.index == PRIMCACHE_ARG_DST) {
-      dst = p;
       dst_count = n;
-    } else {
-      fill_input(p, n, seed++);
+    } else if (n != 0) {
+      mapped_floats host(m);
+      fill_input(host.data(), n, seed++);
     }
-    args.emplace(a.index, std::move(m));
+    const int index = a.index;
+    auto it = args.emplace(index, std::move(m)).first;
+    if (index == PRIMCACHE_ARG_DST) dst = &it->second;
   }
   if (dst == nullptr) throw error(status::unimplemented, "tuning needs a destination to compare");
+  std::vector<float> got(dst_count);
+  auto read_dst = [&] {
+    if (dst_count == 0) return;
+    mapped_floats host(*dst);
+    std::copy(host.data(), host.data() + dst_count, got.begin());
+  };
 
   // The tolerance: sums of K + 1 terms (products and the bias) of magnitude
   // at most 1, each post-op's slope bounded by its scale and alpha.
@@ -275,7 +344,10 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
     const std::size_t bytes = impl->scratchpad_bytes();
     scratch.reset(bytes ? std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095}) : nullptr);
     if (bytes && !scratch) throw error(status::out_of_memory, "cannot allocate a scratchpad");
-    fill_nan(dst, dst_count);  // what a candidate does not write stays NaN
+    if (dst_count != 0) {
+      mapped_floats host(*dst);
+      fill_nan(host.data(), dst_count);  // what a candidate does not write stays NaN
+    }
   };
   cb.run = [&](std::size_t) {
     const backend::exec_ctx ctx{&s, &args, resources.get(), scratch.get(), &pdi.attr()};
@@ -283,10 +355,14 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
     s.wait();
   };
   cb.compare = [&](std::size_t) {
-    return compare_outputs(expected, std::span<const float>(dst, dst_count), tolerance);
+    read_dst();
+    return compare_outputs(expected, got, tolerance);
   };
   cb.release = [&](std::size_t i) {
-    if (i == 0) expected.assign(dst, dst + dst_count);
+    if (i == 0) {
+      read_dst();
+      expected = got;
+    }
     impl.reset();
     resources.reset();
     scratch.reset();
@@ -294,7 +370,7 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   cb.describe = [&](std::size_t i) { return config_at(i).to_json(); };
 
   tune_options o;
-  o.max_nconfigs = st.max_nconfigs.load(std::memory_order_relaxed);
+  o.max_nconfigs = st.nconfigs();
   o.search = spread_search();  // the spaces are far larger than the budget
   o.prune = [&](std::size_t i) {
     const backend::kernel_config c = config_at(i);
@@ -323,6 +399,12 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   st.wrong.fetch_add(r.wrong, std::memory_order_relaxed);
   st.failed_candidates.fetch_add(r.failed, std::memory_order_relaxed);
   st.tuning_ns.fetch_add(static_cast<std::int64_t>(r.tuning_ns), std::memory_order_relaxed);
+  (r.default_replaced() ? st.primitives_replaced : st.primitives_kept).add();
+  st.candidates_measured.add(r.measured);
+  st.candidates_wrong.add(r.wrong);
+  st.candidates_failed.add(r.failed);
+  st.tuning_seconds.observe(r.tuning_ns / 1e9);
+  st.table_entries.set(static_cast<double>(st.table.size()));
   // A wrong candidate is a kernel bug: always said.
   for (const candidate_report& c : r.candidates) {
     if (c.outcome == candidate_outcome::wrong_output) {
@@ -355,6 +437,7 @@ void tune_on_first_execute(const primitive_desc& pd, const stream& strm) noexcep
     tune_primitive(pd, strm);
   } catch (const std::exception& e) {
     state().failed.fetch_add(1, std::memory_order_relaxed);
+    state().primitives_failed.add();
     try {
       const auto& pdi = backend::impl_of(pd);
       report("tuning " + describe_problem(pdi) + " (" + pdi.name() +
@@ -363,6 +446,7 @@ void tune_on_first_execute(const primitive_desc& pd, const stream& strm) noexcep
     }
   } catch (...) {
     state().failed.fetch_add(1, std::memory_order_relaxed);
+    state().primitives_failed.add();
   }
 }
 
@@ -406,11 +490,16 @@ void set_tune_max_nconfigs(std::size_t n) {
     throw error(status::invalid_arguments, "max_nconfigs " + std::to_string(n) + " is outside 1.." +
                                                std::to_string(runtime_internal::kMaxNconfigsLimit));
   }
-  runtime_internal::state().max_nconfigs.store(n, std::memory_order_relaxed);
+  auto& st = runtime_internal::state();
+  if (st.max_nconfigs_setting) {
+    control().set_setting("tune_max_nconfigs", static_cast<std::int64_t>(n));
+  } else {
+    st.max_nconfigs.store(n, std::memory_order_relaxed);
+  }
 }
 
 std::size_t get_tune_max_nconfigs() {
-  return runtime_internal::state().max_nconfigs.load(std::memory_order_relaxed);
+  return runtime_internal::state().nconfigs();
 }
 
 tune_table& global_tune_table() {
@@ -435,6 +524,7 @@ std::size_t save_tune_table(const std::string& path) {
   auto r = st.table.save_file(to, version().version);
   if (!r) throw error(r.why().code, r.why().message);
   if (to == st.path) st.dirty.store(false);
+  st.table_entries.set(static_cast<double>(st.table.size()));
   return r.value();
 }
 
