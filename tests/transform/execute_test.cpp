@@ -187,6 +187,57 @@ TEST_CASE("every data-type pair round-trips", "[transform][execute][data_type]")
   CHECK(bad == 0);
 }
 
+TEST_CASE("quantized data converts with its scale", "[transform][execute][scale]") {
+  const engine cpu(engine_kind::cpu, 0);
+  const std::vector<std::int64_t> dims = {2, 19, 3, 5};
+  const kernel_type f32{place::cpu(), data_type::f32, layout(format_tag::abcd), library::jit()};
+  memory src(f32.layout.desc_for(dims, data_type::f32), cpu);
+  const std::int64_t n = src.get_desc().nelems();
+  auto* x = static_cast<float*>(src.get_data_handle());
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-7.f, 7.f);
+  for (std::int64_t i = 0; i < n; ++i) x[i] = dist(rng);
+  x[0] = 100.f;  // saturates in s8 at scale 0.05 (6.35 is the largest)
+  x[1] = -100.f;
+
+  SECTION("f32 -> s8 (scale 0.05, blocked) -> f32: within half a step, saturated at the ends") {
+    kernel_type q{place::cpu(), data_type::s8, layout(format_tag::aBcd16b), library::jit(), 0.05f};
+    const memory mid = transform(src, f32, q);
+    const memory back = transform(mid, q, f32);
+    const auto* y = static_cast<const float*>(back.get_data_handle());
+    CHECK(y[0] == Approx(127 * 0.05));
+    CHECK(y[1] == Approx(-128 * 0.05));
+    std::int64_t bad = 0;
+    for (std::int64_t i = 2; i < n; ++i) {
+      const double want = std::clamp(static_cast<double>(x[i]), -128 * 0.05, 127 * 0.05);
+      if (std::fabs(y[i] - want) > 0.025 + 1e-6 && bad++ < 3) {
+        UNSCOPED_INFO("element " << i << ": " << x[i] << " came back " << y[i]);
+      }
+    }
+    CHECK(bad == 0);
+  }
+  SECTION("u8 requantized from scale 0.1 to 0.2: q' = round_half_even(q / 2)") {
+    kernel_type a{place::cpu(), data_type::u8, layout(format_tag::abcd), library::jit(), 0.1f};
+    kernel_type b = a;
+    b.scale = 0.2f;
+    memory qa(a.layout.desc_for(dims, data_type::u8), cpu);
+    auto* q = static_cast<std::uint8_t*>(qa.get_data_handle());
+    for (std::int64_t i = 0; i < n; ++i) q[i] = static_cast<std::uint8_t>(i % 256);
+    const auto plan = plan_transform(a, b);
+    REQUIRE(plan->steps.size() == 1);
+    const memory qb = execute_plan(*plan, qa);
+    const auto* r = static_cast<const std::uint8_t*>(qb.get_data_handle());
+    std::int64_t bad = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto want = static_cast<int>(std::nearbyint((i % 256) / 2.0));
+      if (r[i] != want && bad++ < 3) {
+        UNSCOPED_INFO("element " << i << ": " << (i % 256) << " became " << int(r[i]));
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("a user transform runs in place of the built-in one", "[transform][execute]") {
   const engine cpu(engine_kind::cpu, 0);
   auto& reg = transform_registry::global();

@@ -8,9 +8,11 @@
 using namespace primcache;
 
 TEST_CASE("kernel types print and parse back", "[transform][kernel_type]") {
-  const std::string text = GENERATE(as<std::string>{}, "cpu/f32/abcd/jit", "gpu:0/bf16/aBcd16b/jit",
-                                    "gpu:3/s8/acdb/reference", "cpu/u8/s64,1/generic",
-                                    "cpu/s32/ABcd16b16a/my-lib", "cpu:1/f16/a/reference");
+  const std::string text =
+      GENERATE(as<std::string>{}, "cpu/f32/abcd/jit", "gpu:0/bf16/aBcd16b/jit",
+               "gpu:3/s8/acdb/reference", "cpu/u8/s64,1/generic", "cpu/s32/ABcd16b16a/my-lib",
+               "cpu:1/f16/a/reference", "cpu/s8*0.05/abcd/jit", "gpu:0/u8*2/acdb/jit",
+               "cpu/s32*1e-05/ab/jit", "cpu/u8*0.1/a/reference");
   const kernel_type t = kernel_type::parse(text);
   CHECK(t.to_string() == text);
   CHECK(kernel_type::parse(t.to_string()) == t);
@@ -27,16 +29,21 @@ TEST_CASE("kernel types compare and hash by every field", "[transform][kernel_ty
   }
   SECTION("each field tells kernel types apart") {
     std::unordered_set<kernel_type> set{a};
-    kernel_type p = a, d = a, l = a, lib = a;
+    kernel_type p = a, d = a, l = a, lib = a, s8 = a, s8_scaled = a;
     p.place = place::gpu(0);
     d.data_type = data_type::bf16;
     l.layout = layout(format_tag::nhwc);
     lib.library = library::reference();
-    for (const auto& t : {p, d, l, lib}) {
+    s8.data_type = data_type::s8;
+    s8_scaled.data_type = data_type::s8;
+    s8_scaled.scale = 0.25f;
+    for (const auto& t : {p, d, l, lib, s8, s8_scaled}) {
       CHECK_FALSE(t == a);
       CHECK(set.insert(t).second);
     }
-    CHECK(set.size() == 5);
+    CHECK(set.size() == 7);
+    CHECK(s8.to_string() == "cpu/s8/abcd/jit");
+    CHECK(s8_scaled.to_string() == "cpu/s8*0.25/abcd/jit");
     CHECK(set.count(kernel_type::parse("cpu/f32/abcd/jit")) == 1);
   }
 }
@@ -58,10 +65,12 @@ TEST_CASE("kernel types come from memory descriptors", "[transform][kernel_type]
 }
 
 TEST_CASE("malformed kernel types are refused with the text", "[transform][kernel_type]") {
-  const std::string text =
-      GENERATE(as<std::string>{}, "cpu/f32/abcd", "tpu/f32/abcd/jit", "cpu/f64/abcd/jit",
-               "cpu/f32/nchw17/jit", "cpu/f32/abcd/", "gpu:x/f32/abcd/jit", "cpu/f32/s1,,2/jit",
-               "cpu/f32/abcd/jit/x");
+  const std::string text = GENERATE(
+      as<std::string>{}, "cpu/f32/abcd", "tpu/f32/abcd/jit", "cpu/f64/abcd/jit",
+      "cpu/f32/nchw17/jit", "cpu/f32/abcd/", "gpu:x/f32/abcd/jit", "cpu/f32/s1,,2/jit",
+      "cpu/f32/abcd/jit/x", "cpu/s8*/abcd/jit", "cpu/s8*x/abcd/jit", "cpu/s8*0.5x/abcd/jit",
+      "cpu/s8*0/abcd/jit", "cpu/s8*-1/abcd/jit", "cpu/s8*inf/abcd/jit", "cpu/s8*nan/abcd/jit",
+      "cpu/f32*0.5/abcd/jit", "cpu/bf16*2/abcd/jit");
   try {
     (void)kernel_type::parse(text);
     FAIL("parsed " << text);
@@ -69,6 +78,18 @@ TEST_CASE("malformed kernel types are refused with the text", "[transform][kerne
     CHECK(e.code() == status::invalid_arguments);
     CHECK_THAT(e.what(), Catch::Contains("kernel type '" + text + "'"));
   }
+}
+
+TEST_CASE("a scale on floating-point data says why it does not fit", "[transform][kernel_type]") {
+  kernel_type t = kernel_type::parse("cpu/s8*0.5/abcd/jit");
+  CHECK(t.scale_problem().empty());
+  t.data_type = data_type::f16;
+  CHECK_THAT(t.scale_problem(), Catch::Contains("on f16 data"));
+  t.scale = 1.f;
+  CHECK(t.scale_problem().empty());
+  t.data_type = data_type::u8;
+  t.scale = -2.f;
+  CHECK_THAT(t.scale_problem(), Catch::Contains("not a finite positive number"));
 }
 
 TEST_CASE("a layout refuses a tensor of another rank", "[transform][kernel_type]") {

@@ -1,7 +1,5 @@
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "primcache/base/error.hpp"
@@ -75,6 +73,46 @@ TEST_CASE("plans are the expected chains", "[transform][plan]") {
     CHECK(kinds(*plan) == c.steps);
     CHECK(plan->bytes_per_element() == c.bytes);
     check_chained(*plan);
+  }
+}
+
+TEST_CASE("quantization scales travel with their data type", "[transform][plan]") {
+  SECTION("quantizing with a layout change is one fused reorder") {
+    const auto p = plan_transform(kt("cpu/f32/abcd/jit"), kt("cpu/s8*0.05/acdb/jit"));
+    CHECK(kinds(*p) == std::vector<tk>{tk::layout_and_data_type});
+    check_chained(*p);
+  }
+  SECTION("a change of scale alone is one data-type step") {
+    const auto p = plan_transform(kt("cpu/s8*0.05/abcd/jit"), kt("cpu/s8*0.1/abcd/jit"));
+    CHECK(kinds(*p) == std::vector<tk>{tk::data_type});
+  }
+  SECTION("the scale is requantized on the host before a copy to the device") {
+    const auto p = plan_transform(kt("cpu/s8*0.05/abcd/jit"), kt("gpu:0/s8*0.1/abcd/jit"));
+    CHECK(kinds(*p) == std::vector<tk>{tk::data_type, tk::place});
+    check_chained(*p);
+    CHECK(p->steps[0].to == kt("cpu/s8*0.1/abcd/jit"));
+  }
+  SECTION("a device's data is requantized on the host (the device has no such reorder)") {
+    const auto p = plan_transform(kt("gpu:0/s8*0.05/abcd/jit"), kt("gpu:0/s8*0.1/abcd/jit"));
+    CHECK(kinds(*p) == std::vector<tk>{tk::place, tk::data_type, tk::place});
+    check_chained(*p);
+  }
+  SECTION("a scale that does not fit its type is refused") {
+    kernel_type bad = kt("cpu/f32/abcd/jit");
+    bad.scale = 0.5f;
+    try {
+      (void)plan_transform(bad, kt("cpu/s8/abcd/jit"));
+      FAIL("planned from " << bad.to_string());
+    } catch (const error& e) {
+      CHECK(e.code() == status::invalid_arguments);
+      CHECK_THAT(e.what(), Catch::Contains("scale 0.5 on f32 data"));
+    }
+    kernel_type zero = kt("cpu/s8/abcd/jit");
+    zero.scale = 0.f;
+    CHECK_THROWS_WITH(
+        transform_registry::global().add(zero, kt("cpu/f32/abcd/jit"), "z",
+                                         [](const memory&, const memory&, const stream&) {}),
+        Catch::Contains("not a finite positive number"));
   }
 }
 
@@ -190,41 +228,4 @@ TEST_CASE("plans are cached", "[transform][plan]") {
     (void)reg.plan(a, b);
     CHECK(reg.plan_cache_stats().misses == 2);
   }
-}
-
-TEST_CASE("plans from many threads agree while transforms come and go",
-          "[transform][plan][concurrency]") {
-  transform_registry reg(8);  // small, so entries are evicted as well
-  const auto a = kt("cpu/f32/abcd/jit"), b = kt("cpu/f32/acdb/jit");
-  const std::vector<kernel_type> targets = {b, kt("gpu:0/bf16/abcd/jit"), kt("cpu/s8/aBcd8b/jit"),
-                                            kt("gpu:1/f32/abcd/jit")};
-  std::atomic<bool> stop{false};
-  std::atomic<int> wrong{0};
-  std::thread churn([&] {
-    for (int i = 0; i < 200; ++i) {
-      reg.add(a, b, "mine", [](const memory&, const memory&, const stream&) {});
-      reg.remove(a, b);
-    }
-    stop = true;
-  });
-  std::vector<std::thread> planners;
-  for (int t = 0; t < 4; ++t) {
-    planners.emplace_back([&, t] {
-      std::size_t i = static_cast<std::size_t>(t);
-      while (!stop) {
-        const auto& to = targets[i++ % targets.size()];
-        const auto p = reg.plan(a, to);
-        if (p->from != a || p->to != to || p->steps.empty()) ++wrong;
-        if (to == b && kinds(*p) != std::vector<tk>{tk::layout} &&
-            kinds(*p) != std::vector<tk>{tk::user}) {
-          ++wrong;
-        }
-      }
-    });
-  }
-  churn.join();
-  for (auto& t : planners) t.join();
-  CHECK(wrong == 0);
-  // Once the churn is over, the built-in plan is back.
-  CHECK(kinds(*reg.plan(a, b)) == std::vector<tk>{tk::layout});
 }

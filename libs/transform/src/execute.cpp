@@ -68,8 +68,13 @@ void run_step(const transform_step& step, const memory& cur, const memory& dst) 
   if (step.kind == transform_kind::user) {
     (*step.function)(cur, dst, strm);
   } else {
-    // Through the primitive cache: the same reorder is compiled once.
-    reorder(cur, dst).execute(strm, cur, dst);
+    // Through the primitive cache: the same reorder is compiled once (the
+    // scale is a run-time argument of the kernel, only its mask is keyed).
+    primitive_attr attr;
+    if (step.from.scale != step.to.scale) {
+      attr.set_output_scales(0, {step.from.scale / step.to.scale});
+    }
+    reorder(cur, dst, attr).execute(strm, cur, dst);
   }
   strm.wait();
 }

@@ -1,6 +1,8 @@
 #include "primcache/transform/kernel_type.hpp"
 
 #include <charconv>
+#include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "primcache/base/error.hpp"
@@ -138,9 +140,39 @@ kernel_type kernel_type::of(const memory& mem, primcache::library lib) {
   return {place::of(mem.get_engine()), md.data_type(), layout::of(md), std::move(lib)};
 }
 
+namespace {
+
+bool is_integer(data_type dt) {
+  return dt == data_type::s8 || dt == data_type::u8 || dt == data_type::s32;
+}
+
+// The shortest text that reads back as the same float.
+std::string scale_text(float scale) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, scale);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(scale);
+}
+
+}  // namespace
+
+std::string kernel_type::scale_problem() const {
+  if (!std::isfinite(scale) || !(scale > 0.f)) {
+    return "scale " + scale_text(scale) + " is not a finite positive number";
+  }
+  if (scale != 1.f && !is_integer(data_type)) {
+    return "scale " + scale_text(scale) + " on " + std::string(primcache::to_string(data_type)) +
+           " data (only s8, u8 and s32 carry a scale)";
+  }
+  return {};
+}
+
 std::string kernel_type::to_string() const {
-  return place.to_string() + "/" + std::string(primcache::to_string(data_type)) + "/" +
-         layout.to_string() + "/" + library.name;
+  std::string dt(primcache::to_string(data_type));
+  if (scale != 1.f) {
+    dt.push_back('*');
+    dt += scale_text(scale);
+  }
+  return place.to_string() + "/" + dt + "/" + layout.to_string() + "/" + library.name;
 }
 
 kernel_type kernel_type::parse(std::string_view text) {
@@ -157,6 +189,15 @@ kernel_type kernel_type::parse(std::string_view text) {
   kernel_type t;
   try {
     t.place = place::parse(parts[0]);
+    if (const auto star = parts[1].find('*'); star != std::string_view::npos) {
+      const std::string_view number = parts[1].substr(star + 1);
+      const char* end = number.data() + number.size();
+      auto [p, ec] = std::from_chars(number.data(), end, t.scale);
+      if (ec != std::errc() || p != end || number.empty()) {
+        bad("scale '" + std::string(number) + "' is not a number");
+      }
+      parts[1] = parts[1].substr(0, star);
+    }
     if (parts[1] == "undef") {
       t.data_type = data_type::undef;
     } else if (auto dt = parse_data_type(parts[1])) {
@@ -164,6 +205,7 @@ kernel_type kernel_type::parse(std::string_view text) {
     } else {
       bad("'" + std::string(parts[1]) + "' is not a data type");
     }
+    if (auto why = t.scale_problem(); !why.empty()) bad(why);
     t.layout = layout::parse(parts[2]);
     if (parts[3].empty()) bad("no library named");
   } catch (const error& e) {
@@ -180,6 +222,9 @@ std::size_t kernel_type::hash() const noexcept {
   mix(seed, static_cast<std::size_t>(layout.tag()));
   for (std::int64_t s : layout.strides()) mix(seed, static_cast<std::size_t>(s));
   mix(seed, std::hash<std::string>()(library.name));
+  std::uint32_t scale_bits = 0;
+  std::memcpy(&scale_bits, &scale, sizeof scale_bits);
+  mix(seed, scale_bits);
   return seed;
 }
 

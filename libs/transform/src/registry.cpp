@@ -57,7 +57,8 @@ std::optional<transform_step> builtin_step(const kernel_type& x, const kernel_ty
   s.from = x;
   s.to = y;
   const bool same_place = x.place == y.place;
-  const bool same_type = x.data_type == y.data_type;
+  // A change of scale alone (requantization) is a data-type step.
+  const bool same_type = x.data_type == y.data_type && x.scale == y.scale;
   const bool same_layout = x.layout == y.layout;
   if (same_place && same_type && same_layout) {
     s.kind = transform_kind::library;
@@ -79,7 +80,8 @@ std::optional<transform_step> builtin_step(const kernel_type& x, const kernel_ty
     }
     return std::nullopt;
   }
-  // Host <-> device: one layout, one data type, one side on the CPU.
+  // Host <-> device: one layout, one data type (and scale), one side on the
+  // CPU.
   if (same_type && same_layout && (x.place.is_cpu() != y.place.is_cpu())) {
     s.kind = transform_kind::place;
     return s;
@@ -130,6 +132,9 @@ transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
       throw error(status::invalid_arguments,
                   "kernel type " + t->to_string() + " has no known data type");
     }
+    if (auto why = t->scale_problem(); !why.empty()) {
+      throw error(status::invalid_arguments, "kernel type " + t->to_string() + ": " + why);
+    }
     if (t->layout.is_tag() &&
         (t->layout.tag() == format_tag::undef || t->layout.tag() == format_tag::any)) {
       throw error(status::invalid_arguments,
@@ -161,23 +166,30 @@ transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
   // The kernel types a chain may pass through: the two ends' places, types,
   // layouts and libraries combined, the CPU and f32 as stopovers, and the
   // ends of user transforms.
+  // A data type travels with its scale.
+  struct scaled_type {
+    data_type type;
+    float scale;
+    bool operator==(const scaled_type&) const = default;
+  };
   std::vector<place> places;
-  std::vector<data_type> types;
+  std::vector<scaled_type> types;
   std::vector<layout> layouts;
   std::vector<library> libraries;
   for (const kernel_type* t : {&actual, &expected}) {
     add_unique(places, t->place);
-    add_unique(types, t->data_type);
+    add_unique(types, scaled_type{t->data_type, t->scale});
     add_unique(layouts, t->layout);
     add_unique(libraries, t->library);
   }
   add_unique(places, place::cpu());
-  add_unique(types, data_type::f32);
+  add_unique(types, scaled_type{data_type::f32, 1.f});
   std::vector<kernel_type> nodes;
   for (const auto& p : places)
-    for (auto dt : types)
+    for (const auto& st : types)
       for (const auto& l : layouts)
-        for (const auto& lib : libraries) add_unique(nodes, kernel_type{p, dt, l, lib});
+        for (const auto& lib : libraries)
+          add_unique(nodes, kernel_type{p, st.type, l, lib, st.scale});
   for (const auto& [k, u] : users) {
     add_unique(nodes, k.from);
     add_unique(nodes, k.to);
@@ -274,6 +286,10 @@ void transform_registry::add(const kernel_type& from, const kernel_type& to, std
     if (!is_known(t->data_type) || (t->layout.is_tag() && t->layout.tag() == format_tag::undef)) {
       throw error(status::invalid_arguments,
                   "transform '" + name + "': kernel type " + t->to_string() + " is incomplete");
+    }
+    if (auto why = t->scale_problem(); !why.empty()) {
+      throw error(status::invalid_arguments,
+                  "transform '" + name + "': kernel type " + t->to_string() + ": " + why);
     }
   }
   user_entry entry{std::move(name),

@@ -9,15 +9,23 @@
 //   kernel_type b = kernel_type::parse("gpu:0/f32/aBcd16b/reference");
 //   std::unordered_set<kernel_type> seen{a, b};
 //   kernel_type c = kernel_type::of(mem, primcache::library::jit());  // from a memory
+//   kernel_type q = kernel_type::parse("cpu/s8*0.05/abcd/jit");  // int8, 0.05 per step
 //
 // A layout is a format tag (kept in canonical form: nchw and abcd are one
 // layout) or, for a plain layout no tag names, its strides in elements
 // (printed "s64,1"). to_string and parse are inverses for every value.
 //
+// Integer data (s8, u8, s32) may carry a quantization scale: a stored q
+// stands for the real value q * scale ("s8*0.05"; 1 when absent, and not
+// printed then). Floating-point data has scale 1. A transform between two
+// scales multiplies by from.scale / to.scale, rounds to nearest even and
+// saturates.
+//
 // Thread-safety: values; copies are independent. Exceptions: parse and
 // layout::desc_for throw primcache::error(invalid_arguments) naming the bad
-// text or the mismatch; kernel_type::of throws for an empty memory or a
-// layout neither a tag nor plain strides describe.
+// text or the mismatch (parse also refuses a scale that is not finite and
+// positive, or a scale on floating-point data); kernel_type::of throws for
+// an empty memory or a layout neither a tag nor plain strides describe.
 #pragma once
 
 #include <cstddef>
@@ -100,11 +108,17 @@ struct PRIMCACHE_API kernel_type {
   primcache::data_type data_type = primcache::data_type::undef;
   primcache::layout layout;
   primcache::library library;
+  // Quantization scale of integer data (see above); 1 for every other type.
+  float scale = 1.f;
 
-  // The kernel type of the data `mem` holds, read by `lib`'s kernels.
+  // The kernel type of the data `mem` holds, read by `lib`'s kernels (scale 1).
   static kernel_type of(const memory& mem, primcache::library lib);
-  // "<place>/<data type>/<layout>/<library>": "gpu:1/bf16/aBcd16b/jit".
+  // "<place>/<data type>[*<scale>]/<layout>/<library>":
+  // "gpu:1/bf16/aBcd16b/jit", "cpu/u8*0.5/acdb/jit".
   std::string to_string() const;
+  // Empty when the scale fits the data type (finite, positive, and 1 unless
+  // the type is an integer one), else why not.
+  std::string scale_problem() const;
   static kernel_type parse(std::string_view text);
   std::size_t hash() const noexcept;
   friend bool operator==(const kernel_type&, const kernel_type&) = default;

@@ -10,11 +10,13 @@
 // Built-in transforms (rules, not a table, so every pair is covered):
 // - on the CPU, any layout to any layout and any data type of f32, bf16,
 //   f16, s8, u8, s32 to any other, in one reorder (round to nearest even,
-//   then saturate; no scales);
+//   then saturate), with the quantization scales of the two ends (a reorder
+//   output scale of from.scale / to.scale; a change of scale alone is a
+//   data-type step: requantization);
 // - on an OpenCL GPU, layout changes of f32 data (the OpenCL reorder's
 //   reach today);
-// - between the CPU and a GPU, a copy of the same layout and data type (the
-//   OpenCL backend's cross-engine reorder);
+// - between the CPU and a GPU, a copy of the same layout, data type and
+//   scale (the OpenCL backend's cross-engine reorder);
 // - a library change alone: nothing runs.
 // A user transform registered for a pair (from, to) replaces the built-in
 // step for that pair, and when the pair is (actual, expected) it is the
@@ -33,7 +35,8 @@
 // an exclusive lock held for the map update only; plan never holds it
 // while searching. Exceptions: plan throws primcache::error(unimplemented)
 // naming both kernel types when no chain joins them, invalid_arguments
-// for an undef data type or layout.
+// for an undef data type or layout or a scale that does not fit its type
+// (kernel_type::scale_problem).
 #pragma once
 
 #include <cstddef>
