@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "jit/compiler.hpp"
+#include "kernels/generic_conv_generator.hpp"
 #include "kernels/generic_matmul_generator.hpp"
 
 namespace {
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The levels whose vector shapes differ; higher levels (VNNI, BF16, FP16)
-  // add nothing an f32 matmul uses and run avx512_core's object.
+  // add nothing an f32 matmul or convolution uses and run avx512_core's object.
   const cpu_isa levels[] = {cpu_isa::avx2, cpu_isa::avx512_core};
   std::vector<built> objects;
   for (cpu_isa isa : levels) {
@@ -53,6 +54,19 @@ int main(int argc, char** argv) {
       return 1;
     }
     objects.push_back({"k_" + name, "matmul", isa, std::move(object).value()});
+  }
+  // The convolution's tiles: a 16-channel vector at both levels, the
+  // register tile per level (generic_conv_shape_for).
+  for (cpu_isa isa : levels) {
+    const std::string name = generic_conv_name(isa);
+    auto object = compile_object(name, isa, generic_conv_compile_settings,
+                                 [&](llvm::Module& m) { generate_generic_conv(isa, m); });
+    if (!object) {
+      std::fprintf(stderr, "generic_kernels_aot: %s: %s\n", name.c_str(),
+                   object.why().message.c_str());
+      return 1;
+    }
+    objects.push_back({"k_" + name, "conv", isa, std::move(object).value()});
   }
 
   std::ostringstream out;

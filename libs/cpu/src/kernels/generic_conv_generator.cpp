@@ -1,0 +1,540 @@
+#include "kernels/generic_conv_generator.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include "jit/ir_loop.hpp"
+#include "kernels/conv_geometry.hpp"
+#include "kernels/post_ops.hpp"
+
+namespace primcache::cpu_internal {
+
+generic_conv_tiles generic_conv_tiles_for(cpu_isa isa) noexcept {
+  // The tiles default_conv_config (conv_config.cpp) chooses from: up to 4
+  // blocks and 24 accumulators at avx512_core, 2 and 6 below.
+  if (isa >= cpu_isa::avx512_core) return {4, 24};
+  return {2, 6};
+}
+
+std::string generic_conv_symbol(int ow_block, int blocks, bool interior) {
+  return "conv_generic_tile_" + std::to_string(ow_block) + "x" + std::to_string(blocks) +
+         (interior ? "_interior" : "_edge");
+}
+
+std::string generic_conv_name(cpu_isa isa) {
+  return "conv_generic_" + std::string(to_string(isa));
+}
+
+namespace {
+
+constexpr int lanes = conv_lanes;
+using values = ir_values;
+
+class generic_conv_generator {
+ public:
+  generic_conv_generator(cpu_isa isa, llvm::Module& m)
+      : tiles_(generic_conv_tiles_for(isa)),
+        m_(m),
+        ctx_(m.getContext()),
+        b_(ctx_),
+        f32_(b_.getFloatTy()),
+        i64_(b_.getInt64Ty()),
+        i32_(b_.getInt32Ty()),
+        ptr_(llvm::PointerType::get(ctx_, 0)),
+        vec_(llvm::FixedVectorType::get(f32_, lanes)) {}
+
+  void build() {
+    post_ops_ = build_post_ops();
+    for (int blocks = 1; blocks <= tiles_.max_blocks; ++blocks) {
+      for (int width = 1; tiles_.has(width, blocks); ++width) {
+        for (bool interior : {true, false}) build_tile(width, blocks, interior);
+      }
+    }
+  }
+
+ private:
+  llvm::Value* i64c(std::int64_t v) { return llvm::ConstantInt::get(i64_, v, true); }
+  llvm::Value* gep(llvm::Value* base, llvm::Value* index) {
+    return b_.CreateGEP(f32_, base, index);
+  }
+  llvm::Value* zero_vec() { return llvm::Constant::getNullValue(vec_); }
+  llvm::Value* splat(llvm::Value* s) { return b_.CreateVectorSplat(lanes, s); }
+  llvm::Value* fma(llvm::Value* a, llvm::Value* x, llvm::Value* acc) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_}, {a, x, acc});
+  }
+
+  llvm::Value* param(int slot) {
+    return b_.CreateAlignedLoad(i64_, b_.CreateGEP(i64_, params_, i64c(slot)), llvm::Align(8));
+  }
+  llvm::Value* param_at(llvm::Value* slot) {
+    return b_.CreateAlignedLoad(i64_, b_.CreateGEP(i64_, params_, slot), llvm::Align(8));
+  }
+  llvm::Value* param_f32_at(llvm::Value* slot) {
+    return b_.CreateAlignedLoad(f32_, b_.CreateGEP(i64_, params_, slot), llvm::Align(8));
+  }
+  llvm::Value* tile(int slot) {
+    return b_.CreateAlignedLoad(i64_, b_.CreateGEP(i64_, tile_, i64c(slot)), llvm::Align(8));
+  }
+  llvm::Value* flag(int slot) { return b_.CreateICmpNE(param(slot), i64c(0)); }
+
+  // <16 x i1>: lane i < n (n an i64 value, 1..16).
+  llvm::Value* lane_mask(llvm::Value* n) {
+    std::vector<llvm::Constant*> iota;
+    for (int i = 0; i < lanes; ++i) iota.push_back(b_.getInt32(i));
+    return b_.CreateICmpSLT(llvm::ConstantVector::get(iota),
+                            b_.CreateVectorSplat(lanes, b_.CreateTrunc(n, i32_)));
+  }
+
+  values emit_loop(llvm::Value* begin, llvm::Value* end, const values& init, const loop_body& body,
+                   const char* name) {
+    return emit_counted_loop(b_, begin, end, 1, init, body, loop_test::index_below_end, name)
+        .carried;
+  }
+  // then() in a block run when cond holds.
+  void emit_if(llvm::Value* cond, const std::function<void()>& then, const char* name) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* yes = llvm::BasicBlock::Create(ctx_, std::string(name) + ".then", fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, std::string(name) + ".done", fn);
+    b_.CreateCondBr(cond, yes, done);
+    b_.SetInsertPoint(yes);
+    then();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+  // The value of yes() where cond holds, else of no() (both vectors).
+  llvm::Value* emit_choice(llvm::Value* cond, const std::function<llvm::Value*()>& yes,
+                           const std::function<llvm::Value*()>& no, const char* name) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* y = llvm::BasicBlock::Create(ctx_, std::string(name) + ".yes", fn);
+    auto* n = llvm::BasicBlock::Create(ctx_, std::string(name) + ".no", fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, std::string(name) + ".done", fn);
+    b_.CreateCondBr(cond, y, n);
+    b_.SetInsertPoint(y);
+    llvm::Value* vy = yes();
+    llvm::BasicBlock* from_y = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(n);
+    llvm::Value* vn = no();
+    llvm::BasicBlock* from_n = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    llvm::PHINode* phi = b_.CreatePHI(vy->getType(), 2);
+    phi->addIncoming(vy, from_y);
+    phi->addIncoming(vn, from_n);
+    return phi;
+  }
+
+  // The element offset of channel c in an activation layout (blocked: an
+  // i1 value): (c / 16) * cs + c % 16, or c * cs.
+  llvm::Value* channel_offset(llvm::Value* blocked, llvm::Value* cs, llvm::Value* c) {
+    llvm::Value* plain = b_.CreateMul(c, cs);
+    llvm::Value* blk = b_.CreateAdd(b_.CreateMul(b_.CreateLShr(c, 4), cs), b_.CreateAnd(c, 15));
+    return b_.CreateSelect(blocked, blk, plain);
+  }
+
+  // 16 channels from c0 of the dst-laid-out tensor at `pixel` (its channel
+  // 0), as conv_generator's load_channels: a whole vector when blocked or
+  // all lanes are valid, masked when plain and contiguous, else lane by
+  // lane with the lanes at and past `valid` zero.
+  llvm::Value* load_dst_channels(llvm::Value* pixel, llvm::Value* c0, llvm::Value* valid,
+                                 llvm::Value* mask) {
+    llvm::Value* contiguous = flag(gc_dst_contiguous);
+    llvm::Value* blocked = flag(gc_dst_blocked);
+    llvm::Value* cs = param(gc_dst_c_stride);
+    return emit_choice(
+        contiguous,
+        [&] {
+          llvm::Value* p = gep(pixel, channel_offset(blocked, cs, c0));
+          llvm::Value* whole = b_.CreateOr(blocked, b_.CreateICmpEQ(valid, i64c(lanes)));
+          return emit_choice(
+              whole, [&] { return b_.CreateAlignedLoad(vec_, p, llvm::Align(4)); },
+              [&] { return b_.CreateMaskedLoad(vec_, p, llvm::Align(4), mask, zero_vec()); },
+              "ld.whole");
+        },
+        [&] {
+          return emit_loop(
+              i64c(0), valid, {zero_vec()},
+              [&](llvm::Value* l, const values& cur) {
+                llvm::Value* off = channel_offset(blocked, cs, b_.CreateAdd(c0, l));
+                llvm::Value* x = b_.CreateAlignedLoad(f32_, gep(pixel, off), llvm::Align(4));
+                return values{b_.CreateInsertElement(cur[0], x, l)};
+              },
+              "ld.lanes")[0];
+        },
+        "ld.contiguous");
+  }
+
+  void store_dst_channels(llvm::Value* pixel, llvm::Value* c0, llvm::Value* valid,
+                          llvm::Value* mask, llvm::Value* v) {
+    llvm::Value* contiguous = flag(gc_dst_contiguous);
+    llvm::Value* blocked = flag(gc_dst_blocked);
+    llvm::Value* cs = param(gc_dst_c_stride);
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* vec_bb = llvm::BasicBlock::Create(ctx_, "st.vector", fn);
+    auto* lanes_bb = llvm::BasicBlock::Create(ctx_, "st.lanes", fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, "st.done", fn);
+    b_.CreateCondBr(contiguous, vec_bb, lanes_bb);
+
+    b_.SetInsertPoint(vec_bb);
+    {
+      llvm::Value* p = gep(pixel, channel_offset(blocked, cs, c0));
+      auto* full_bb = llvm::BasicBlock::Create(ctx_, "st.full", fn);
+      auto* blk_bb = llvm::BasicBlock::Create(ctx_, "st.blocked", fn);
+      auto* masked_bb = llvm::BasicBlock::Create(ctx_, "st.masked", fn);
+      auto* partial_bb = llvm::BasicBlock::Create(ctx_, "st.partial", fn);
+      b_.CreateCondBr(b_.CreateICmpEQ(valid, i64c(lanes)), full_bb, partial_bb);
+      b_.SetInsertPoint(full_bb);
+      b_.CreateAlignedStore(v, p, llvm::Align(4));
+      b_.CreateBr(done);
+      b_.SetInsertPoint(partial_bb);
+      b_.CreateCondBr(blocked, blk_bb, masked_bb);
+      // The channel padding of a blocked tensor is kept at zero.
+      b_.SetInsertPoint(blk_bb);
+      b_.CreateAlignedStore(b_.CreateSelect(mask, v, zero_vec()), p, llvm::Align(4));
+      b_.CreateBr(done);
+      b_.SetInsertPoint(masked_bb);
+      b_.CreateMaskedStore(v, p, llvm::Align(4), mask);
+      b_.CreateBr(done);
+    }
+
+    b_.SetInsertPoint(lanes_bb);
+    emit_loop(
+        i64c(0), valid, {},
+        [&](llvm::Value* l, const values&) {
+          llvm::Value* off = channel_offset(blocked, cs, b_.CreateAdd(c0, l));
+          b_.CreateAlignedStore(b_.CreateExtractElement(v, l), gep(pixel, off), llvm::Align(4));
+          return values{};
+        },
+        "st.lane");
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  // 16 consecutive floats from c0 of a dense per-channel vector.
+  llvm::Value* load_dense(llvm::Value* base, llvm::Value* c0, llvm::Value* mask) {
+    return b_.CreateMaskedLoad(vec_, gep(base, c0), llvm::Align(4), mask, zero_vec());
+  }
+
+  // Post-op i of the chain, picked at run time, applied to x: the IR
+  // emit_post_ops emits for that post-op with its constants as values (as
+  // generic_matmul_generator.cpp's).
+  llvm::Value* apply_post_op(llvm::Value* i, llvm::Value* x, llvm::Value* c0, llvm::Value* valid,
+                             llvm::Value* mask, llvm::Value* operand_pixel_off) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::Value* base = b_.CreateAdd(i64c(gc_post_ops), b_.CreateMul(i, i64c(gc_post_op_slots)));
+    llvm::Value* code = param_at(base);
+    auto* done = llvm::BasicBlock::Create(ctx_, "op.done", fn);
+    auto* binary_bb = llvm::BasicBlock::Create(ctx_, "op.binary", fn);
+    llvm::SwitchInst* sw = b_.CreateSwitch(code, binary_bb, 8);
+    b_.SetInsertPoint(done);
+    llvm::PHINode* out = b_.CreatePHI(vec_, 11);
+
+    auto alpha = [&] { return param_f32_at(b_.CreateAdd(base, i64c(3))); };
+    auto beta = [&] { return param_f32_at(b_.CreateAdd(base, i64c(4))); };
+    for (int a = 0; a <= static_cast<int>(eltwise_alg::clip); ++a) {
+      const auto alg = static_cast<eltwise_alg>(a);
+      auto* bb = llvm::BasicBlock::Create(ctx_, "op.eltwise", fn);
+      sw->addCase(b_.getInt64(static_cast<std::uint64_t>(a)), bb);
+      b_.SetInsertPoint(bb);
+      llvm::Value* y = nullptr;
+      switch (alg) {
+        case eltwise_alg::relu: {
+          llvm::Value* al = alpha();
+          llvm::Value* zero = zero_vec();
+          llvm::Value* y0 = b_.CreateSelect(b_.CreateFCmpUGT(x, zero), x, zero);
+          llvm::Value* y1 =
+              b_.CreateSelect(b_.CreateFCmpOGT(x, zero), x, b_.CreateFMul(x, splat(al)));
+          y = b_.CreateSelect(b_.CreateFCmpOEQ(al, llvm::ConstantFP::get(f32_, 0.0)), y0, y1);
+          break;
+        }
+        case eltwise_alg::linear:
+          y = b_.CreateFAdd(b_.CreateFMul(x, splat(alpha())), splat(beta()));
+          break;
+        case eltwise_alg::clip: {
+          llvm::Value* lo = splat(alpha());
+          llvm::Value* hi = splat(beta());
+          llvm::Value* above = b_.CreateSelect(b_.CreateFCmpOLT(x, lo), lo, x);
+          y = b_.CreateSelect(b_.CreateFCmpOGT(above, hi), hi, above);
+          break;
+        }
+        default:
+          // No constants: the very emitter the specialized kernel uses.
+          y = emit_eltwise(b_, x, eltwise_op{alg, 0.f, 0.f, 1.f});
+          break;
+      }
+      // scale * f(x), multiplied only when scale != 1 (as emit_eltwise).
+      llvm::Value* scale = param_f32_at(b_.CreateAdd(base, i64c(5)));
+      llvm::Value* one = b_.CreateFCmpOEQ(scale, llvm::ConstantFP::get(f32_, 1.0));
+      y = b_.CreateSelect(one, y, b_.CreateFMul(y, splat(scale)));
+      out->addIncoming(y, b_.GetInsertBlock());
+      b_.CreateBr(done);
+    }
+
+    b_.SetInsertPoint(binary_bb);
+    llvm::Value* arg = param_at(b_.CreateAdd(base, i64c(1)));
+    llvm::Value* bc = param_at(b_.CreateAdd(base, i64c(2)));
+    llvm::Value* operand_base =
+        b_.CreateAlignedLoad(ptr_, b_.CreateGEP(ptr_, binary_, arg), llvm::Align(8));
+    auto* none_bb = llvm::BasicBlock::Create(ctx_, "op.binary.none", fn);
+    auto* channel_bb = llvm::BasicBlock::Create(ctx_, "op.binary.channel", fn);
+    auto* scalar_bb = llvm::BasicBlock::Create(ctx_, "op.binary.scalar", fn);
+    llvm::SwitchInst* bsw = b_.CreateSwitch(bc, none_bb, 2);
+    bsw->addCase(b_.getInt64(static_cast<int>(binary_broadcast::per_channel)), channel_bb);
+    bsw->addCase(b_.getInt64(static_cast<int>(binary_broadcast::scalar)), scalar_bb);
+    b_.SetInsertPoint(none_bb);
+    // Laid out as dst: the same offsets from the operand's start.
+    llvm::Value* o = load_dst_channels(gep(operand_base, operand_pixel_off), c0, valid, mask);
+    out->addIncoming(b_.CreateFAdd(x, o), b_.GetInsertBlock());
+    b_.CreateBr(done);
+    b_.SetInsertPoint(channel_bb);
+    out->addIncoming(b_.CreateFAdd(x, load_dense(operand_base, c0, mask)), channel_bb);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(scalar_bb);
+    llvm::Value* s = b_.CreateAlignedLoad(f32_, operand_base, llvm::Align(4));
+    out->addIncoming(b_.CreateFAdd(x, splat(s)), scalar_bb);
+    b_.CreateBr(done);
+
+    b_.SetInsertPoint(done);
+    return out;
+  }
+
+  // `count` 64-byte aligned vectors in fn's entry block.
+  llvm::Value* entry_alloca(llvm::Function* fn, int count) {
+    llvm::IRBuilder<> at(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::AllocaInst* a = at.CreateAlloca(vec_, at.getInt64(count));
+    a->setAlignment(llvm::Align(64));
+    return a;
+  }
+
+  // void post_ops(const i64* params, const float* const* binary, <16 x float>* x,
+  //               i64 c0, i64 valid, i64 pixel_off): applies the chain to *x,
+  // the channels [c0, c0 + 16) of the dst pixel at element offset pixel_off
+  // (valid lanes: `valid`). Out of line: the tiles call it per vector.
+  llvm::Function* build_post_ops() {
+    auto* fn = llvm::Function::Create(
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, i64_, i64_, i64_}, false),
+        llvm::Function::InternalLinkage, "conv_generic_post_ops", m_);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    fn->addFnAttr(llvm::Attribute::NoInline);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    params_ = fn->getArg(0);
+    binary_ = fn->getArg(1);
+    llvm::Value* slot = fn->getArg(2);
+    llvm::Value* c0 = fn->getArg(3);
+    llvm::Value* valid = fn->getArg(4);
+    llvm::Value* pixel_off = fn->getArg(5);
+    llvm::Value* mask = lane_mask(valid);
+    llvm::Value* x = b_.CreateAlignedLoad(vec_, slot, llvm::Align(64));
+    x = emit_loop(
+        i64c(0), param(gc_post_op_count), {x},
+        [&](llvm::Value* i, const values& cur) {
+          return values{apply_post_op(i, cur[0], c0, valid, mask, pixel_off)};
+        },
+        "ops")[0];
+    b_.CreateAlignedStore(x, slot, llvm::Align(64));
+    b_.CreateRetVoid();
+    return fn;
+  }
+
+  void build_tile(int owb, int blocks, bool interior) {
+    auto* fn = llvm::Function::Create(
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, ptr_, ptr_, ptr_, ptr_}, false),
+        llvm::Function::ExternalLinkage, generic_conv_symbol(owb, blocks, interior), m_);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    for (unsigned a : {1u, 2u, 3u}) {
+      fn->addParamAttr(a, llvm::Attribute::NoAlias);
+      fn->addParamAttr(a, llvm::Attribute::ReadOnly);
+    }
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    params_ = fn->getArg(0);
+    llvm::Value* src_img = fn->getArg(1);
+    llvm::Value* wei_chunk = fn->getArg(2);
+    llvm::Value* bias = fn->getArg(3);
+    llvm::Value* dst = fn->getArg(4);
+    binary_ = fn->getArg(5);
+    tile_ = fn->getArg(6);
+
+    llvm::Value* iw_size = param(gc_iw);
+    llvm::Value* kw_size = param(gc_kw);
+    llvm::Value* icg = param(gc_icg);
+    llvm::Value* sw = param(gc_sw);
+    llvm::Value* dh1 = param(gc_dh1);
+    llvm::Value* dw1 = param(gc_dw1);
+    llvm::Value* src_blocked = flag(gc_src_blocked);
+    llvm::Value* src_cs = param(gc_src_c_stride);
+    llvm::Value* src_hs = param(gc_src_h_stride);
+    llvm::Value* src_ws = param(gc_src_w_stride);
+    llvm::Value* wei_bs = param(gc_wei_block_stride);
+    llvm::Value* wei_khs = param(gc_wei_kh_stride);
+    llvm::Value* ih0 = tile(gt_ih0);
+    llvm::Value* iw0 = tile(gt_iw0);
+    llvm::Value* c_in0 = tile(gt_c_in0);
+    llvm::Value* c_first = tile(gt_c_first);
+    llvm::Value* last_lanes = tile(gt_last_lanes);
+
+    llvm::Value* full_mask = lane_mask(i64c(lanes));
+    llvm::Value* last_mask = lane_mask(last_lanes);
+    auto valid_of = [&](int k) { return k == blocks - 1 ? last_lanes : i64c(lanes); };
+    auto mask_of = [&](int k) { return k == blocks - 1 ? last_mask : full_mask; };
+    auto c0_of = [&](int k) { return b_.CreateAdd(c_first, i64c(std::int64_t{k} * lanes)); };
+
+    // Accumulators start at the bias (masked lanes 0), or +0.
+    values init;
+    {
+      values start = emit_multi_choice(
+          flag(gc_with_bias),
+          [&] {
+            values v;
+            for (int k = 0; k < blocks; ++k) v.push_back(load_dense(bias, c0_of(k), mask_of(k)));
+            return v;
+          },
+          [&] { return values(static_cast<std::size_t>(blocks), zero_vec()); });
+      for (int j = 0; j < owb; ++j)
+        for (int k = 0; k < blocks; ++k) init.push_back(start[k]);
+    }
+
+    // The reduction: kh, then input channels, then kw, one multiply-add per
+    // tap inside the image, in that order (the specialized kernel's).
+    values acc = emit_loop(
+        tile(gt_kh_lo), tile(gt_kh_hi), init,
+        [&](llvm::Value* kh, const values& cur_kh) {
+          llvm::Value* ih = b_.CreateAdd(ih0, b_.CreateMul(kh, dh1));
+          llvm::Value* row = gep(src_img, b_.CreateMul(ih, src_hs));
+          llvm::Value* wk = gep(wei_chunk, b_.CreateMul(kh, wei_khs));
+          return emit_loop(
+              i64c(0), icg, cur_kh,
+              [&](llvm::Value* ic, const values& cur_ic) {
+                llvm::Value* coff = channel_offset(src_blocked, src_cs, b_.CreateAdd(c_in0, ic));
+                llvm::Value* in_row = gep(row, coff);
+                llvm::Value* wu = gep(wk, b_.CreateMul(ic, i64c(lanes)));
+                return emit_loop(
+                    i64c(0), kw_size, cur_ic,
+                    [&](llvm::Value* kw, const values& cur) {
+                      values a = cur;
+                      llvm::Value* wkw = gep(wu, b_.CreateMul(kw, b_.CreateMul(icg, i64c(lanes))));
+                      values w;
+                      for (int k = 0; k < blocks; ++k) {
+                        w.push_back(b_.CreateAlignedLoad(
+                            vec_, gep(wkw, b_.CreateMul(wei_bs, i64c(k))), llvm::Align(4)));
+                      }
+                      llvm::Value* iw_kw = b_.CreateAdd(iw0, b_.CreateMul(kw, dw1));
+                      for (int j = 0; j < owb; ++j) {
+                        llvm::Value* iw = b_.CreateAdd(iw_kw, b_.CreateMul(sw, i64c(j)));
+                        llvm::Value* inside = nullptr;
+                        if (!interior) {
+                          // Inside the image; else the load reads a
+                          // clamped address and the sum stays.
+                          inside = b_.CreateAnd(b_.CreateICmpSGE(iw, i64c(0)),
+                                                b_.CreateICmpSLT(iw, iw_size));
+                          llvm::Value* lo =
+                              b_.CreateSelect(b_.CreateICmpSLT(iw, i64c(0)), i64c(0), iw);
+                          iw = b_.CreateSelect(b_.CreateICmpSGE(lo, iw_size),
+                                               b_.CreateSub(iw_size, i64c(1)), lo);
+                        }
+                        llvm::Value* x = b_.CreateAlignedLoad(
+                            f32_, gep(in_row, b_.CreateMul(iw, src_ws)), llvm::Align(4));
+                        llvm::Value* xs = splat(x);
+                        for (int k = 0; k < blocks; ++k) {
+                          llvm::Value*& s = a[static_cast<std::size_t>(j * blocks + k)];
+                          llvm::Value* next = fma(xs, w[k], s);
+                          s = interior ? next : b_.CreateSelect(inside, next, s);
+                        }
+                      }
+                      return a;
+                    },
+                    "kw");
+              },
+              "ic");
+        },
+        "kh");
+
+    // Epilogue: post-ops, then one store per accumulator, over the pixels
+    // in a loop (the accumulators go through a stack array).
+    llvm::Value* ow0 = tile(gt_ow0);
+    llvm::Value* row_off = tile(gt_dst_row_off);
+    llvm::Value* dst_ws = param(gc_dst_w_stride);
+    llvm::Value* with_ops = b_.CreateICmpSGT(param(gc_post_op_count), i64c(0));
+    llvm::Value* out = entry_alloca(fn, owb * blocks);
+    for (int i = 0; i < owb * blocks; ++i) {
+      b_.CreateAlignedStore(acc[static_cast<std::size_t>(i)], b_.CreateGEP(vec_, out, i64c(i)),
+                            llvm::Align(64));
+    }
+    for (int k = 0; k < blocks; ++k) {
+      llvm::Value* c0 = c0_of(k);
+      emit_loop(
+          i64c(0), i64c(owb), {},
+          [&](llvm::Value* j, const values&) {
+            llvm::Value* pix = b_.CreateMul(b_.CreateAdd(ow0, j), dst_ws);
+            llvm::Value* pixel_off = b_.CreateAdd(row_off, pix);
+            llvm::Value* at =
+                b_.CreateGEP(vec_, out, b_.CreateAdd(b_.CreateMul(j, i64c(blocks)), i64c(k)));
+            emit_if(
+                with_ops,
+                [&] {
+                  b_.CreateCall(post_ops_, {params_, binary_, at, c0, valid_of(k), pixel_off});
+                },
+                "post");
+            llvm::Value* v = b_.CreateAlignedLoad(vec_, at, llvm::Align(64));
+            store_dst_channels(gep(dst, pixel_off), c0, valid_of(k), mask_of(k), v);
+            return values{};
+          },
+          "store");
+    }
+    b_.CreateRetVoid();
+  }
+
+  // Several values chosen together by cond.
+  values emit_multi_choice(llvm::Value* cond, const std::function<values()>& yes,
+                           const std::function<values()>& no) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* y = llvm::BasicBlock::Create(ctx_, "choice.yes", fn);
+    auto* n = llvm::BasicBlock::Create(ctx_, "choice.no", fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, "choice.done", fn);
+    b_.CreateCondBr(cond, y, n);
+    b_.SetInsertPoint(y);
+    values vy = yes();
+    llvm::BasicBlock* from_y = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(n);
+    values vn = no();
+    llvm::BasicBlock* from_n = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    values out;
+    for (std::size_t i = 0; i < vy.size(); ++i) {
+      llvm::PHINode* phi = b_.CreatePHI(vy[i]->getType(), 2);
+      phi->addIncoming(vy[i], from_y);
+      phi->addIncoming(vn[i], from_n);
+      out.push_back(phi);
+    }
+    return out;
+  }
+
+  const generic_conv_tiles tiles_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  llvm::Type* f32_;
+  llvm::Type* i64_;
+  llvm::Type* i32_;
+  llvm::Type* ptr_;
+  llvm::FixedVectorType* vec_;
+  llvm::Value* params_ = nullptr;
+  llvm::Value* binary_ = nullptr;
+  llvm::Value* tile_ = nullptr;
+  llvm::Function* post_ops_ = nullptr;
+};
+
+}  // namespace
+
+void generate_generic_conv(cpu_isa isa, llvm::Module& m) {
+  generic_conv_generator(isa, m).build();
+}
+
+}  // namespace primcache::cpu_internal

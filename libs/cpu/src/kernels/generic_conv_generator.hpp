@@ -1,0 +1,132 @@
+// kernels/generic_conv_generator.hpp — the LLVM IR of the shape-generic
+// convolution kernel: the register tile of conv_generator.cpp (ow_block
+// output pixels of one row x `blocks` 16-channel output blocks, held in
+// registers for the whole reduction) with every size, stride, padding,
+// dilation, layout and post-op read from a parameter block at run time
+// instead of baked in, for one ISA. Compiled once, when the library is
+// built (tools/generic_kernels_aot.cpp), and run by tiered convolutions
+// until their specialized kernel is installed (tiered/tiered_impl.hpp).
+//
+//   compile_object(generic_conv_name(isa), isa, generic_conv_compile_settings,
+//                  [&](llvm::Module& m) { generate_generic_conv(isa, m); });
+//
+// One exported function per tile: ow_block pixels x `blocks` output blocks
+// (generic_conv_tiles) x {interior, edge}. An interior tile's taps all fall
+// inside the image: no checks. An edge tile has taps in the padding; each of
+// its multiply-adds is kept only where the tap is inside (a select on the
+// accumulator; the load reads a clamped, valid address), so the skipped taps
+// change nothing, exactly as the specialized kernel leaves them out at
+// generation time. The driver (generic_conv_kernel.cpp) walks rows and tiles
+// in C++ as the specialized code does (the same tile widths where the
+// specialized tile is one of the generic ones) and computes each tile's kh
+// range as it does.
+//
+// Results equal the specialized kernel's bit for bit: each output starts at
+// its bias (or +0) and accumulates one fused multiply-add per tap inside the
+// image in the same order — kh ascending, then input channels ascending,
+// then kw ascending — whatever the register tile or the input-channel
+// unroll; its post-ops are the IR emit_post_ops emits (the eltwise math from
+// the same emitters; relu, linear and clip take their constants as values);
+// stores follow the same rules (whole vectors where 16 channels are
+// consecutive, blocked channel padding kept at zero, else lane by lane).
+// Depthwise convolutions have no generic kernel (generic_conv_kernel.hpp).
+//
+// Thread-safety: generate_generic_conv touches only the module it is given.
+// Exceptions: what LLVM's allocation throws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jit/compiler.hpp"
+#include "primcache/cpu/cpu.hpp"
+
+namespace llvm {
+class Module;
+}  // namespace llvm
+
+namespace primcache::cpu_internal {
+
+// The register tiles the generic kernel of an ISA is built with: every
+// ow_block x blocks with blocks <= max_blocks and ow_block * blocks <=
+// budget (the tiles default_conv_config chooses from, and their narrower
+// edge and tail tiles).
+struct generic_conv_tiles {
+  int max_blocks;  // 16-channel output blocks
+  int budget;      // accumulators (16-float vectors)
+  bool has(int ow_block, int blocks) const noexcept {
+    return ow_block >= 1 && blocks >= 1 && blocks <= max_blocks && ow_block * blocks <= budget;
+  }
+};
+generic_conv_tiles generic_conv_tiles_for(cpu_isa isa) noexcept;
+
+// The exported tile function for ow_block pixels x `blocks` output blocks,
+// interior or edge.
+std::string generic_conv_symbol(int ow_block, int blocks, bool interior);
+
+// params: a generic_conv_slot-indexed block of int64 slots (floats in the
+// low four bytes of theirs); tile: a generic_conv_tile-indexed block;
+// src_img: src at image n (offset0 applied); wei_chunk: the packed weights
+// of the tile's first output block; dst: dst's base (the tile's row offset
+// in gt_dst_row_off); binary: as conv_args::binary_operands.
+using generic_conv_function = void(const std::int64_t* params, const float* src_img,
+                                   const float* wei_chunk, const float* bias, float* dst,
+                                   const float* const* binary, const std::int64_t* tile);
+
+enum generic_conv_slot : int {
+  gc_ih,
+  gc_iw,
+  gc_kw,
+  gc_icg,
+  gc_sw,
+  gc_dh1,  // dilation + 1: the distance between taps
+  gc_dw1,
+  gc_src_c_stride,
+  gc_src_h_stride,
+  gc_src_w_stride,
+  gc_src_blocked,       // 0 or 1: nChw16c
+  gc_wei_block_stride,  // floats between two output blocks of packed weights
+  gc_wei_kh_stride,     // kw * icg * 16
+  gc_dst_c_stride,
+  gc_dst_w_stride,
+  gc_dst_blocked,     // 0 or 1
+  gc_dst_contiguous,  // 0 or 1: 16 channels of a block are 16 consecutive floats
+  gc_with_bias,       // 0 or 1
+  gc_post_op_count,
+  gc_post_ops,  // gc_post_op_slots per post-op
+};
+// Per post-op: code (0..7 the eltwise_alg, 8 binary add), binary operand
+// index, broadcast (binary_broadcast), alpha, beta, scale (floats).
+inline constexpr int gc_post_op_slots = 6;
+inline constexpr int gc_max_post_ops = 16;
+inline constexpr int gc_slot_count = gc_post_ops + gc_post_op_slots * gc_max_post_ops;
+inline constexpr std::int64_t gc_binary_code = 8;
+
+enum generic_conv_tile : int {
+  gt_ih0,    // oh * sh - pt
+  gt_kh_lo,  // the kh range whose rows fall inside the image
+  gt_kh_hi,
+  gt_iw0,  // ow0 * sw - pl
+  gt_ow0,
+  gt_len,          // pixels of the tile (ow_block for an interior tile)
+  gt_c_in0,        // the group's first input channel
+  gt_c_first,      // the tile's first output channel (tensor-wide)
+  gt_last_lanes,   // valid lanes of its last block (1..16)
+  gt_dst_row_off,  // dst's offset0 + n * n_stride + oh * h_stride
+  gt_count,
+};
+
+// How the AOT tool compiles it: the convolution's cleanup pipeline
+// (conv_generator.hpp) with loop strength reduction.
+inline constexpr compile_settings generic_conv_compile_settings{
+    "function(mem2reg,early-cse<memssa>,instcombine,simplifycfg,loop(loop-rotate),"
+    "loop-mssa(licm),early-cse<memssa>)",
+    2, true};
+
+// Defines every generic_conv_symbol in m, for `isa` (avx2 or above).
+void generate_generic_conv(cpu_isa isa, llvm::Module& m);
+
+// The kernel's name for the compiler and the JIT: "conv_generic_<isa>".
+std::string generic_conv_name(cpu_isa isa);
+
+}  // namespace primcache::cpu_internal

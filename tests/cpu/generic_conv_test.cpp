@@ -1,0 +1,417 @@
+// The shape-generic convolution kernel built into the library: bit for bit
+// the specialized kernel's results (what makes the tiered swap invisible),
+// whatever the specialized configuration, and the reference's within
+// rounding, over random shapes, strides, padding, dilation, groups, the
+// activation layouts (nchw, nhwc, nChw16c, independently for src and dst),
+// weights in the preferred layout or packed from a plain one, bias, every
+// post-op and binary broadcast; and what it declines (created synchronously).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/conv_kernel.hpp"
+#include "kernels/generic_conv_kernel.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/runtime/thread_pool.hpp"
+#include "tiered/generic_code.hpp"
+
+using namespace primcache;
+using namespace primcache::cpu_internal;
+
+namespace {
+
+// As conv_kernel_test.cpp: O(1) partial sums (weights scaled by 1/sqrt(taps)),
+// f32 with one rounding per tap against double.
+constexpr float tolerance = 5e-5f;
+
+std::vector<cpu_isa> test_isas() {
+  std::vector<cpu_isa> out;
+  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512_core}) {
+    if (detected_isa() >= isa) out.push_back(isa);
+  }
+  return out;
+}
+
+struct aligned_floats {
+  explicit aligned_floats(std::size_t n)
+      : p(static_cast<float*>(
+            std::aligned_alloc(64, std::max<std::size_t>(64, (n * 4 + 63) / 64 * 64)))),
+        size(n) {}
+  ~aligned_floats() { std::free(p); }
+  aligned_floats(const aligned_floats&) = delete;
+  aligned_floats& operator=(const aligned_floats&) = delete;
+  float* p;
+  std::size_t size;
+};
+
+struct shape {
+  std::int64_t n = 1, ic = 16, oc = 16, ih = 8, iw = 8, kh = 3, kw = 3;
+  std::int64_t sh = 1, sw = 1, dh = 0, dw = 0, pt = 1, pl = 1, pb = 1, pr = 1, g = 1;
+  format_tag src = format_tag::nChw16c, dst = format_tag::nChw16c;
+  bool plain_weights = false;  // else the preferred layout (read in place when g == 1)
+  bool bias = true;
+};
+
+std::int64_t out_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d,
+                      std::int64_t a, std::int64_t b) {
+  return (in + a + b - ((k - 1) * (d + 1) + 1)) / s + 1;
+}
+
+conv_problem make_problem(const shape& s) {
+  conv_problem p;
+  p.src = memory_desc({s.n, s.ic, s.ih, s.iw}, data_type::f32, s.src);
+  p.dst = memory_desc({s.n, s.oc, out_size(s.ih, s.kh, s.sh, s.dh, s.pt, s.pb),
+                       out_size(s.iw, s.kw, s.sw, s.dw, s.pl, s.pr)},
+                      data_type::f32, s.dst);
+  p.stride_h = s.sh;
+  p.stride_w = s.sw;
+  p.dilation_h = s.dh;
+  p.dilation_w = s.dw;
+  p.pad_t = s.pt;
+  p.pad_l = s.pl;
+  p.pad_b = s.pb;
+  p.pad_r = s.pr;
+  p.groups = s.g;
+  p.nthr = default_thread_pool().size();
+  if (s.bias) p.bias = memory_desc({s.oc}, data_type::f32, format_tag::a);
+  if (s.g == 1) {
+    p.weights = memory_desc({s.oc, s.ic, s.kh, s.kw}, data_type::f32, format_tag::oihw);
+  } else {
+    p.weights =
+        memory_desc({s.g, s.oc / s.g, s.ic / s.g, s.kh, s.kw}, data_type::f32, format_tag::goihw);
+  }
+  if (!s.plain_weights) p.weights = preferred_weights_desc(p).value();
+  return p;
+}
+
+// fn(offset) for every logical element of md.
+template <class Fn>
+void for_each_offset(const memory_desc& md, Fn&& fn) {
+  const int nd = md.ndims();
+  const auto dims = md.dims();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(nd), 0);
+  const std::int64_t total = md.nelems();
+  for (std::int64_t e = 0; e < total; ++e) {
+    std::int64_t rest = e;
+    for (int d = nd - 1; d >= 0; --d) {
+      idx[static_cast<std::size_t>(d)] = rest % dims[d];
+      rest /= dims[d];
+    }
+    fn(md.offset_of(idx));
+  }
+}
+
+eltwise_op random_eltwise(std::mt19937& rng) {
+  std::uniform_real_distribution<float> v(-1.f, 1.f);
+  eltwise_op op;
+  op.alg = static_cast<eltwise_alg>(rng() % (static_cast<int>(eltwise_alg::clip) + 1));
+  op.alpha = (rng() % 3 == 0) ? 0.f : v(rng);
+  op.beta = v(rng);
+  if (op.alg == eltwise_alg::clip) {
+    op.alpha = -std::abs(op.alpha);
+    op.beta = std::abs(op.alpha) + 0.5f;
+  }
+  op.scale = (rng() % 2 == 0) ? 1.f : 0.5f + v(rng) * 0.25f;
+  return op;
+}
+
+// Every tensor of a problem; buffers start as NaN (padding the kernels must
+// not read into results), the logical elements random.
+struct tensors {
+  aligned_floats src, wei, bias, dst_init;
+  std::vector<std::unique_ptr<aligned_floats>> operands;
+
+  tensors(const conv_problem& p, std::uint32_t seed)
+      : src(p.src.size_bytes() / 4),
+        wei(p.weights.size_bytes() / 4),
+        bias(std::max<std::size_t>(p.bias.size_bytes() / 4, 1)),
+        dst_init(p.dst.size_bytes() / 4) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    const float nan = std::nanf("");
+    const auto wdims = p.weights.dims();
+    std::int64_t taps = 1;
+    for (int d = p.weights.ndims() - 3; d < p.weights.ndims(); ++d) taps *= wdims[d];
+    const float scale = 1.f / std::sqrt(static_cast<float>(taps));
+    auto fill = [&](const memory_desc& md, aligned_floats& b, float k) {
+      std::fill_n(b.p, b.size, nan);
+      for_each_offset(md, [&](std::int64_t off) { b.p[off] = u(rng) * k; });
+    };
+    fill(p.src, src, 1.f);
+    fill(p.weights, wei, scale);
+    if (!p.bias.is_zero()) fill(p.bias, bias, 1.f);
+    std::fill_n(dst_init.p, dst_init.size, 7.f);  // what the kernels must overwrite
+    for (const post_op& op : p.post_ops) {
+      if (op.what != post_op::kind::binary_add) continue;
+      const auto bc = op.binary.broadcast;
+      const std::size_t n = bc == binary_broadcast::none ? dst_init.size
+                            : bc == binary_broadcast::per_channel
+                                ? static_cast<std::size_t>(p.dst.dims()[1])
+                                : 1;
+      auto b = std::make_unique<aligned_floats>(n);
+      for (std::size_t i = 0; i < n; ++i) b->p[i] = u(rng);
+      operands.push_back(std::move(b));
+    }
+  }
+
+  // dst as a kernel (or the reference with k null) leaves it.
+  template <class Kernel>
+  std::vector<float> run(const conv_problem& p, const Kernel* k) const {
+    std::vector<float> dst(dst_init.p, dst_init.p + dst_init.size);
+    std::vector<const float*> ops;
+    for (const auto& o : operands) ops.push_back(o->p);
+    conv_args a;
+    a.src = src.p;
+    a.weights = wei.p;
+    a.bias = p.bias.is_zero() ? nullptr : bias.p;
+    a.dst = dst.data();
+    a.binary_operands = ops.data();
+    if (k == nullptr) {
+      conv_reference(p, a);
+    } else {
+      aligned_floats scratch(std::max<std::size_t>(k->scratchpad_bytes() / 4, 1));
+      k->execute(a, scratch.p, default_thread_pool());
+    }
+    return dst;
+  }
+};
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// The logical elements of dst (padding excluded) within tolerance.
+void check_close(const conv_problem& p, const std::vector<float>& got,
+                 const std::vector<float>& want) {
+  int bad = 0;
+  for_each_offset(p.dst, [&](std::int64_t off) {
+    const float g = got[static_cast<std::size_t>(off)], w = want[static_cast<std::size_t>(off)];
+    const bool ok = (std::isnan(g) && std::isnan(w)) ||
+                    std::abs(g - w) <= tolerance * std::max(1.f, std::abs(w));
+    if (!ok && ++bad <= 3) {
+      UNSCOPED_INFO("dst offset " << off << ": generic " << g << ", reference " << w);
+    }
+  });
+  CHECK(bad == 0);
+}
+
+std::string describe(const shape& s, const conv_problem& p) {
+  return "n" + std::to_string(s.n) + " ic" + std::to_string(s.ic) + " oc" + std::to_string(s.oc) +
+         " " + std::to_string(s.ih) + "x" + std::to_string(s.iw) + " k" + std::to_string(s.kh) +
+         "x" + std::to_string(s.kw) + " s" + std::to_string(s.sh) + "," + std::to_string(s.sw) +
+         " d" + std::to_string(s.dh) + "," + std::to_string(s.dw) + " pad" + std::to_string(s.pt) +
+         "," + std::to_string(s.pl) + "," + std::to_string(s.pb) + "," + std::to_string(s.pr) +
+         " g" + std::to_string(s.g) + " src " + p.src.to_string() + " dst " + p.dst.to_string() +
+         " wei " + p.weights.to_string() + " bias " + std::to_string(s.bias) + " post-ops " +
+         std::to_string(p.post_ops.size());
+}
+
+// A random problem the generic kernel takes (not depthwise): sizes with
+// tails against every tile, both layouts, up to three post-ops.
+conv_problem random_problem(std::mt19937& rng, shape& s) {
+  const format_tag acts[] = {format_tag::nchw, format_tag::nhwc, format_tag::nChw16c};
+  for (;;) {
+    s = shape{};
+    s.n = 1 + rng() % 2;
+    s.g = rng() % 4 == 0 ? 2 + rng() % 2 : 1;
+    s.ic = s.g * (1 + rng() % 40);
+    s.oc = s.g * (1 + rng() % 40);
+    s.kh = 1 + rng() % 4;
+    s.kw = 1 + rng() % 4;
+    s.ih = 1 + rng() % 17;
+    s.iw = 1 + rng() % 23;
+    s.sh = 1 + rng() % 2;
+    s.sw = 1 + rng() % 3;
+    s.dh = rng() % 3 == 0 ? 1 : 0;
+    s.dw = rng() % 3 == 0 ? rng() % 3 : 0;
+    s.pt = rng() % 3;
+    s.pl = rng() % 3;
+    s.pb = rng() % 3;
+    s.pr = rng() % 3;
+    s.src = acts[rng() % 3];
+    s.dst = acts[rng() % 3];
+    s.plain_weights = rng() % 3 == 0;
+    s.bias = rng() % 3 != 0;
+    if (out_size(s.ih, s.kh, s.sh, s.dh, s.pt, s.pb) < 1 ||
+        out_size(s.iw, s.kw, s.sw, s.dw, s.pl, s.pr) < 1) {
+      continue;
+    }
+    conv_problem p = make_problem(s);
+    const int nops = static_cast<int>(rng() % 4);
+    int binaries = 0;
+    for (int i = 0; i < nops; ++i) {
+      post_op op;
+      if (rng() % 3 == 0) {
+        op.what = post_op::kind::binary_add;
+        op.binary.arg_index = binaries++;
+        op.binary.broadcast = static_cast<binary_broadcast>(rng() % 3);
+      } else {
+        op.eltwise = random_eltwise(rng);
+      }
+      p.post_ops.push_back(op);
+    }
+    if (check_conv_problem(p)) return p;
+  }
+}
+
+// The generic kernel against the specialized one (default configuration
+// and, with `variants`, every variant the kernel tests compile) and the
+// reference.
+void check_problem(const conv_problem& p, cpu_isa isa, std::uint32_t seed, bool variants) {
+  auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
+  REQUIRE(g);
+  const tensors t(p, seed);
+  const std::vector<float> generic = t.run(p, g.value().get());
+  check_close(p, generic, t.run<conv_kernel>(p, nullptr));
+  std::vector<conv_config> configs = {default_conv_config(p, isa)};
+  if (variants) {
+    for (const conv_config& c : conv_config_variants(p, isa)) configs.push_back(c);
+  }
+  for (const conv_config& c : configs) {
+    INFO("config ow_block " << c.ow_block << " oc_blocks " << c.oc_blocks << " ic_unroll "
+                            << c.ic_unroll << " order " << static_cast<int>(c.order));
+    auto k = conv_kernel::create(p, c, isa);
+    REQUIRE(k);
+    CHECK(same_bits(generic, t.run(p, k.value().get())));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the generic convolution is built into the library at avx2 and avx512_core",
+          "[cpu][generic][conv]") {
+  for (cpu_isa isa : test_isas()) {
+    auto code = generic_isa_for(generic_kernel::conv, isa);
+    REQUIRE(code);
+    CHECK(code.value() == isa);
+  }
+  // Higher levels run avx512_core's object.
+  if (detected_isa() > cpu_isa::avx512_core) {
+    CHECK(generic_isa_for(generic_kernel::conv, detected_isa()).value() == cpu_isa::avx512_core);
+  }
+}
+
+TEST_CASE("generic convolutions of random shapes equal the specialized kernel bit for bit",
+          "[cpu][generic][conv]") {
+  std::mt19937 rng(11);
+  for (cpu_isa isa : test_isas()) {
+    for (int trial = 0; trial < 24; ++trial) {
+      shape s;
+      const conv_problem p = random_problem(rng, s);
+      INFO(std::string(to_string(isa)) + " trial " + std::to_string(trial) + ": " + describe(s, p));
+      check_problem(p, isa, 100 + trial, trial % 6 == 0);
+    }
+  }
+}
+
+TEST_CASE("the generic convolution on the bench_conv layer kinds and every post-op",
+          "[cpu][generic][conv]") {
+  const cpu_isa isa = test_isas().back();
+  shape s;
+  SECTION("3x3, 64 channels, padded (interior and edge tiles)") {
+    s.ic = s.oc = 64;
+    s.ih = s.iw = 20;
+    check_problem(make_problem(s), isa, 1, true);
+  }
+  SECTION("1x1 over flattened rows, 256 to 64 channels") {
+    s.ic = 256;
+    s.oc = 64;
+    s.kh = s.kw = 1;
+    s.pt = s.pl = s.pb = s.pr = 0;
+    s.ih = s.iw = 14;
+    check_problem(make_problem(s), isa, 2, true);
+  }
+  SECTION("7x7 stride 2 over 3 channels, nchw src") {
+    s.ic = 3;
+    s.oc = 64;
+    s.kh = s.kw = 7;
+    s.sh = s.sw = 2;
+    s.pt = s.pl = s.pb = s.pr = 3;
+    s.ih = s.iw = 30;
+    s.src = format_tag::nchw;
+    check_problem(make_problem(s), isa, 3, false);
+  }
+  SECTION("3x3 stride 2, 128 channels") {
+    s.ic = s.oc = 128;
+    s.sh = s.sw = 2;
+    s.ih = s.iw = 15;
+    check_problem(make_problem(s), isa, 4, false);
+  }
+  SECTION("each post-op alone, and a chain of all") {
+    s.ic = 24;
+    s.oc = 40;  // a partial last block
+    s.ih = s.iw = 9;
+    std::vector<post_op_chain> chains;
+    for (int a = 0; a <= static_cast<int>(eltwise_alg::clip); ++a) {
+      post_op op;
+      op.eltwise = {static_cast<eltwise_alg>(a), a == 0 ? 0.f : -0.25f, 0.75f, 1.f};
+      chains.push_back({op});
+      op.eltwise.scale = 0.5f;
+      chains.push_back({op});
+    }
+    post_op_chain all;
+    for (int b = 0; b < 3; ++b) {
+      post_op op;
+      op.what = post_op::kind::binary_add;
+      op.binary.arg_index = 0;
+      op.binary.broadcast = static_cast<binary_broadcast>(b);
+      chains.push_back({op});
+      op.binary.arg_index = b;
+      all.push_back(op);
+      post_op e;
+      e.eltwise = {static_cast<eltwise_alg>(b * 2 + 1), 0.f, 0.f, 1.f};
+      all.push_back(e);
+    }
+    chains.push_back(all);
+    for (format_tag dst : {format_tag::nChw16c, format_tag::nhwc, format_tag::nchw}) {
+      s.dst = dst;
+      for (std::size_t i = 0; i < chains.size(); ++i) {
+        conv_problem p = make_problem(s);
+        p.post_ops = chains[i];
+        INFO("chain " << i << " dst " << p.dst.to_string());
+        check_problem(p, isa, 10 + static_cast<std::uint32_t>(i), false);
+      }
+    }
+  }
+}
+
+TEST_CASE("the generic convolution declines what it cannot run bit-identically",
+          "[cpu][generic][conv]") {
+  const cpu_isa isa = test_isas().back();
+  shape s;
+  SECTION("a depthwise convolution") {
+    s.ic = s.oc = s.g = 32;
+    const conv_problem p = make_problem(s);
+    auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
+    REQUIRE_FALSE(g);
+    CHECK(g.why().code == status::unimplemented);
+    CHECK(g.why().message.find("depthwise") != std::string::npos);
+  }
+  SECTION("more post-ops than its parameter block holds") {
+    conv_problem p = make_problem(s);
+    for (int i = 0; i <= gc_max_post_ops; ++i) p.post_ops.push_back(post_op{});
+    auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
+    REQUIRE_FALSE(g);
+    CHECK(g.why().code == status::unimplemented);
+  }
+  SECTION("an ISA below avx2") {
+    const conv_problem p = make_problem(s);
+    auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), cpu_isa::sse41);
+    REQUIRE_FALSE(g);
+    CHECK(g.why().code == status::unimplemented);
+  }
+  SECTION("an invalid problem") {
+    conv_problem p = make_problem(s);
+    p.stride_h = 0;
+    auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
+    REQUIRE_FALSE(g);
+  }
+}
