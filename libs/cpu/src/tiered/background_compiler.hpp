@@ -93,6 +93,9 @@ class background_compiler {
  private:
   background_compiler();
   void work();
+  // The registrar thread: while a job runs, registers the stop with
+  // std::atexit every k_register_every (background_compiler.cpp says why).
+  void register_stops();
   void pending_add(int d) noexcept;
 
   const int max_threads_;
@@ -104,6 +107,9 @@ class background_compiler {
   std::deque<std::shared_ptr<background_job>> queue_ PRIMCACHE_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ PRIMCACHE_GUARDED_BY(mu_);
   bool stopping_ PRIMCACHE_GUARDED_BY(mu_) = false;
+  int running_ PRIMCACHE_GUARDED_BY(mu_) = 0;  // jobs the threads are running
+  std::thread registrar_ PRIMCACHE_GUARDED_BY(mu_);
+  std::condition_variable_any registrar_wake_;
   std::atomic<int> pending_{0};
   metric_gauge gauge_;
 };
