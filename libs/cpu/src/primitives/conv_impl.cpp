@@ -3,11 +3,13 @@
 
 #include "kernels/conv_config.hpp"
 #include "kernels/conv_kernel.hpp"
+#include "kernels/generic_conv_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitives/constant_weights.hpp"
 #include "primitives/cpu_engine.hpp"
 #include "primitives/kernel_primitive.hpp"
+#include "tiered/tiered_impl.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -56,7 +58,22 @@ struct conv_traits {
   static result<config> from_fields(const backend::kernel_config& f) {
     return conv_config_from_fields(f);
   }
-  static void execute(const kernel_pd<conv_traits>& pd, const exec_ctx& ctx, const kernel* k) {
+  // Tiered creation: the generic kernel built into the library until the
+  // specialized one is installed (tiered/tiered_impl.hpp). Every
+  // configuration accumulates each output in the same order (bias, then kh,
+  // input channels, kw), so every configuration can be tiered; the generic
+  // kernel declines depthwise convolutions (created synchronously).
+  using generic_kernel = generic_conv_kernel;
+  static std::shared_ptr<const backend::primitive_impl> create_tiered(
+      std::shared_ptr<const kernel_pd<conv_traits>> pd, const config& c, cpu_isa isa) {
+    return make_tiered_impl<conv_traits>(std::move(pd), c, isa);
+  }
+  // The specialized kernel packs into its scratchpad exactly when the
+  // generic one does (the same layouts are read in place), the same bytes.
+  static std::size_t specialized_scratchpad_bytes(const config&) { return 0; }
+  // Kernel: conv_kernel or generic_conv_kernel (null: the reference).
+  template <class Kernel>
+  static void execute(const kernel_pd<conv_traits>& pd, const exec_ctx& ctx, const Kernel* k) {
     const conv_problem& p = pd.problem();
     const auto operands = collect_binary_operands(ctx, p.post_ops, "convolution");
     conv_args args;

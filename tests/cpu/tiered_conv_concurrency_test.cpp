@@ -1,0 +1,274 @@
+// Tiered creation of the convolution through the public API: a convolution
+// that misses every cache starts on the generic kernel, the specialized
+// kernel is swapped in by the background pool, and nothing a caller can see
+// changes but the speed — outputs bit-identical across the swap over random
+// shapes, executions racing with the swap, constant weights shared by both
+// kernels, the persistent cache holding only specialized code, and the
+// convolutions the generic kernel declines (depthwise) created synchronously
+// in either mode.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/runtime/runtime.hpp"
+
+using namespace primcache;
+using tag = format_tag;
+
+namespace {
+
+engine& cpu() {
+  static engine e(engine_kind::cpu, 0);
+  return e;
+}
+
+memory make(const memory::desc& md, unsigned seed) {
+  memory m(md, cpu());
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> v(-1.f, 1.f);
+  auto* p = static_cast<float*>(m.get_data_handle());
+  for (std::size_t i = 0; i < md.size_bytes() / 4; ++i) p[i] = v(rng);
+  return m;
+}
+
+struct conv_shape {
+  int n = 1, ic = 32, oc = 48, in_h = 13, in_w = 17, k = 3, stride = 1, pad = 1, groups = 1;
+  tag src = tag::nChw16c, dst = tag::nhwc;
+  bool constant_weights = false;
+  int out_h() const { return (in_h + 2 * pad - k) / stride + 1; }
+  int out_w() const { return (in_w + 2 * pad - k) / stride + 1; }
+};
+
+// A convolution with bias and a chain of post-ops (an eltwise, a dst-shaped
+// sum, a leaky relu), its arguments, and a way to run it into a fresh dst.
+struct conv_case {
+  conv_shape s;
+  memory::desc src_md, wei_md, bias_md, dst_md;
+  convolution_forward::primitive_desc pd;
+  memory src, wei, bias, addend;
+
+  conv_case(const conv_shape& shape, unsigned seed) : s(shape) {
+    src_md = memory::desc({s.n, s.ic, s.in_h, s.in_w}, data_type::f32, s.src);
+    dst_md = memory::desc({s.n, s.oc, s.out_h(), s.out_w()}, data_type::f32, s.dst);
+    bias_md = memory::desc({s.oc}, data_type::f32, tag::a);
+    memory::desc wei_user =
+        s.groups == 1 ? memory::desc({s.oc, s.ic, s.k, s.k}, data_type::f32, tag::oihw)
+                      : memory::desc({s.groups, s.oc / s.groups, s.ic / s.groups, s.k, s.k},
+                                     data_type::f32, tag::goihw);
+    post_ops ops;
+    ops.append_eltwise(1.f, algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+    ops.append_binary(algorithm::binary_add, dst_md);
+    ops.append_eltwise(0.5f, algorithm::eltwise_relu, 0.125f, 0.f);
+    primitive_attr attr;
+    attr.set_post_ops(ops);
+    if (s.constant_weights) attr.set_constant_weights(true);
+    pd = convolution_forward::primitive_desc(
+        convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                  src_md, wei_user, bias_md, dst_md, {s.stride, s.stride},
+                                  {s.pad, s.pad}, {s.pad, s.pad}),
+        attr, cpu());
+    wei_md = pd.weights_desc();
+    src = make(src_md, seed);
+    wei = make(wei_md, seed + 1);
+    bias = make(bias_md, seed + 2);
+    addend = make(dst_md, seed + 3);
+  }
+
+  std::vector<float> run(const primitive& prim) const {
+    memory dst(dst_md, cpu());
+    std::memset(dst.get_data_handle(), 0, dst_md.size_bytes());
+    prim.execute(stream(cpu()),
+                 {{PRIMCACHE_ARG_SRC, src},
+                  {PRIMCACHE_ARG_WEIGHTS, wei},
+                  {PRIMCACHE_ARG_BIAS, bias},
+                  {PRIMCACHE_ARG_DST, dst},
+                  {PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(1) | PRIMCACHE_ARG_SRC_1, addend}});
+    const auto* p = static_cast<const float*>(dst.get_data_handle());
+    return std::vector<float>(p, p + dst_md.size_bytes() / 4);
+  }
+};
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+struct mode_scope {
+  jit_mode saved = get_jit_mode();
+  int capacity = get_primitive_cache_capacity();
+  explicit mode_scope(jit_mode m) { set_jit_mode(m); }
+  ~mode_scope() {
+    set_primitive_cache_capacity(capacity);
+    set_jit_mode(saved);
+  }
+};
+
+bool tiered_here() {
+  return effective_isa() >= cpu_isa::avx2;
+}
+
+conv_shape random_shape(std::mt19937& rng) {
+  const tag acts[] = {tag::nchw, tag::nhwc, tag::nChw16c};
+  conv_shape s;
+  s.n = 1 + static_cast<int>(rng() % 2);
+  s.groups = rng() % 4 == 0 ? 2 : 1;
+  s.ic = s.groups * (1 + static_cast<int>(rng() % 40));
+  s.oc = s.groups * (1 + static_cast<int>(rng() % 40));
+  s.k = 1 + static_cast<int>(rng() % 3);
+  s.stride = 1 + static_cast<int>(rng() % 2);
+  s.pad = static_cast<int>(rng() % 2);
+  s.in_h = s.k + static_cast<int>(rng() % 15);
+  s.in_w = s.k + static_cast<int>(rng() % 21);
+  s.src = acts[rng() % 3];
+  s.dst = acts[rng() % 3];
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a tiered convolution gives bit-identical outputs before and after the swap",
+          "[cpu][tiered][conv]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 8; ++trial) {
+    conv_shape s = random_shape(rng);
+    if (trial == 0) s = conv_shape{};  // a known tiered shape first
+    INFO("trial " << trial << ": n" << s.n << " ic" << s.ic << " oc" << s.oc << " " << s.in_h << "x"
+                  << s.in_w << " k" << s.k << " s" << s.stride << " p" << s.pad << " g"
+                  << s.groups);
+    const conv_case c(s, 300 + trial);
+    // A cache of capacity 0 keeps nothing: each creation is a fresh miss.
+    set_primitive_cache_capacity(0);
+    convolution_forward tiered(c.pd);
+    const bool was_generic = !tiered.specialized();
+    const std::vector<float> before = c.run(tiered);
+    tiered.wait_until_specialized();
+    CHECK(tiered.specialized());
+    CHECK(same_bits(before, c.run(tiered)));
+    // The same key created synchronously compiles the same specialized code.
+    set_jit_mode(jit_mode::sync);
+    convolution_forward sync(c.pd);
+    CHECK(sync.specialized());
+    CHECK(same_bits(before, c.run(sync)));
+    set_jit_mode(jit_mode::tiered);
+    // The compilation takes milliseconds; the creation does not wait for it.
+    if (trial == 0) CHECK(was_generic);
+  }
+}
+
+TEST_CASE("convolution executions racing with the swap all give the same bits",
+          "[cpu][tiered][conv]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(0);
+  conv_shape s;
+  s.ic = 64;
+  s.oc = 64;
+  s.in_h = s.in_w = 14;
+  s.dst = tag::nChw16c;
+  const conv_case c(s, 21);
+  set_jit_mode(jit_mode::sync);
+  const std::vector<float> expected = c.run(convolution_forward(c.pd));
+  set_jit_mode(jit_mode::tiered);
+  for (int round = 0; round < 2; ++round) {
+    convolution_forward prim(c.pd);
+    std::atomic<int> mismatches{0}, generic_runs{0}, runs{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&] {
+        // Run until well after the swap.
+        for (int i = 0; i < 400; ++i) {
+          const bool generic = !prim.specialized();
+          if (!same_bits(c.run(prim), expected)) ++mismatches;
+          ++runs;
+          if (generic) {
+            ++generic_runs;
+          } else if (i > 10) {
+            break;
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(mismatches == 0);
+    CHECK(runs > 0);
+    prim.wait_until_specialized();
+    CHECK(prim.specialized());
+  }
+}
+
+TEST_CASE("constant weights packed for the generic convolution serve the specialized one",
+          "[cpu][tiered][conv]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(0);
+  conv_shape s;
+  s.groups = 2;  // grouped weights are always packed
+  s.ic = 32;
+  s.oc = 40;
+  s.constant_weights = true;
+  const conv_case c(s, 40);
+  convolution_forward prim(c.pd);
+  const std::vector<float> before = c.run(prim);
+  prim.wait_until_specialized();
+  CHECK(same_bits(before, c.run(prim)));
+  set_jit_mode(jit_mode::sync);
+  CHECK(same_bits(before, c.run(convolution_forward(c.pd))));
+}
+
+TEST_CASE("a depthwise convolution is created synchronously in tiered mode",
+          "[cpu][tiered][conv]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(0);
+  conv_shape s;
+  s.ic = s.oc = s.groups = 24;
+  const conv_case c(s, 50);
+  convolution_forward prim(c.pd);
+  // No generic kernel: the specialized code is there when creation returns.
+  CHECK(prim.specialized());
+  CHECK(prim.creation_outcome() == lookup_outcome::miss);
+  const std::vector<float> out = c.run(prim);
+  set_jit_mode(jit_mode::sync);
+  CHECK(same_bits(out, c.run(convolution_forward(c.pd))));
+}
+
+TEST_CASE("the persistent cache stores and loads only a convolution's specialized code",
+          "[cpu][tiered][conv][persistent]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  char dir_template[] = "/tmp/primcache_tiered_conv_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  set_persistent_cache(open_persistent_cache_dir(dir, 64));
+  const persistent_cache_stats before = get_persistent_cache_stats();
+  set_primitive_cache_capacity(0);
+  set_primitive_cache_capacity(16);
+  conv_shape s;
+  s.oc = 33;
+  const conv_case c(s, 60);
+  convolution_forward first(c.pd);  // a store miss: tiered; its write waits for the specialized
+  const std::vector<float> generic_or_not = c.run(first);
+  flush_persistent_cache_writes();
+  const persistent_cache_stats written = get_persistent_cache_stats();
+  CHECK(written.writes_stored == before.writes_stored + 1);
+  CHECK(first.specialized());
+  set_primitive_cache_capacity(0);
+  set_primitive_cache_capacity(16);
+  convolution_forward loaded(c.pd);  // a store hit: specialized at once
+  CHECK(get_persistent_cache_stats().hits == written.hits + 1);
+  CHECK(loaded.specialized());
+  CHECK(same_bits(generic_or_not, c.run(loaded)));
+  set_persistent_cache(nullptr);
+  std::filesystem::remove_all(dir);
+}
