@@ -84,7 +84,11 @@ daemon_config load_config(std::string_view text, const std::string& file,
     }
     if (auto f = p->member("redis")) {
       pc.redis = f->string();
-      if (pc.redis.rfind("redis://", 0) != 0) f->fail("expected a redis://host:port/prefix URL");
+      // redis:// or rediss:// (TLS), or a comma-separated list of them (sharded):
+      // open_persistent_cache checks the rest.
+      if (pc.redis.rfind("redis://", 0) != 0 && pc.redis.rfind("rediss://", 0) != 0) {
+        f->fail("expected a redis://host:port/prefix URL");
+      }
     }
     if (pc.dir.empty() && pc.redis.empty()) p->fail("expected \"dir\", \"redis\" or both");
     c.persistent = std::move(pc);

@@ -111,7 +111,7 @@ TEST_CASE("a redis URL is parsed strictly", "[persist][redis][url]") {
     auto c = GENERATE(values<bad_case>({
         {"", "scheme"},
         {"http://h:1/p", "scheme"},
-        {"rediss://h:1/p", "TLS"},
+        {"redis://h:1/p?tls_ca_file=/ca.pem", "needs rediss://"},
         {"redis://h:1", "/PREFIX"},
         {"redis://h:1/", "prefix is empty"},
         {"redis://:1/p", "host is empty"},

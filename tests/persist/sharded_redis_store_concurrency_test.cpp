@@ -1,7 +1,9 @@
 // The sharded Redis store under contention, against three real
 // redis-servers: threads sharing one store (its shards' pools, breakers and
 // counters) while control reads its per-shard stats, with every server up,
-// and while one shard is stopped, continued, killed and restarted. Every
+// and while one shard is stopped, continued, killed and restarted; and
+// threads sharing one TLS store (one OpenSSL context, a TLS session per
+// pooled connection). Every
 // value read is exactly the one written for its key, no call takes longer
 // than its shard's timeouts allow, and the shards that were never disturbed
 // see no error at all.
@@ -24,6 +26,7 @@
 #include "primcache/persist/registration.hpp"
 #include "primcache/persist/sharded_redis_store.hpp"
 #include "redis_test_support.hpp"
+#include "tls_test_support.hpp"
 
 using primcache::put_status;
 using primcache::sharded_redis_store;
@@ -221,4 +224,27 @@ TEST_CASE("threads on a sharded store while one shard stalls, dies and comes bac
   }
   for (std::size_t i = 0; i < 3; ++i)
     CHECK(s->shard(i).breaker() == primcache::breaker_state::closed);
+}
+
+TEST_CASE("threads share one TLS redis store", "[persist][redis][tls][concurrency]") {
+  primcache::test::test_pki pki;
+  primcache::test::tls_server t(pki, "no");
+  primcache::redis_store_options o;
+  o.port = t.tls_port;
+  o.prefix = "conc";
+  o.tls = true;
+  o.tls_ca_file = pki.file("ca.crt");
+  o.format.library_version = "concurrency-test";
+  o.max_idle_connections = 4;  // fewer than the threads: handshakes come and go
+  o.connect_timeout = 500ms;
+  o.command_timeout = 500ms;
+  std::vector<primcache::redis_store_options> one{o};
+  // A sharded store of one shard: the same worker drives it.
+  auto s = sharded_redis_store::open(one);
+  tally r = run_threads(*s, 150, 11);
+  CHECK(r.torn == 0);
+  CHECK(r.bad_puts == 0);
+  CHECK(r.hits > 0);
+  CHECK(s->stats().remote_errors == 0);
+  CHECK(s->stats().corrupt_entries == 0);
 }

@@ -168,7 +168,9 @@ TEST_CASE("a redis URL list is parsed strictly", "[persist][redis][shard][url]")
             "elements 1 and 2 name the same server h1:7000");
     refused("redis://h1/pc,redis://h2/pc,redis://:hunter2@h1:6379/x",
             "elements 1 and 3 name the same server h1:6379");
-    refused("redis://h1/pc,rediss://:hunter2@h2/pc", "element 2 of 2");
+    refused("redis://h1/pc,rediss://:hunter2@h2/pc?db=1",
+            "element 2 of 2: persistent cache redis URL 'rediss://***@h2/pc?db=1': unknown "
+            "parameter db");
   }
   SECTION("redaction hides every URL's credentials") {
     CHECK(primcache::redact_redis_url_list("redis://:a@h1/p,redis://u:b@h2/p, redis://h3/p") ==

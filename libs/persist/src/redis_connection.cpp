@@ -1,15 +1,21 @@
 #include "redis_connection.hpp"
 
+#include <arpa/inet.h>
 #include <hiredis/hiredis.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+
+#include "primcache/base/error.hpp"
 
 namespace primcache::persist_internal {
 namespace {
@@ -54,6 +60,27 @@ redisReader* as_reader(void* p) {
   return static_cast<redisReader*>(p);
 }
 
+SSL* as_ssl(void* p) {
+  return static_cast<SSL*>(p);
+}
+
+// OpenSSL's queued errors of this thread, as one line (and cleared).
+std::string openssl_errors() {
+  std::string out;
+  for (unsigned long e = ERR_get_error(); e != 0; e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    out += (out.empty() ? "" : "; ") + std::string(buf);
+  }
+  return out.empty() ? "no reason given" : out;
+}
+
+bool is_ip_address(const std::string& name) {
+  unsigned char buf[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, name.c_str(), buf) == 1 ||
+         ::inet_pton(AF_INET6, name.c_str(), buf) == 1;
+}
+
 }  // namespace
 
 std::vector<socket_address> resolve(const std::string& host, int port, std::string& why) {
@@ -79,8 +106,62 @@ std::vector<socket_address> resolve(const std::string& host, int port, std::stri
   return out;
 }
 
+tls_context::tls_context(const std::string& ca_file, const std::string& cert_file,
+                         const std::string& key_file) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) throw std::bad_alloc();
+  auto fail = [&](const std::string& what) {
+    const std::string why = openssl_errors();
+    SSL_CTX_free(ctx);
+    throw error(status::invalid_arguments, "redis store: TLS: " + what + ": " + why);
+  };
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  if (!ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr) != 1) {
+      fail("cannot load the CA certificates " + ca_file);
+    }
+  } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    fail("cannot load the system's CA certificates");
+  }
+  if (cert_file.empty() != key_file.empty()) {
+    SSL_CTX_free(ctx);
+    throw error(status::invalid_arguments,
+                "redis store: TLS: a client certificate needs both tls_cert_file and tls_key_file");
+  }
+  if (!cert_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert_file.c_str()) != 1) {
+      fail("cannot load the client certificate " + cert_file);
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      fail("cannot load the client key " + key_file);
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+      fail("the client key " + key_file + " does not match the certificate " + cert_file);
+    }
+  }
+  // OpenSSL fills a certificate's extension cache (key identifiers, ...) on
+  // first use, under the certificate's lock, while other threads verifying
+  // against the same CA read it without one (ThreadSanitizer: a race in
+  // ASN1_STRING_set / ASN1_STRING_cmp between two handshakes). Fill it now,
+  // on one thread, for every certificate the context shares.
+  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
+    if (X509* x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objects, i))) {
+      X509_check_purpose(x, -1, 0);
+    }
+  }
+  if (X509* own = SSL_CTX_get0_certificate(ctx)) X509_check_purpose(own, -1, 0);
+  ctx_ = ctx;
+}
+
+tls_context::~tls_context() {
+  SSL_CTX_free(static_cast<SSL_CTX*>(ctx_));
+}
+
 std::unique_ptr<redis_connection> redis_connection::connect(
-    const std::vector<socket_address>& addresses, steady::time_point deadline, io_outcome& out) {
+    const std::vector<socket_address>& addresses, steady::time_point deadline, io_outcome& out,
+    const tls_peer& tls) {
   out = {io_failure::error, "no address to connect to"};
   for (const socket_address& a : addresses) {
     int fd = ::socket(a.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -124,19 +205,145 @@ std::unique_ptr<redis_connection> redis_connection::connect(
     // past 16 KiB after each reply): regrowing it for every 256 KiB value
     // cost a GET several page-faulting reallocations.
     reader->maxbuf = std::size_t{1} << 20;
+    std::unique_ptr<redis_connection> c(new redis_connection(fd, reader));
+    if (tls.context != nullptr) {
+      out = c->tls_handshake(tls, deadline);
+      // A refused certificate or a timeout: no other address either.
+      if (!out.ok()) return nullptr;
+    }
     out = {};
-    return std::unique_ptr<redis_connection>(new redis_connection(fd, reader));
+    return c;
   }
   return nullptr;
 }
 
 redis_connection::~redis_connection() {
+  if (ssl_ != nullptr) SSL_free(as_ssl(ssl_));  // frees its memory BIOs
   redisReaderFree(as_reader(reader_));
   ::close(fd_);
 }
 
+io_outcome redis_connection::tls_handshake(const tls_peer& peer, steady::time_point deadline) {
+  SSL* ssl = SSL_new(static_cast<SSL_CTX*>(peer.context->native()));
+  BIO* rbio = BIO_new(BIO_s_mem());
+  BIO* wbio = BIO_new(BIO_s_mem());
+  if (ssl == nullptr || rbio == nullptr || wbio == nullptr) {
+    if (ssl) SSL_free(ssl);
+    if (rbio) BIO_free(rbio);
+    if (wbio) BIO_free(wbio);
+    throw std::bad_alloc();
+  }
+  BIO_set_mem_eof_return(rbio, -1);  // empty: "retry" (want read), not end of file
+  SSL_set_bio(ssl, rbio, wbio);
+  ssl_ = ssl;
+  if (is_ip_address(peer.name)) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), peer.name.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, peer.name.c_str());
+    SSL_set1_host(ssl, peer.name.c_str());
+  }
+  for (;;) {
+    ERR_clear_error();
+    const int r = SSL_connect(ssl);
+    const int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, r);
+    if (io_outcome f = tls_flush(deadline); !f.ok()) return f;
+    if (r == 1) return {};
+    if (e == SSL_ERROR_WANT_READ) {
+      io_outcome f = tls_fill(deadline);
+      if (f.failure == io_failure::timeout) return {io_failure::timeout, "TLS handshake timed out"};
+      if (!f.ok()) return {f.failure, "TLS handshake: " + f.message};
+      continue;
+    }
+    const long verify = SSL_get_verify_result(ssl);
+    if (verify != X509_V_OK) {
+      ERR_clear_error();
+      return {io_failure::error,
+              std::string("TLS handshake: the server's certificate is refused: ") +
+                  X509_verify_cert_error_string(verify)};
+    }
+    return {io_failure::error, "TLS handshake failed: " + openssl_errors()};
+  }
+}
+
+io_outcome redis_connection::tls_flush(steady::time_point deadline) {
+  BIO* wbio = SSL_get_wbio(as_ssl(ssl_));
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(wbio, &data);
+  if (n <= 0) return {};
+  io_outcome out = send_all(data, static_cast<std::size_t>(n), deadline);
+  (void)BIO_reset(wbio);
+  return out;
+}
+
+io_outcome redis_connection::tls_fill(steady::time_point deadline) {
+  char buf[16 * 1024];
+  std::size_t got = 0;
+  io_outcome out = recv_some(buf, sizeof buf, deadline, got);
+  if (out.ok() &&
+      BIO_write(SSL_get_rbio(as_ssl(ssl_)), buf, static_cast<int>(got)) != static_cast<int>(got)) {
+    throw std::bad_alloc();
+  }
+  return out;
+}
+
+io_outcome redis_connection::send_all(const char* p, std::size_t n, steady::time_point deadline) {
+  std::size_t sent = 0;
+  while (sent < n) {
+    ssize_t w = ::send(fd_, p + sent, n - sent, MSG_NOSIGNAL);
+    if (w > 0) {
+      sent += static_cast<std::size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int r = wait_for(fd_, POLLOUT, deadline);
+      if (r == 0) return {io_failure::timeout, "send timed out"};
+      if (r < 0) return {io_failure::error, "send: " + errno_text(-r)};
+      continue;
+    }
+    const int e = w < 0 ? errno : EPIPE;
+    return {e == EPIPE || e == ECONNRESET ? io_failure::closed : io_failure::error,
+            "send: " + errno_text(e)};
+  }
+  return {};
+}
+
+io_outcome redis_connection::recv_some(char* p, std::size_t n, steady::time_point deadline,
+                                       std::size_t& got) {
+  for (;;) {
+    // A server trickling a large reply must not stretch the call past its deadline.
+    if (steady::now() >= deadline) return {io_failure::timeout, "reply timed out"};
+    ssize_t r = ::recv(fd_, p, n, 0);
+    if (r > 0) {
+      got = static_cast<std::size_t>(r);
+      return {};
+    }
+    if (r == 0) return {io_failure::closed, "the server closed the connection"};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      int w = wait_for(fd_, POLLIN, deadline);
+      if (w == 0) return {io_failure::timeout, "reply timed out"};
+      if (w < 0) return {io_failure::error, "recv: " + errno_text(-w)};
+      continue;
+    }
+    const int e = errno;
+    return {e == ECONNRESET ? io_failure::closed : io_failure::error, "recv: " + errno_text(e)};
+  }
+}
+
 io_outcome redis_connection::command(std::span<const std::string_view> argv,
                                      steady::time_point deadline, redis_reply& reply) {
+  io_outcome out = exchange(argv, deadline, reply);
+  // Say so: over TLS a refused client certificate shows as a reset after
+  // the handshake, an unknown CA on the server's side likewise.
+  if (!out.ok() && ssl_ != nullptr && !out.message.starts_with("TLS")) {
+    out.message = "TLS connection: " + out.message;
+  }
+  return out;
+}
+
+io_outcome redis_connection::exchange(std::span<const std::string_view> argv,
+                                      steady::time_point deadline, redis_reply& reply) {
   std::vector<const char*> ptrs;
   std::vector<std::size_t> lens;
   ptrs.reserve(argv.size());
@@ -152,23 +359,15 @@ io_outcome redis_connection::command(std::span<const std::string_view> argv,
   std::unique_ptr<char, void (*)(char*)> owned(cmd, redisFreeCommand);
 
   // Send.
-  std::size_t sent = 0;
-  while (sent < static_cast<std::size_t>(n)) {
-    ssize_t w = ::send(fd_, cmd + sent, static_cast<std::size_t>(n) - sent, MSG_NOSIGNAL);
-    if (w > 0) {
-      sent += static_cast<std::size_t>(w);
-      continue;
+  if (ssl_ == nullptr) {
+    if (io_outcome o = send_all(cmd, static_cast<std::size_t>(n), deadline); !o.ok()) return o;
+  } else {
+    // Into OpenSSL's memory buffer (whole: it never asks to wait), then out.
+    ERR_clear_error();
+    if (SSL_write(as_ssl(ssl_), cmd, n) != n) {
+      return {io_failure::error, "TLS send: " + openssl_errors()};
     }
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      int r = wait_for(fd_, POLLOUT, deadline);
-      if (r == 0) return {io_failure::timeout, "send timed out"};
-      if (r < 0) return {io_failure::error, "send: " + errno_text(-r)};
-      continue;
-    }
-    const int e = w < 0 ? errno : EPIPE;
-    return {e == EPIPE || e == ECONNRESET ? io_failure::closed : io_failure::error,
-            "send: " + errno_text(e)};
+    if (io_outcome o = tls_flush(deadline); !o.ok()) return o;
   }
 
   // Receive until one whole reply has been parsed.
@@ -185,25 +384,27 @@ io_outcome redis_connection::command(std::span<const std::string_view> argv,
       reply.owner = std::move(owner);
       return {};
     }
-    // A server trickling a large reply must not stretch the call past its deadline.
-    if (steady::now() >= deadline) return {io_failure::timeout, "reply timed out"};
-    ssize_t got = ::recv(fd_, buf, sizeof buf, 0);
-    if (got > 0) {
-      if (redisReaderFeed(as_reader(reader_), buf, static_cast<std::size_t>(got)) != REDIS_OK) {
-        return {io_failure::protocol, std::string("protocol error: ") + as_reader(reader_)->errstr};
+    std::size_t got = 0;
+    if (ssl_ == nullptr) {
+      if (io_outcome o = recv_some(buf, sizeof buf, deadline, got); !o.ok()) return o;
+    } else {
+      ERR_clear_error();
+      const int r = SSL_read(as_ssl(ssl_), buf, sizeof buf);
+      if (r > 0) {
+        got = static_cast<std::size_t>(r);
+      } else {
+        const int e = SSL_get_error(as_ssl(ssl_), r);
+        if (e == SSL_ERROR_ZERO_RETURN) return {io_failure::closed, "the server closed TLS"};
+        if (e != SSL_ERROR_WANT_READ) return {io_failure::error, "TLS: " + openssl_errors()};
+        // Records (or a key update) to answer first, then more from the socket.
+        if (io_outcome o = tls_flush(deadline); !o.ok()) return o;
+        if (io_outcome o = tls_fill(deadline); !o.ok()) return o;
+        continue;
       }
-      continue;
     }
-    if (got == 0) return {io_failure::closed, "the server closed the connection"};
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      int r = wait_for(fd_, POLLIN, deadline);
-      if (r == 0) return {io_failure::timeout, "reply timed out"};
-      if (r < 0) return {io_failure::error, "recv: " + errno_text(-r)};
-      continue;
+    if (redisReaderFeed(as_reader(reader_), buf, got) != REDIS_OK) {
+      return {io_failure::protocol, std::string("protocol error: ") + as_reader(reader_)->errstr};
     }
-    const int e = errno;
-    return {e == ECONNRESET ? io_failure::closed : io_failure::error, "recv: " + errno_text(e)};
   }
 }
 

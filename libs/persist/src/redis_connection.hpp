@@ -3,7 +3,9 @@
 // so a call ends by its deadline however the server behaves (refusing,
 // silent, stopped, trickling bytes). hiredis formats commands and parses
 // replies; the I/O is ours, since hiredis's blocking timeouts bound each
-// read, not the whole call.
+// read, not the whole call. With a TLS context (OpenSSL's libssl) the
+// handshake and every record go over the same non-blocking socket, under
+// the same deadlines.
 //
 // Thread-safety: a connection is used by one thread at a time (the store's
 // pool hands it out). Exceptions: std::bad_alloc only.
@@ -33,6 +35,30 @@ struct socket_address {
 // lookup). Empty with `why` set on failure.
 std::vector<socket_address> resolve(const std::string& host, int port, std::string& why);
 
+// A TLS client context (SSL_CTX): TLS 1.2 or later, the server's
+// certificate verified against `ca_file` (empty: the system's CAs), and a
+// client certificate when `cert_file` is given. Throws error(invalid_arguments)
+// naming the file and OpenSSL's reason when one cannot be loaded.
+class tls_context {
+ public:
+  tls_context(const std::string& ca_file, const std::string& cert_file,
+              const std::string& key_file);
+  ~tls_context();
+  tls_context(const tls_context&) = delete;
+  tls_context& operator=(const tls_context&) = delete;
+  void* native() const noexcept { return ctx_; }  // SSL_CTX*
+
+ private:
+  void* ctx_;
+};
+
+// What a TLS connection checks the server's certificate against: a DNS
+// name (also sent as SNI) or an IP address.
+struct tls_peer {
+  const tls_context* context = nullptr;  // null: plain TCP
+  std::string name;
+};
+
 // A reply: hiredis's reply objects, held (not copied: values are up to
 // megabytes) by the top-level reply, and a view of them.
 struct redis_reply {
@@ -60,9 +86,11 @@ struct io_outcome {
 
 class redis_connection {
  public:
-  // Connects to the first address that accepts before `deadline`.
+  // Connects to the first address that accepts before `deadline` (and,
+  // with tls.context, completes the TLS handshake with it by then).
   static std::unique_ptr<redis_connection> connect(const std::vector<socket_address>& addresses,
-                                                   steady::time_point deadline, io_outcome& out);
+                                                   steady::time_point deadline, io_outcome& out,
+                                                   const tls_peer& tls = {});
   ~redis_connection();
   redis_connection(const redis_connection&) = delete;
   redis_connection& operator=(const redis_connection&) = delete;
@@ -74,8 +102,23 @@ class redis_connection {
 
  private:
   redis_connection(int fd, void* reader) noexcept : fd_(fd), reader_(reader) {}
+  // command() without its message's TLS mention.
+  io_outcome exchange(std::span<const std::string_view> argv, steady::time_point deadline,
+                      redis_reply& reply);
+  // Sends all `n` bytes on the socket before `deadline`.
+  io_outcome send_all(const char* p, std::size_t n, steady::time_point deadline);
+  // Receives what the socket has (waiting for some until `deadline`): the
+  // byte count in `got`.
+  io_outcome recv_some(char* p, std::size_t n, steady::time_point deadline, std::size_t& got);
+  // TLS: OpenSSL reads and writes memory buffers; these move them over the
+  // socket (so every byte goes through send_all/recv_some: MSG_NOSIGNAL,
+  // the deadline).
+  io_outcome tls_flush(steady::time_point deadline);
+  io_outcome tls_fill(steady::time_point deadline);
+  io_outcome tls_handshake(const tls_peer& peer, steady::time_point deadline);
   int fd_;
-  void* reader_;  // redisReader*
+  void* reader_;         // redisReader*
+  void* ssl_ = nullptr;  // SSL*, or null for plain TCP
 };
 
 }  // namespace primcache::persist_internal

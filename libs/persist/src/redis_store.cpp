@@ -26,7 +26,7 @@ using persist_internal::redis_reply;
 using persist_internal::steady;
 
 constexpr std::string_view url_form =
-    "redis://[[USER]:PASSWORD@]HOST[:PORT]/PREFIX[?NAME=VALUE&...]";
+    "redis[s]://[[USER]:PASSWORD@]HOST[:PORT]/PREFIX[?NAME=VALUE&...]";
 
 }  // namespace
 
@@ -104,10 +104,9 @@ std::uint64_t megabytes_to_bytes(std::uint64_t m) {
 }  // namespace
 
 redis_store_options parse_redis_url(std::string_view url, redis_store_options base) {
-  constexpr std::string_view scheme = "redis://";
-  if (url.starts_with("rediss://")) bad_url(url, "TLS (rediss://) is not supported");
-  if (!url.starts_with(scheme)) bad_url(url, "the scheme is not redis://");
-  std::string_view rest = url.substr(scheme.size());
+  const bool tls = url.starts_with("rediss://");
+  if (!tls && !url.starts_with("redis://")) bad_url(url, "the scheme is not redis:// or rediss://");
+  std::string_view rest = url.substr(tls ? 9 : 8);
   // Credentials: everything up to the last '@' ([USER]:PASSWORD, %XX-escaped).
   std::string user, password;
   bool has_credentials = false;
@@ -174,6 +173,7 @@ redis_store_options parse_redis_url(std::string_view url, redis_store_options ba
   if (std::string why = check_prefix(path); !why.empty()) bad_url(url, why);
 
   redis_store_options out = std::move(base);
+  out.tls = tls;
   out.host = std::string(host);
   out.port = port;
   out.prefix = std::string(path);
@@ -216,10 +216,22 @@ redis_store_options parse_redis_url(std::string_view url, redis_store_options ba
       out.breaker.failure_threshold = static_cast<std::uint32_t>(number(1, 1000));
     } else if (name == "breaker_cool_down_ms") {
       out.breaker.cool_down = std::chrono::milliseconds(number(1, 3600000));
+    } else if (name == "tls_ca_file" || name == "tls_cert_file" || name == "tls_key_file" ||
+               name == "tls_server_name") {
+      if (!tls) bad_url(url, "the parameter " + std::string(name) + " needs rediss://");
+      std::string text;
+      if (!percent_decode(value, text) || text.empty() || text.find('\0') != std::string::npos) {
+        bad_url(url, "the parameter " + std::string(name) + " is empty or has a bad %XX escape");
+      }
+      (name == "tls_ca_file"     ? out.tls_ca_file
+       : name == "tls_cert_file" ? out.tls_cert_file
+       : name == "tls_key_file"  ? out.tls_key_file
+                                 : out.tls_server_name) = std::move(text);
     } else {
       bad_url(url, "unknown parameter " + std::string(name) +
                        " (known: ttl, connect_timeout_ms, command_timeout_ms, breaker_failures, "
-                       "breaker_cool_down_ms)");
+                       "breaker_cool_down_ms; with rediss://: tls_ca_file, tls_cert_file, "
+                       "tls_key_file, tls_server_name)");
     }
   }
   return out;
@@ -228,6 +240,8 @@ redis_store_options parse_redis_url(std::string_view url, redis_store_options ba
 struct redis_store::state {
   redis_store_options options;
   std::vector<persist_internal::socket_address> addresses;
+  std::unique_ptr<persist_internal::tls_context> tls;  // rediss://
+  persist_internal::tls_peer peer;                     // context: tls.get()
   std::atomic<std::uint64_t> capacity_mb{0};
   circuit_breaker breaker;
 
@@ -240,7 +254,8 @@ struct redis_store::state {
   explicit state(const redis_store_options& o) : options(o), breaker(o.breaker) {}
 
   std::string where() const {
-    return "redis " + options.host + ":" + std::to_string(options.port) + "/" + options.prefix;
+    return std::string(options.tls ? "rediss " : "redis ") + options.host + ":" +
+           std::to_string(options.port) + "/" + options.prefix;
   }
 
   std::unique_ptr<redis_connection> take_idle() PRIMCACHE_EXCLUDES(pool_mu) {
@@ -289,8 +304,8 @@ struct redis_store::state {
       io_outcome io;
       bool refused = false;
       if (!c) {
-        c = redis_connection::connect(addresses,
-                                      std::min(until, steady::now() + options.connect_timeout), io);
+        c = redis_connection::connect(
+            addresses, std::min(until, steady::now() + options.connect_timeout), io, peer);
         if (c && !options.password.empty()) io = authenticate(*c, until, out, refused);
       }
       if (c && io.ok() && !refused) io = c->command(args, until, out);
@@ -444,8 +459,20 @@ std::unique_ptr<redis_store> redis_store::open(redis_store_options options) {
   if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0) {
     throw error(status::invalid_arguments, "redis store: timeouts must be positive");
   }
+  const bool tls_files = !options.tls_ca_file.empty() || !options.tls_cert_file.empty() ||
+                         !options.tls_key_file.empty() || !options.tls_server_name.empty();
+  if (!options.tls && tls_files) {
+    throw error(status::invalid_arguments,
+                "redis store: TLS files or a TLS server name are given without tls (rediss://)");
+  }
   auto s = std::make_unique<state>(options);
   s->capacity_mb.store(options.capacity_mb);
+  if (options.tls) {
+    s->tls = std::make_unique<persist_internal::tls_context>(
+        options.tls_ca_file, options.tls_cert_file, options.tls_key_file);
+    s->peer.context = s->tls.get();
+    s->peer.name = options.tls_server_name.empty() ? options.host : options.tls_server_name;
+  }
   std::string why;
   s->addresses = persist_internal::resolve(options.host, options.port, why);
   if (s->addresses.empty()) {

@@ -11,11 +11,13 @@
 //   s->put(id, blob);                          // SET <prefix>:<hash> <entry> NX [EX ttl]
 //   std::optional<std::vector<std::byte>> b = s->get(id);
 //
-// URL: redis://HOST[:PORT]/PREFIX[?NAME=VALUE&...] — HOST a name, an IPv4
+// URL: redis[s]://HOST[:PORT]/PREFIX[?NAME=VALUE&...] — HOST a name, an IPv4
 // address or [an IPv6 address]; PORT 1-65535 (default 6379); PREFIX one or
 // more of A-Z a-z 0-9 _ . : / - (the path is a key prefix, not a database
 // number); parameters ttl (seconds, 0 = none), connect_timeout_ms,
-// command_timeout_ms, breaker_failures, breaker_cool_down_ms. A password
+// command_timeout_ms, breaker_failures, breaker_cool_down_ms; with
+// rediss:// (TLS) also tls_ca_file, tls_cert_file, tls_key_file (paths,
+// %XX escapes allowed) and tls_server_name. A password
 // (and an ACL user name) may come before the host
 // (redis://[USER]:PASSWORD@HOST..., %XX escapes allowed): every connection
 // sends AUTH first; the password is never put in a message or describe().
@@ -56,12 +58,21 @@
 //   failed. A failed connection empties the pool (after a restart all of
 //   them are stale) and a call whose pooled connection turns out closed
 //   retries once on a fresh one within its time.
+// - TLS (rediss://, OpenSSL's libssl over the same non-blocking socket and
+//   deadlines): TLS 1.2 or later; the server's certificate must chain to
+//   tls_ca_file (default: the system's CAs) and name tls_server_name
+//   (default: HOST; an IP address is matched against the certificate's IP
+//   addresses); tls_cert_file and tls_key_file present a client certificate
+//   (for tls-auth-clients). A refused certificate or a failed handshake is
+//   a failed call (remote_errors; it counts toward the breaker). The
+//   handshake is part of connecting, within connect_timeout + command_timeout.
 // - The host is resolved once, by open().
 //
 // Thread-safety: every member may be called from any thread at once (no
 // lock is held during I/O). A forked child must open its own store.
 // Exceptions: parse_redis_url and open() throw error(invalid_arguments) for
-// malformed options, open() error(not_found) for a host that does not
+// malformed options (open(): also TLS files that cannot be loaded, naming
+// the file and OpenSSL's reason), open() error(not_found) for a host that does not
 // resolve; clear() throws error(permission_denied) when read-only and
 // error(runtime_error) when the server cannot be reached; the rest report
 // failures as values.
@@ -94,6 +105,15 @@ struct redis_store_options {
   // (AUTH PASSWORD for requirepass; AUTH USER PASSWORD for an ACL user).
   std::string username;
   std::string password;
+  // TLS (rediss://): the server's certificate is verified against
+  // tls_ca_file (PEM; empty: the system's CAs) and tls_server_name (empty:
+  // host); tls_cert_file (a PEM chain) and tls_key_file (its PEM key), both
+  // or neither, are the client's certificate.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
   // size(): how old a complete walk may be before size() walks again, and
   // how long one size() call may walk.
   std::chrono::milliseconds size_refresh{5000};
@@ -131,7 +151,7 @@ class PRIMCACHE_API redis_store final : public blob_store {
   void clear() override;
   blob_store_stats stats() const override;
   bool read_only() const noexcept override;
-  // "redis HOST:PORT/PREFIX" (never the password).
+  // "redis HOST:PORT/PREFIX" ("rediss ..." with TLS; never the password).
   std::string describe() const override;
 
   breaker_state breaker() const;
