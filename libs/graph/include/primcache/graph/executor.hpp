@@ -1,0 +1,120 @@
+// primcache/graph/executor.hpp — runs a graph: picks each op's kernel type
+// and kernel, transforms inputs whose kernel type differs, keeps transformed
+// constants in the constant tensor cache, and counts what it transformed.
+//
+//   primcache::executor exec(g, {.place = primcache::place::cpu()});
+//   auto outputs = exec.run({{"x", x_memory}});     // name -> memory
+//   primcache::memory y = outputs.at("y");
+//   primcache::executor_stats s = exec.stats();     // transforms and bytes
+//
+// Kernel types. An op's expected kernel type is: its forced place, else the
+// executor's place; its forced library, else the executor's library; its
+// data type, else its first input's; its layout, else the plain one. The op
+// registry's kernel for (kind, place kind, library) says in which kernel
+// type each input must arrive (op_kernel::input_type). An input in another
+// kernel type is transformed by the transform registry's plan (fewest bytes
+// moved; transform_registry.hpp) into memory that lives for that run; a
+// tensor read by several ops in one kernel type is transformed once per run.
+// Constant inputs are transformed once: the result is kept in the constant
+// tensor cache of the target device (constant_tensor_cache_for), keyed by
+// the constant's memory id and the target kernel type, so later runs (of
+// this executor or another over the same data) take it from there; matmul
+// and convolution also get primitive_attr::set_constant_weights for them.
+// A produced tensor that declares a layout or place is delivered in it.
+//
+// Everything is decided when the executor is constructed: validation, shape
+// inference, kernel types, transform plans and primitive creation (bind).
+// A bad graph throws there, naming the op or tensor: an unknown op kind
+// (listing the known ones), no kernel for a kernel type (listing those
+// registered), shapes that do not agree, a cycle, a missing constant's
+// data, no transform path (naming both kernel types). run() throws for a
+// missing or unknown input and for an input of the wrong descriptor or
+// place.
+//
+// Thread-safety: run() and stats() may be called from many threads at once
+// on one executor; each run has its own intermediate memories and streams,
+// and runs of the same inputs give bitwise the same outputs. Counters are
+// relaxed atomics: a stats() taken during runs is a consistent-enough
+// snapshot, exact once they return. Exceptions: error (invalid_arguments,
+// unimplemented, or what a primitive throws).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "primcache/base/export.hpp"
+#include "primcache/graph/graph.hpp"
+#include "primcache/runtime/memory.hpp"
+#include "primcache/transform/kernel_type.hpp"
+#include "primcache/transform/transform_plan.hpp"
+
+namespace primcache {
+
+class op_registry;
+class transform_registry;
+
+struct PRIMCACHE_API executor_options {
+  primcache::place place = place::cpu();  // where ops that force none run
+  std::string library = "jit";            // the library of ops that force none
+  // Run every op at `place`, ignoring the places ops force (to compare a
+  // mixed graph with an all-CPU run).
+  bool ignore_op_places = false;
+  op_registry* ops = nullptr;                // null: op_registry::global()
+  transform_registry* transforms = nullptr;  // null: transform_registry::global()
+};
+
+// One transform the executor plans: a tensor taken from one kernel type to
+// another for the ops that read it there (or to deliver an output).
+struct PRIMCACHE_API transform_record {
+  std::string tensor;
+  std::string op;  // the first op that reads it; "" for delivery
+  kernel_type from;
+  kernel_type to;
+  std::vector<transform_kind> steps;
+  std::uint64_t bytes = 0;       // bytes read + written by one execution
+  bool constant = false;         // kept in the constant tensor cache
+  std::uint64_t executions = 0;  // times it ran
+};
+
+struct PRIMCACHE_API executor_stats {
+  std::uint64_t runs = 0;
+  std::uint64_t transforms_executed = 0;  // transforms run, over all records
+  std::uint64_t bytes_transformed = 0;    // their bytes read + written
+  std::uint64_t constant_transforms = 0;  // constants transformed (cache misses)
+  std::uint64_t constant_cache_hits = 0;  // constants taken from the cache
+  std::vector<transform_record> transforms;
+};
+
+class PRIMCACHE_API executor {
+ public:
+  using tensor_map = std::map<std::string, memory, std::less<>>;
+
+  // Compiles `g` (copied: the executor does not refer to it afterwards).
+  explicit executor(const graph& g, executor_options options = {});
+  ~executor();
+  executor(executor&&) noexcept;
+  executor& operator=(executor&&) noexcept;
+
+  // Runs the graph on `inputs` (every input tensor, by name, in its
+  // declared kernel type) and returns every output tensor by name.
+  // Blocks until the outputs are written.
+  tensor_map run(const tensor_map& inputs) const;
+
+  executor_stats stats() const;
+  // The kernel type op `op` runs as (throws not_found for an unknown op).
+  kernel_type op_type(std::string_view op) const;
+  // The kernel type a tensor is in after it is produced or given.
+  kernel_type tensor_type(std::string_view tensor) const;
+  // One line per op and per transform: what will run, in order.
+  std::string describe() const;
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace primcache
