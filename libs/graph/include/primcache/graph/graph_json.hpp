@@ -1,0 +1,36 @@
+// primcache/graph/graph_json.hpp — graphs as JSON (docs/graph.md has the
+// format): tensors with shape, type, layout, place, role and init; ops with
+// kind, inputs, outputs, attributes and placement.
+//
+//   primcache::graph g = primcache::load_graph_file("libs/graph/examples/mlp.json");
+//   primcache::executor exec(g);
+//   auto out = exec.run(primcache::make_inputs(g));
+//
+// Loading checks the text completely: malformed JSON (with its line and
+// column), a key the format does not know, a value of the wrong type or
+// range, an unknown data type, layout, place or role — each an
+// error(invalid_arguments) whose message starts "graph JSON" and names the
+// place in the document as a JSON pointer ("/ops/2/inputs/0"). Constants
+// get their data from "init" (default: uniform in [-1, 1), seed 1). The
+// graph is then validated (graph::validate) before it is returned.
+//
+// Thread-safety: free functions over their arguments. Exceptions: error —
+// invalid_arguments as above, not_found for a file that cannot be read.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "primcache/base/export.hpp"
+#include "primcache/graph/executor.hpp"
+#include "primcache/graph/graph.hpp"
+
+namespace primcache {
+
+PRIMCACHE_API graph load_graph_json(std::string_view text);
+PRIMCACHE_API graph load_graph_file(const std::string& path);
+// Memories for every input of `g`, filled as their "init" says (default:
+// uniform in [-1, 1), seed 1), in their declared kernel types.
+PRIMCACHE_API executor::tensor_map make_inputs(const graph& g);
+
+}  // namespace primcache

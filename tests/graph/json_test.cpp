@@ -1,0 +1,197 @@
+// The JSON graph format: the shipped examples load and run; bad documents
+// are refused with the place in the document and the reason.
+#include <algorithm>
+#include <cmath>
+
+#include "graph_test_util.hpp"
+#include "primcache/graph/graph_json.hpp"
+
+using namespace primcache;
+using namespace graph_test;
+
+namespace {
+
+const std::string examples = PRIMCACHE_GRAPH_EXAMPLES;
+
+// A valid document with `tensor_extra` added to tensor x and `op_extra` to op f.
+std::string doc(const std::string& tensor_extra = "", const std::string& op_extra = "") {
+  return R"({"name": "t", "tensors": [
+    {"name": "x", "shape": [2, 3], "type": "f32", "role": "input")" +
+         tensor_extra + R"(},
+    {"name": "y", "role": "output"}],
+  "ops": [{"name": "f", "kind": "eltwise", "inputs": ["x"], "outputs": ["y"],
+           "attributes": {"algorithm": "relu"})" +
+         op_extra + "}]}";
+}
+
+}  // namespace
+
+TEST_CASE("the MLP example runs and matches loops", "[graph][json][examples]") {
+  const graph g = load_graph_file(examples + "/mlp.json");
+  CHECK(g.name() == "mlp");
+  executor exec(g);
+  const auto in = make_inputs(g);
+  const auto y = logical(exec.run(in).at("logits"));
+  const auto X = logical(in.at("x"));
+  auto layer = [](const std::vector<double>& a, int m, int k, const std::vector<float>& w,
+                  const std::vector<float>* b, int n, double (*act)(double)) {
+    std::vector<double> out(static_cast<std::size_t>(m) * n);
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < n; ++j) {
+        double acc = b ? (*b)[j] : 0.0;
+        for (int q = 0; q < k; ++q) acc += a[i * k + q] * w[q * n + j];
+        out[i * n + j] = act(acc);
+      }
+    }
+    return out;
+  };
+  const auto W1 = logical(g.data("w1")), B1 = logical(g.data("b1"));
+  const auto W2 = logical(g.data("w2")), B2 = logical(g.data("b2")), W3 = logical(g.data("w3"));
+  auto relu = [](double v) { return std::max(v, 0.0); };
+  auto gelu = [](double v) {
+    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  };
+  auto none = [](double v) { return v; };
+  const auto h1 = layer(std::vector<double>(X.begin(), X.end()), 32, 256, W1, &B1, 512, relu);
+  const auto h2 = layer(h1, 32, 512, W2, &B2, 256, gelu);
+  check_close(y, layer(h2, 32, 256, W3, nullptr, 10, none), 1e-4);
+  const auto s = exec.stats();
+  REQUIRE(s.transforms.size() == 1);  // w2, stored transposed
+  CHECK(s.transforms[0].tensor == "w2");
+  CHECK(s.transforms[0].constant);
+}
+
+TEST_CASE("the ResNet-50 bottleneck example runs and matches loops", "[graph][json][examples]") {
+  const graph g = load_graph_file(examples + "/resnet50_bottleneck.json");
+  executor exec(g);
+  const auto in = make_inputs(g);
+  const memory y = exec.run(in).at("y");
+  CHECK(kernel_type::of(y, library::jit()).to_string() == "cpu/f32/abcd/jit");
+  const int H = 56, W = 56;
+  auto conv = [&](const std::vector<double>& src, int ic, const std::string& w,
+                  const std::string& b, int oc, int k, const std::vector<double>* add) {
+    const auto Wt = logical(g.data(w)), Bt = logical(g.data(b));
+    const int pad = k / 2;
+    std::vector<double> out(static_cast<std::size_t>(oc) * H * W);
+    for (int o = 0; o < oc; ++o) {
+      for (int h = 0; h < H; ++h) {
+        for (int x = 0; x < W; ++x) {
+          double acc = Bt[o];
+          for (int c = 0; c < ic; ++c) {
+            for (int kh = 0; kh < k; ++kh) {
+              const int ih = h - pad + kh;
+              if (ih < 0 || ih >= H) continue;
+              for (int kw = 0; kw < k; ++kw) {
+                const int iw = x - pad + kw;
+                if (iw < 0 || iw >= W) continue;
+                acc += src[(c * H + ih) * W + iw] * Wt[((o * ic + c) * k + kh) * k + kw];
+              }
+            }
+          }
+          const std::size_t i = (static_cast<std::size_t>(o) * H + h) * W + x;
+          if (add) acc += (*add)[i];
+          out[i] = std::max(acc, 0.0);
+        }
+      }
+    }
+    return out;
+  };
+  const auto X = logical(in.at("x"));
+  const std::vector<double> x(X.begin(), X.end());
+  const auto h1 = conv(x, 256, "w1", "b1", 64, 1, nullptr);
+  const auto h2 = conv(h1, 64, "w2", "b2", 64, 3, nullptr);
+  check_close(logical(y), conv(h2, 64, "w3", "b3", 256, 1, &x), 1e-4);
+  // x to nhwc once per run (conv1 and the shortcut share it), y back to nchw.
+  const auto s = exec.stats();
+  REQUIRE(s.transforms.size() == 2);
+  CHECK(s.transforms[0].tensor == "x");
+  CHECK(s.transforms[0].executions == 1);
+  CHECK(s.transforms[1].tensor == "y");
+}
+
+TEST_CASE("the mixed example loads: its ops force CPU and OpenCL places",
+          "[graph][json][examples]") {
+  const graph g = load_graph_file(examples + "/mixed_cpu_ocl.json");
+  int gpu_ops = 0;
+  for (const auto& op : g.ops()) gpu_ops += op.place && !op.place->is_cpu();
+  CHECK(gpu_ops == 3);
+  // All on the CPU it runs anywhere.
+  executor exec(g, {.ignore_op_places = true});
+  CHECK(exec.run(make_inputs(g)).at("y").get_desc().dims()[1] == 16);
+}
+
+TEST_CASE("a good document loads every field", "[graph][json]") {
+  const graph g = load_graph_json(doc(R"(, "layout": "ba", "place": "cpu",
+      "init": {"kind": "fill", "value": 2.5})",
+                                      R"(, "place": "cpu", "library": "jit",
+      "type": "f32", "layout": "ab")"));
+  const tensor_spec& x = *g.find_tensor("x");
+  CHECK(x.layout.to_string() == "ba");
+  CHECK(x.init->kind == tensor_init::kind::fill);
+  CHECK(x.init->value == 2.5);
+  CHECK(logical(make_inputs(g).at("x")) == std::vector<float>(6, 2.5f));
+  const op_spec& f = *g.find_op("f");
+  CHECK(f.library == "jit");
+  CHECK(f.layout.to_string() == "ab");
+  CHECK(f.string_attribute("algorithm", "") == "relu");
+}
+
+TEST_CASE("bad JSON is refused with where and why", "[graph][json][errors]") {
+  auto msg = [](const std::string& text) { return error_of([&] { load_graph_json(text); }); };
+  CHECK(msg("{\"name\": \"t\",\n  \"tensors\": [}").find("graph JSON line 2, column 15: ") == 0);
+  CHECK(msg("[]") == "graph JSON /: expected an object, got an array");
+  CHECK(msg(R"({"tensors": [], "ops": [], "extra": 1})") ==
+        "graph JSON /extra: unknown key \"extra\" (known: name, description, tensors, ops)");
+  CHECK(msg(R"({"tensors": []})") == "graph JSON /: missing \"ops\"");
+  CHECK(msg(doc(R"(, "shpe": [1])")) ==
+        "graph JSON /tensors/0/shpe: unknown key \"shpe\" (known: name, shape, type, layout, "
+        "place, role, init)");
+  CHECK(
+      msg(R"({"tensors": [{"name": "x", "shape": [2, "3"], "type": "f32", "role": "input"}], "ops": []})") ==
+      "graph JSON /tensors/0/shape/1: expected an integer, got a string");
+  CHECK(
+      msg(R"({"tensors": [{"name": "x", "shape": [2, 0], "type": "f32", "role": "input"}], "ops": []})") ==
+      "graph JSON /tensors/0/shape/1: dims must be positive, not 0");
+  CHECK(
+      msg(R"({"tensors": [{"name": "x", "shape": [2], "type": "f33", "role": "input"}], "ops": []})") ==
+      "graph JSON /tensors/0/type: unknown data type \"f33\" (f32, bf16, f16, s8, u8, s32)");
+  CHECK(
+      msg(R"({"tensors": [{"name": "x", "shape": [2], "type": "f32", "role": "weights"}], "ops": []})") ==
+      "graph JSON /tensors/0/role: unknown role \"weights\" (input, constant, intermediate, "
+      "output)");
+  CHECK(msg(R"({"tensors": [{"name": "x", "type": "f32", "role": "input"}], "ops": []})") ==
+        "graph JSON /tensors/0: tensor \"x\" (input) needs a \"shape\"");
+  CHECK(msg(doc(R"(, "layout": "abcd")")) ==
+        "graph JSON /tensors/0/layout: layout abcd lays out 4 dims, the shape has 2");
+  CHECK(msg(doc(R"(, "layout": "zz")")).find("graph JSON /tensors/0/layout: bad layout \"zz\": ") ==
+        0);
+  CHECK(msg(doc(R"(, "place": "tpu")"))
+            .find("graph JSON /tensors/0/place: bad place \"tpu\" (cpu or gpu:N): ") == 0);
+  CHECK(msg(doc(R"(, "init": {"kind": "gauss"})")) ==
+        "graph JSON /tensors/0/init/kind: unknown init kind \"gauss\" (uniform, fill)");
+  CHECK(msg(doc(R"(, "init": {"kind": "uniform", "low": 1, "high": 0})")) ==
+        "graph JSON /tensors/0/init: uniform needs low < high");
+  CHECK(msg(doc("", R"(, "inputs2": [])")) ==
+        "graph JSON /ops/0/inputs2: unknown key \"inputs2\" (known: name, kind, inputs, outputs, "
+        "attributes, place, library, type, layout)");
+  CHECK(msg(doc("", R"(, "library": "a/b")")) ==
+        "graph JSON /ops/0/library: a library name has no '/'");
+  CHECK(
+      msg(R"({"tensors": [], "ops": [{"name": "f", "kind": "relu", "inputs": [1], "outputs": ["y"]}]})") ==
+      "graph JSON /ops/0/inputs/0: expected a string, got an integer");
+  CHECK(msg(R"({"tensors": [], "ops": [{"name": "f", "kind": "relu", "inputs": ["x"]}]})") ==
+        "graph JSON /ops/0: missing \"outputs\"");
+  CHECK(msg(R"({"tensors": [], "ops": [{"name": "f", "kind": "e", "inputs": ["x"], "outputs": ["y"],
+      "attributes": {"a": {"b": 1}}}]})") ==
+        "graph JSON /ops/0/attributes/a: an attribute is a number, a string or a list of integers "
+        "or of strings, not an object");
+  CHECK(msg(R"({"tensors": [], "ops": [{"name": "f", "kind": "e", "inputs": ["x"], "outputs": ["y"],
+      "attributes": {"a": [1, "b"]}}]})") ==
+        "graph JSON /ops/0/attributes/a/1: expected an integer, got a string");
+  // Structure errors come from validation, naming tensors and ops.
+  CHECK(
+      msg(R"({"tensors": [], "ops": [{"name": "f", "kind": "eltwise", "inputs": ["x"], "outputs": ["y"]}]})") ==
+      "op 'f' reads tensor 'x' (input 0), which the graph does not declare and no op writes");
+  CHECK(error_of([] { load_graph_file("/nonexistent/g.json"); }) ==
+        "graph file /nonexistent/g.json: cannot be read");
+}

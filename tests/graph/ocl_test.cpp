@@ -1,0 +1,82 @@
+// The mixed example on the CPU and the first OpenCL device (PoCL's CPU
+// device on CI): its output equals the all-CPU run's within tolerance, the
+// transforms between places run, and the device convolution's weights are
+// copied to the device once. Skipped with a warning without a device.
+#include <algorithm>
+#include <cmath>
+
+#include "graph_test_util.hpp"
+#include "primcache/graph/graph_json.hpp"
+#include "primcache/graph/op_registry.hpp"
+
+using namespace primcache;
+using namespace graph_test;
+
+TEST_CASE("the mixed CPU/OpenCL graph equals the all-CPU run", "[graph][ocl]") {
+  if (engine::get_count(engine_kind::gpu) == 0) {
+    WARN("no OpenCL device: skipped");
+    return;
+  }
+  const graph g = load_graph_file(std::string(PRIMCACHE_GRAPH_EXAMPLES) + "/mixed_cpu_ocl.json");
+  const auto in = make_inputs(g);
+  executor cpu_only(g, {.ignore_op_places = true});
+  executor mixed(g);
+  CHECK(mixed.op_type("act1").to_string() == "gpu:0/f32/abcd/jit");
+  CHECK(mixed.op_type("conv2").to_string() == "gpu:0/f32/aBcd16b/jit");
+  CHECK(mixed.op_type("conv3").to_string() == "cpu/f32/aBcd16b/jit");
+
+  const auto want = logical(cpu_only.run(in).at("y"));
+  for (int run = 0; run < 3; ++run) {
+    const memory y = mixed.run(in).at("y");
+    CHECK(kernel_type::of(y, library::jit()).to_string() == "cpu/f32/abcd/jit");
+    const auto got = logical(y);
+    REQUIRE(got.size() == want.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, double(std::abs(got[i] - want[i])));
+    INFO("largest difference " << worst);
+    CHECK(worst <= 1e-4);
+  }
+
+  const auto s = mixed.stats();
+  std::map<std::string, transform_record> by_tensor;
+  for (const auto& t : s.transforms) by_tensor.emplace(t.tensor, t);
+  using tk = transform_kind;
+  // cpu acdb -> gpu abcd: a layout change and a copy.
+  REQUIRE(by_tensor.count("h1"));
+  CHECK(by_tensor["h1"].steps.size() == 2);
+  CHECK(std::count(by_tensor["h1"].steps.begin(), by_tensor["h1"].steps.end(), tk::place) == 1);
+  // Relaid out on the device.
+  CHECK(by_tensor["h2"].steps == std::vector<tk>{tk::layout});
+  CHECK(by_tensor["h2"].to.place.to_string() == "gpu:0");
+  // Both nChw16c: a copy alone.
+  CHECK(by_tensor["h3"].steps == std::vector<tk>{tk::place});
+  // The device conv's weights: copied once, kept in gpu.0's cache.
+  REQUIRE(by_tensor.count("w2"));
+  CHECK(by_tensor["w2"].constant);
+  CHECK(by_tensor["w2"].steps == std::vector<tk>{tk::place});
+  CHECK(by_tensor["w2"].executions == 1);
+  CHECK(s.constant_transforms == 1);
+  CHECK(s.constant_cache_hits == 2);
+  // h5 goes back to the host for the reorder op, which changes its layout.
+  CHECK(by_tensor["h5"].steps == std::vector<tk>{tk::place});
+  CHECK(by_tensor["h5"].to.to_string() == "cpu/f32/acdb/jit");
+  for (const auto& t : s.transforms) {
+    if (!t.constant) CHECK(t.executions == 3);
+  }
+  // The all-CPU run transforms only layouts, on the host.
+  for (const auto& t : cpu_only.stats().transforms) {
+    for (auto k : t.steps) CHECK(k != tk::place);
+  }
+}
+
+TEST_CASE("an op forced onto a device that does not exist is refused", "[graph][ocl]") {
+  graph g("far");
+  add_with_data(g, tensor("x", {4}, tensor_role::input), 1);
+  g.add_tensor(produced("y"));
+  op_spec op{.name = "f", .kind = "eltwise", .inputs = {"x"}, .outputs = {"y"}};
+  op.attributes["algorithm"] = std::string("relu");
+  op.place = place::gpu(99);
+  g.add_op(op);
+  CHECK(error_of([&] { executor e(g); }).find("op 'f' (eltwise) runs on gpu:99: ") == 0);
+}
