@@ -15,10 +15,17 @@
 //   BM_RedisSize/<keys>            redis_store::size walking a keyspace of
 //                                  that many entries (SCAN batches of 1000,
 //                                  each summed by a script); items = keys
+//   BM_RedisShardedGet/<bytes>/threads:N
+//                                  sharded_redis_store::get over 3 servers
+//                                  (the first BM_RedisGet's server and two
+//                                  more) of 12 present entries in turn, spread
+//                                  over the shards: BM_RedisGet plus placement
+//                                  (3 XXH3 per call)
+//   BM_RedisShardPlacement/<N>     placement alone: shard_of over N shards
 //
-// The program starts its own redis-server (from PATH, as the tests do) on a
-// free loopback port, persistence off, maxmemory 256 MB with allkeys-lru so
-// BM_RedisPut's new entries evict old ones; it is killed at exit. Timeouts are
+// The program starts its own redis-servers (from PATH, as the tests do) on
+// free loopback ports, persistence off, maxmemory 256 MB with allkeys-lru so
+// BM_RedisPut's new entries evict old ones; they are killed at exit. Timeouts are
 // raised to 1 s so a loaded machine measures slow calls rather than failing
 // them; a call that fails anyway ends the benchmark with an error.
 #include <benchmark/benchmark.h>
@@ -31,6 +38,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -43,12 +51,15 @@
 
 #include "primcache/persist/directory_store.hpp"
 #include "primcache/persist/redis_store.hpp"
+#include "primcache/persist/sharded_redis_store.hpp"
 
 extern char** environ;
 
 namespace {
 
 int g_port = 0;
+// The sharded benchmark's other two servers.
+int g_shard_ports[2] = {0, 0};
 
 std::vector<std::byte> bytes_of(const std::string& s) {
   auto b = std::as_bytes(std::span(s.data(), s.size()));
@@ -226,6 +237,78 @@ BENCHMARK(BM_RedisSize)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+void BM_RedisShardedGet(benchmark::State& state) {
+  static std::unique_ptr<primcache::sharded_redis_store> store;
+  static std::vector<std::vector<std::byte>> keys;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  if (state.thread_index() == 0) {
+    std::vector<primcache::redis_store_options> shards;
+    for (int port : {g_port, g_shard_ports[0], g_shard_ports[1]}) {
+      primcache::redis_store_options o;
+      o.port = port;
+      o.prefix = "bench";
+      o.format = format();
+      o.connect_timeout = std::chrono::seconds(1);
+      o.command_timeout = std::chrono::seconds(1);
+      shards.push_back(o);
+    }
+    store = primcache::sharded_redis_store::open(std::move(shards));
+    keys.clear();
+    for (int i = 0; i < 12; ++i) {
+      keys.push_back(bytes_of("sharded-get-" + std::to_string(n) + "-" + std::to_string(i)));
+      store->put(keys.back(), blob(n));
+    }
+  }
+  std::size_t next = static_cast<std::size_t>(state.thread_index());
+  for (auto _ : state) {
+    auto v = store->get(keys[next++ % keys.size()]);
+    if (!v || v->size() != n) {
+      state.SkipWithError("sharded redis get failed");
+      break;
+    }
+    benchmark::DoNotOptimize(v->data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(n));
+  if (state.thread_index() == 0) {
+    state.counters["remote_errors"] = static_cast<double>(store->stats().remote_errors);
+    // Every shard served some of the gets (thread 0 reads the others' counts too).
+    std::uint64_t least = UINT64_MAX;
+    for (const auto& sh : store->shards()) least = std::min(least, sh.stats.hits);
+    state.counters["least_hits_on_a_shard"] = static_cast<double>(least);
+  }
+}
+BENCHMARK(BM_RedisShardedGet)
+    ->Arg(16 << 10)
+    ->Arg(64 << 10)
+    ->Arg(256 << 10)
+    ->Threads(1)
+    ->Threads(4)
+    ->UseRealTime();
+
+// What sharding adds to a call: sharded_redis_store::shard_of for a blob
+// id of 200 bytes over N shards (XXH3-128 of the key, then one XXH3-64 per
+// shard); no server is asked (open() resolves, never connects).
+void BM_RedisShardPlacement(benchmark::State& state) {
+  std::vector<primcache::redis_store_options> shards;
+  for (int i = 0; i < state.range(0); ++i) {
+    primcache::redis_store_options o;
+    o.port = 20000 + i;
+    o.format = format();
+    shards.push_back(o);
+  }
+  auto store = primcache::sharded_redis_store::open(std::move(shards));
+  std::vector<std::byte> key = blob(200);
+  std::size_t sum = 0;
+  for (auto _ : state) {
+    key[0] = static_cast<std::byte>(sum);  // a new key each time
+    sum += store->shard_of(key);
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RedisShardPlacement)->Arg(1)->Arg(3)->Arg(8)->Arg(32);
+
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -253,12 +336,10 @@ bool answers(int port) {
   return ok;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  g_port = free_port();
-  std::string port = std::to_string(g_port);
+// A redis-server on a free loopback port, answering; its pid, or -1.
+pid_t start_server(int& port_out) {
+  port_out = free_port();
+  std::string port = std::to_string(port_out);
   std::vector<std::string> args = {"redis-server", "--port",      port,       "--bind",
                                    "127.0.0.1",    "--save",      "",         "--appendonly",
                                    "no",           "--maxmemory", "256mb",    "--maxmemory-policy",
@@ -267,25 +348,51 @@ int main(int argc, char** argv) {
   for (auto& a : args) av.push_back(a.data());
   av.push_back(nullptr);
   pid_t pid = -1;
-  if (g_port == 0 ||
+  if (port_out == 0 ||
       ::posix_spawnp(&pid, "redis-server", nullptr, nullptr, av.data(), environ) != 0) {
     std::fprintf(stderr,
                  "bench_persist_store: cannot start redis-server (run scripts/install-deps)\n");
-    return 1;
+    return -1;
   }
-  for (int i = 0; i < 200 && !answers(g_port); ++i) {
+  for (int i = 0; i < 200 && !answers(port_out); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (!answers(g_port)) {
-    std::fprintf(stderr, "bench_persist_store: redis-server did not come up on port %d\n", g_port);
+  if (!answers(port_out)) {
+    std::fprintf(stderr, "bench_persist_store: redis-server did not come up on port %d\n",
+                 port_out);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return 1;
+    return -1;
   }
-  benchmark::AddCustomContext("redis_server", "127.0.0.1:" + port + " (started by this program)");
+  return pid;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  std::vector<pid_t> pids;
+  for (int* port : {&g_port, &g_shard_ports[0], &g_shard_ports[1]}) {
+    const pid_t pid = start_server(*port);
+    if (pid < 0) {
+      for (pid_t p : pids) {
+        ::kill(p, SIGKILL);
+        ::waitpid(p, nullptr, 0);
+      }
+      return 1;
+    }
+    pids.push_back(pid);
+  }
+  benchmark::AddCustomContext("redis_server",
+                              "127.0.0.1:" + std::to_string(g_port) + " (started by this program)");
+  benchmark::AddCustomContext("redis_shards", "127.0.0.1:" + std::to_string(g_port) +
+                                                  ", :" + std::to_string(g_shard_ports[0]) +
+                                                  ", :" + std::to_string(g_shard_ports[1]));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
+  for (pid_t p : pids) {
+    ::kill(p, SIGKILL);
+    ::waitpid(p, nullptr, 0);
+  }
   return 0;
 }
