@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "primcache/base/error.hpp"
+#include "primcache/control/registry.hpp"
 #include "primcache/transform/transform_registry.hpp"
 
 using namespace primcache;
@@ -114,6 +115,19 @@ TEST_CASE("quantization scales travel with their data type", "[transform][plan]"
                                          [](const memory&, const memory&, const stream&) {}),
         Catch::Contains("not a finite positive number"));
   }
+}
+
+TEST_CASE("the global plan cache is listed in control", "[transform][plan][control]") {
+  (void)plan_transform(kt("cpu/f32/abcd/jit"), kt("cpu/f32/acdb/jit"));
+  control_registry& r = control();
+  const cache_handle h = r.find_cache("transform_plan");  // throws when not registered
+  CHECK(h.unit() == capacity_unit::entries);
+  CHECK(h.size() >= 1);
+  const auto hits = h.stats().hits;
+  (void)plan_transform(kt("cpu/f32/abcd/jit"), kt("cpu/f32/acdb/jit"));
+  CHECK(h.stats().hits == hits + 1);
+  r.flush("transform_plan");
+  CHECK(h.size() == 0);
 }
 
 TEST_CASE("plans print one step per line", "[transform][plan]") {

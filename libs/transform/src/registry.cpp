@@ -11,6 +11,7 @@
 #include "primcache/base/error.hpp"
 #include "primcache/base/thread_annotations.hpp"
 #include "primcache/cache/concurrent_cache.hpp"
+#include "primcache/control/registry.hpp"
 #include "primcache/transform/transform_registry.hpp"
 
 namespace primcache {
@@ -260,6 +261,9 @@ struct transform_registry::state {
   std::shared_ptr<const user_map> users PRIMCACHE_GUARDED_BY(mu) = std::make_shared<user_map>();
   std::uint64_t generation PRIMCACHE_GUARDED_BY(mu) = 0;
   concurrent_cache<plan_key, std::shared_ptr<const transform_plan>, plan_key_hash> plans;
+  // The global registry's plan cache is listed in control (after `plans`,
+  // so that it is unregistered before the cache goes).
+  cache_registration registration;
 };
 
 transform_registry::transform_registry(std::size_t plan_cache_capacity)
@@ -269,6 +273,11 @@ transform_registry::~transform_registry() = default;
 
 transform_registry& transform_registry::global() {
   static transform_registry registry;
+  [[maybe_unused]] static const bool registered = [] {
+    registry.state_->registration =
+        register_cache("transform_plan", registry.state_->plans, capacity_unit::entries);
+    return true;
+  }();
   return registry;
 }
 

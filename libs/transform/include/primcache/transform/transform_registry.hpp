@@ -30,6 +30,9 @@
 // it, and a layout change with a type change is one fused reorder.
 // Plans are cached (a concurrent_cache keyed by the pair and the registry's
 // generation, so that add and remove invalidate every plan made before).
+// The global registry's plan cache is registered in control as
+// "transform_plan" (entries), so metrics, the admin API and the console see
+// its counters and can resize or flush it.
 //
 // Thread-safety: every member may be called concurrently. add/remove take
 // an exclusive lock held for the map update only; plan never holds it
