@@ -80,3 +80,31 @@ TEST_CASE("an op forced onto a device that does not exist is refused", "[graph][
   g.add_op(op);
   CHECK(error_of([&] { executor e(g); }).find("op 'f' (eltwise) runs on gpu:99: ") == 0);
 }
+
+TEST_CASE("the MLP on the OpenCL device equals the CPU run", "[graph][ocl][matmul]") {
+  if (engine::get_count(engine_kind::gpu) == 0) {
+    WARN("no OpenCL device: skipped");
+    return;
+  }
+  const graph g = load_graph_file(std::string(PRIMCACHE_GRAPH_EXAMPLES) + "/mlp.json");
+  const auto in = make_inputs(g);
+  executor on_cpu(g);
+  executor on_gpu(g, {.place = place::gpu(0)});
+  CHECK(on_gpu.op_type("fc1").to_string() == "gpu:0/f32/ab/jit");
+  const auto want = logical(on_cpu.run(in).at("logits"));
+  for (int run = 0; run < 2; ++run) {
+    const memory y = on_gpu.run(in).at("logits");
+    CHECK(y.get_engine().get_kind() == engine_kind::gpu);
+    const auto got = logical(y);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-4);
+  }
+  // x is copied up every run; the five constants once.
+  const auto s = on_gpu.stats();
+  CHECK(s.constant_transforms == 5);
+  CHECK(s.constant_cache_hits == 5);
+  for (const auto& t : s.transforms) {
+    if (t.tensor == "x") CHECK(t.executions == 2);
+    if (t.tensor == "w2") CHECK(t.steps.size() == 2);  // a copy and a relayout
+  }
+}

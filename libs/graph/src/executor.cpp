@@ -221,7 +221,10 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
     type.place = (op.place && !st.options.ignore_op_places) ? *op.place : st.options.place;
     type.library = op.library ? library{*op.library} : lib;
     type.data_type = op.type != data_type::undef ? op.type : in_shapes[0].type;
-    type.layout = op.layout;
+    // Plain when the op names none (of its first output's rank).
+    type.layout = op.layout.ndims() != 0
+                      ? op.layout
+                      : plain_layout(static_cast<int>(out_shapes[0].dims.size()));
     auto kernel = ops.find_kernel(op.kind, type.place.kind, type.library.name);
     if (!kernel) {
       std::string have;
