@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kernels/conv_config.hpp"
 #include "kernels/conv_validation.hpp"
 #include "kernels/integer_math.hpp"
 #include "kernels/kernel_failure.hpp"
+#include "primcache/base/thread_annotations.hpp"
 #include "tiered/generic_code.hpp"
 
 namespace primcache::cpu_internal {
@@ -25,12 +28,32 @@ failure unimplemented(const std::string& message) {
   return kernel_unimplemented("generic convolution", message);
 }
 
+// The tile functions looked up so far, for the life of the process (the
+// built-in code is never unloaded): a creation looks up at most 4 x its
+// ow_block symbols once per process instead of on every creation.
+struct tile_cache {
+  mutex mu;
+  std::map<std::tuple<int, int, int, bool>, generic_conv_function*> fns PRIMCACHE_GUARDED_BY(mu);
+};
+
+result<generic_conv_function*> tile_function(cpu_isa isa, int width, int blocks, bool interior) {
+  static tile_cache* cache = new tile_cache;
+  lock_guard guard(cache->mu);
+  const auto key = std::make_tuple(static_cast<int>(isa), width, blocks, interior);
+  if (auto it = cache->fns.find(key); it != cache->fns.end()) return it->second;
+  const std::string symbol = generic_conv_symbol(width, blocks, interior);
+  auto fn = generic_function<generic_conv_function>(generic_kernel::conv, isa, symbol.c_str());
+  if (!fn) return fn.why();
+  cache->fns.emplace(key, fn.value());
+  return fn.value();
+}
+
 }  // namespace
 
 generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geometry& g,
                                          const conv_geometry& flat, const conv_config& tile,
-                                         cpu_isa isa, const tile_table& tiles)
-    : problem_(p), geometry_(g), flat_(flat), tile_(tile), isa_(isa), tiles_(tiles) {
+                                         cpu_isa isa, tile_table tiles)
+    : problem_(p), geometry_(g), flat_(flat), tile_(tile), isa_(isa), tiles_(std::move(tiles)) {
   const conv_geometry& f = flat_;
   auto& v = params_;
   v[gc_ih] = f.ih;
@@ -74,6 +97,11 @@ generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geome
   packs_weights_ = !in_place;
   packed_bytes_ = static_cast<std::size_t>(conv_packed_weight_floats(f)) * sizeof(float);
   chunks_ = div_up(f.nb, tile_.oc_blocks);
+  // Output pixels whose taps all fall inside the image: ow * sw - pl >= 0
+  // and ow * sw - pl + (kw - 1) * (dw + 1) <= iw - 1.
+  inside_lo_ = (f.pl + f.sw - 1) / f.sw;
+  const std::int64_t room = f.iw - 1 + f.pl - (f.kw - 1) * (f.dw + 1);
+  inside_hi_ = room < 0 ? 0 : std::min(room / f.sw + 1, f.ow);
   work_items_ = f.n * f.g * chunks_ * f.oh;
   zeroes_dst_padding_ = f.dst.blocked && f.g > 1 && f.ocg % lanes != 0 && f.oc % lanes != 0;
 }
@@ -110,25 +138,20 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
                            std::to_string(tile.oc_blocks));
     }
   }
-  const int widths[2] = {
-      tile.ow_block,
-      static_cast<int>(flat.ow % tile.ow_block == 0 ? tile.ow_block : flat.ow % tile.ow_block)};
   const std::int64_t chunks = div_up(flat.nb, tile.oc_blocks);
   const int blocks[2] = {tile.oc_blocks, static_cast<int>(flat.nb - (chunks - 1) * tile.oc_blocks)};
-  tile_table tiles{};
-  for (int w = 0; w < 2; ++w) {
+  tile_table tiles(static_cast<std::size_t>(tile.ow_block));
+  for (int w = 1; w <= tile.ow_block; ++w) {
     for (int b = 0; b < 2; ++b) {
       for (int interior = 0; interior < 2; ++interior) {
-        const std::string symbol = generic_conv_symbol(widths[w], blocks[b], interior != 0);
-        auto fn = generic_function<generic_conv_function>(generic_kernel::conv, code_isa.value(),
-                                                          symbol.c_str());
+        auto fn = tile_function(code_isa.value(), w, blocks[b], interior != 0);
         if (!fn) return fn.why();
-        tiles[w][b][interior] = fn.value();
+        tiles[static_cast<std::size_t>(w - 1)][b][interior] = fn.value();
       }
     }
   }
   return std::unique_ptr<generic_conv_kernel>(
-      new generic_conv_kernel(p, g.value(), flat, tile, code_isa.value(), tiles));
+      new generic_conv_kernel(p, g.value(), flat, tile, code_isa.value(), std::move(tiles)));
 }
 
 void generic_conv_kernel::write_packing_key(key_writer& w) const {
@@ -173,10 +196,6 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
   const conv_geometry& f = flat_;
   const int owb = tile_.ow_block;
   const std::int64_t dk = f.dh + 1;
-  auto tap_inside = [&](std::int64_t ow, std::int64_t kw) {
-    const std::int64_t iw = ow * f.sw - f.pl + kw * (f.dw + 1);
-    return iw >= 0 && iw < f.iw;
-  };
   std::int64_t t[gt_count];
   for (std::int64_t item = begin; item < end; ++item) {
     std::int64_t rest = item;
@@ -212,14 +231,23 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
     t[gt_dst_row_off] = f.dst.off0 + n * f.dst.n_stride + oh * f.dst.h_stride;
     const float* src_img = src + f.src.off0 + n * f.src.n_stride;
     const float* wei_chunk = wei + (grp * f.nb + first_block) * f.kh * f.kw * f.icg * lanes;
-    for (std::int64_t ow0 = 0; ow0 < f.ow;) {
-      const std::int64_t len = std::min<std::int64_t>(owb, f.ow - ow0);
-      const bool interior = tap_inside(ow0, 0) && tap_inside(ow0 + len - 1, f.kw - 1);
-      t[gt_iw0] = ow0 * f.sw - f.pl;
-      t[gt_ow0] = ow0;
-      tiles_[len == owb ? 0 : 1][last_chunk ? 1 : 0][interior ? 1 : 0](
+    // Each tile of the row as its pixels whose taps are all inside (one
+    // interior call) and the pixels left and right of them (edge calls):
+    // only the pixels at the image's edges pay the edge form's selects.
+    auto call = [&](std::int64_t from, std::int64_t to, bool interior) {
+      if (to <= from) return;
+      t[gt_iw0] = from * f.sw - f.pl;
+      t[gt_ow0] = from;
+      tiles_[static_cast<std::size_t>(to - from - 1)][last_chunk ? 1 : 0][interior ? 1 : 0](
           params_.data(), src_img, wei_chunk, bias, dst, binary, t);
-      ow0 += len;
+    };
+    for (std::int64_t ow0 = 0; ow0 < f.ow; ow0 += owb) {
+      const std::int64_t end = std::min<std::int64_t>(ow0 + owb, f.ow);
+      const std::int64_t a = std::clamp(inside_lo_, ow0, end);
+      const std::int64_t b = std::clamp(inside_hi_, a, end);
+      call(ow0, a, false);
+      call(a, b, true);
+      call(b, end, false);
     }
   }
 }

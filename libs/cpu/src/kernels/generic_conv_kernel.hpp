@@ -62,11 +62,11 @@ class generic_conv_kernel {
   void execute(const conv_args& args, void* scratchpad, thread_pool& pool) const;
 
  private:
-  // The tile functions of a kernel: [full width, last width][full chunk,
-  // last chunk][edge, interior].
-  using tile_table = std::array<std::array<std::array<generic_conv_function*, 2>, 2>, 2>;
+  // The tile functions of a kernel: [width - 1][full chunk, last chunk][edge,
+  // interior], widths 1 to its ow_block.
+  using tile_table = std::vector<std::array<std::array<generic_conv_function*, 2>, 2>>;
   generic_conv_kernel(const conv_problem& p, const conv_geometry& g, const conv_geometry& flat,
-                      const conv_config& tile, cpu_isa isa, const tile_table& tiles);
+                      const conv_config& tile, cpu_isa isa, tile_table tiles);
   void run_items(const float* src, const float* wei, const float* bias, float* dst,
                  const float* const* binary, std::int64_t begin, std::int64_t end) const;
   void zero_dst_padding(float* dst) const;
@@ -76,12 +76,14 @@ class generic_conv_kernel {
   conv_geometry flat_;      // as run (flatten_conv_pointwise)
   conv_config tile_;        // ow_block, oc_blocks, order (as the specialized's where it can)
   cpu_isa isa_;
-  tile_table tiles_{};
+  tile_table tiles_;
   std::array<std::int64_t, gc_slot_count> params_{};
   bool packs_weights_ = false;
   bool zeroes_dst_padding_ = false;
   std::size_t packed_bytes_ = 0;
   std::int64_t chunks_ = 0;  // output-channel chunks per group
+  // Output pixels [inside_lo_, inside_hi_) have every tap inside the image.
+  std::int64_t inside_lo_ = 0, inside_hi_ = 0;
   std::int64_t work_items_ = 0;
 };
 
