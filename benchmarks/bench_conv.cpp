@@ -15,7 +15,15 @@
 //
 // BM_Conv/primcache_o3 rows: the same primitive compiled under the settings
 // the convolution had before (O3, Aggressive, LSR), for comparing kernel
-// speed across compile settings in one binary.
+// speed across compile settings in one binary. Both primcache rows create
+// their primitive in sync mode, so they measure specialized code (a tiered
+// creation would run the generic kernel until the swap, and compile on the
+// background pool, outside the compile_probe).
+//
+// BM_Conv/primcache_generic rows: the shape-generic kernel a tiered
+// convolution runs until its specialized kernel is installed
+// (kernels/generic_conv_kernel.hpp), on the same tensors and thread pool,
+// with the configuration the primitive's heuristic gives.
 //
 // Counter GFLOPS: 2 * N * OC * OH * OW * IC/G * KH * KW per iteration.
 #include <benchmark/benchmark.h>
@@ -33,6 +41,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "jit/compiler.hpp"
+#include "kernels/conv_kernel.hpp"
+#include "kernels/generic_conv_kernel.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 namespace {
@@ -123,6 +133,8 @@ void bm_primcache(benchmark::State& state, layer l, int nthr, bool previous_sett
   pc::set_primitive_cache_capacity(0);
   pc::set_primitive_cache_capacity(1024);
   pc::convolution_forward prim;
+  const pc::jit_mode mode = pc::get_jit_mode();
+  pc::set_jit_mode(pc::jit_mode::sync);
   {
     primcache::cpu_internal::compile_probe probe;
     if (previous_settings) {
@@ -132,6 +144,8 @@ void bm_primcache(benchmark::State& state, layer l, int nthr, bool previous_sett
     }
     prim = pc::convolution_forward(pd);
   }
+  pc::set_jit_mode(mode);
+  prim.wait_until_specialized();
   pc::stream strm(eng);
   const pc::primitive::args args = {{PRIMCACHE_ARG_SRC, pc::memory(src_md, eng, src.data)},
                                     {PRIMCACHE_ARG_WEIGHTS, pc::memory(wei_md, eng, wei.data)},
@@ -140,6 +154,53 @@ void bm_primcache(benchmark::State& state, layer l, int nthr, bool previous_sett
   prim.execute(strm, args);
   for (auto _ : state) {
     prim.execute(strm, args);
+    benchmark::DoNotOptimize(dst.data);
+  }
+  report(state, l);
+}
+
+// The generic kernel on the problem bm_primcache's primitive holds: nChw16c
+// activations, Ohwi16o weights (read in place), bias.
+void bm_primcache_generic(benchmark::State& state, layer l, int nthr) {
+  namespace pc = primcache;
+  namespace ci = primcache::cpu_internal;
+  using tag = pc::format_tag;
+  pc::set_num_threads(nthr);
+  const pc::cpu_isa isa = pc::effective_isa();
+  ci::conv_problem p;
+  p.src = pc::memory_desc({1, l.ic, l.in, l.in}, pc::data_type::f32, tag::nChw16c);
+  p.dst = pc::memory_desc({1, l.oc, l.out(), l.out()}, pc::data_type::f32, tag::nChw16c);
+  p.bias = pc::memory_desc({l.oc}, pc::data_type::f32, tag::a);
+  p.weights = pc::memory_desc({l.oc, l.ic, l.k, l.k}, pc::data_type::f32, tag::oihw);
+  p.stride_h = p.stride_w = l.stride;
+  p.pad_t = p.pad_l = p.pad_b = p.pad_r = l.pad;
+  p.nthr = nthr;
+  auto preferred = ci::preferred_weights_desc(p);
+  if (!preferred) {
+    state.SkipWithError(preferred.why().message.c_str());
+    return;
+  }
+  p.weights = preferred.value();
+  auto kernel = ci::generic_conv_kernel::create(p, ci::default_conv_config(p, isa), isa);
+  if (!kernel) {
+    state.SkipWithError(kernel.why().message.c_str());
+    return;
+  }
+  state.SetLabel("generic:" + std::string(pc::to_string(kernel.value()->isa())));
+  aligned_floats src(p.src.size_bytes() / 4), wei(p.weights.size_bytes() / 4),
+      bias(static_cast<std::size_t>(l.oc)), dst(p.dst.size_bytes() / 4),
+      scratch(kernel.value()->scratchpad_bytes() / 4 + 1);
+  fill(src.data, p.src.size_bytes() / 4, 1);
+  fill(wei.data, p.weights.size_bytes() / 4, 2);
+  fill(bias.data, static_cast<std::size_t>(l.oc), 3);
+  ci::conv_args args;
+  args.src = src.data;
+  args.weights = wei.data;
+  args.bias = bias.data;
+  args.dst = dst.data;
+  kernel.value()->execute(args, scratch.data, pc::default_thread_pool());
+  for (auto _ : state) {
+    kernel.value()->execute(args, scratch.data, pc::default_thread_pool());
     benchmark::DoNotOptimize(dst.data);
   }
   report(state, l);
@@ -191,6 +252,10 @@ int register_all() {
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("BM_Conv/primcache_o3/" + suffix).c_str(), bm_primcache, l,
                                    nthr, true)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_Conv/primcache_generic/" + suffix).c_str(),
+                                   bm_primcache_generic, l, nthr)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("BM_Conv/onednn/" + suffix).c_str(), bm_onednn, l, nthr)

@@ -10,8 +10,8 @@
 //                                   compiled before creation returns),
 //                                   primcache_tiered (the generic kernel now, the
 //                                   specialized one in the background; matmul
-//                                   only: other kinds have no generic kernel
-//                                   yet), onednn
+//                                   and convolution: other kinds have no
+//                                   generic kernel yet), onednn
 //   BM_TimeToSpecialized/primcache_tiered/<op>
 //                                   a tiered creation until its specialized
 //                                   kernel is installed by the background pool
@@ -191,6 +191,23 @@ void BM_CreateMiss_onednn_matmul(benchmark::State& s) {
 void BM_CreateMiss_primcache_sync_conv(benchmark::State& s) {
   create_miss_in_mode(s, pc::jit_mode::sync, pc_conv);
 }
+void BM_CreateMiss_primcache_tiered_conv(benchmark::State& s) {
+  create_miss_in_mode(s, pc::jit_mode::tiered, pc_conv);
+}
+void BM_TimeToSpecialized_conv(benchmark::State& state) {
+  const pc::jit_mode saved = pc::get_jit_mode();
+  pc::set_jit_mode(pc::jit_mode::tiered);
+  pc_conv().wait_until_specialized();
+  for (auto _ : state) {
+    state.PauseTiming();
+    pc_clear();
+    state.ResumeTiming();
+    pc::primitive p = pc_conv();
+    while (!p.specialized()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  state.SetItemsProcessed(state.iterations());
+  pc::set_jit_mode(saved);
+}
 void BM_CreateMiss_onednn_conv(benchmark::State& s) {
   create_miss(s, dnnl_conv, dnnl_clear);
 }
@@ -221,6 +238,14 @@ BENCHMARK(BM_CreateMiss_onednn_matmul)
     ->Iterations(5);
 BENCHMARK(BM_CreateMiss_primcache_sync_conv)
     ->Name("BM_CreateMiss/primcache_sync/conv3x3")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_CreateMiss_primcache_tiered_conv)
+    ->Name("BM_CreateMiss/primcache_tiered/conv3x3")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_TimeToSpecialized_conv)
+    ->Name("BM_TimeToSpecialized/primcache_tiered/conv3x3")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 BENCHMARK(BM_CreateMiss_onednn_conv)
