@@ -369,8 +369,8 @@ TEST_CASE("a dead or stopped shard opens only its own breaker; the others keep s
   three_servers t;
   auto opts = options_for(t.ports());
   for (auto& o : opts) {
-    o.connect_timeout = 150ms;
-    o.command_timeout = 150ms;
+    o.connect_timeout = 400ms;
+    o.command_timeout = 400ms;
   }
   auto s = sharded_redis_store::open(opts);
   std::array<std::vector<std::string>, 3> keys;
@@ -396,7 +396,7 @@ TEST_CASE("a dead or stopped shard opens only its own breaker; the others keep s
   // The failing shard's keys miss within its timeouts; its breaker opens.
   for (int i = 0; i < 3; ++i) {
     auto took = time_of([&] { CHECK_FALSE(s->get(as_bytes(keys[failing][i]))); });
-    CHECK(took < 1500ms);
+    CHECK(took < 2500ms);  // 800 ms, and room for a loaded machine under sanitizers
   }
   auto shards = s->shards();
   for (int i = 0; i < 3; ++i) {
@@ -426,7 +426,7 @@ TEST_CASE("a dead or stopped shard opens only its own breaker; the others keep s
   // Open: the failing shard's keys cost nothing; every other key still hits.
   for (const auto& k : keys[failing]) {
     auto took = time_of([&] { CHECK_FALSE(s->get(as_bytes(k))); });
-    CHECK(took < 100ms);
+    CHECK(took < 300ms);  // a call that asked the server would wait 800 ms
   }
   for (int i = 0; i < 3; ++i) {
     if (i == failing) continue;
@@ -472,9 +472,9 @@ TEST_CASE("a stalled shard never stalls calls to the others", "[persist][redis][
   three_servers t;
   auto opts = options_for(t.ports());
   // Shard 1 waits long and never gives up (its breaker stays closed), so
-  // every call to it stalls for its whole timeout.
-  opts[1].connect_timeout = 1000ms;
-  opts[1].command_timeout = 1000ms;
+  // a call to it stalls for its whole timeout.
+  opts[1].connect_timeout = 3000ms;
+  opts[1].command_timeout = 3000ms;
   opts[1].breaker.failure_threshold = 1000;
   auto s = sharded_redis_store::open(opts);
   std::array<std::vector<std::string>, 3> keys;
@@ -483,11 +483,11 @@ TEST_CASE("a stalled shard never stalls calls to the others", "[persist][redis][
     REQUIRE(s->put(as_bytes(k), payload_of(k, 500)).status == put_status::stored);
     keys[s->shard_of(as_bytes(k))].push_back(k);
   }
-  REQUIRE(keys[1].size() >= 2);
+  REQUIRE(keys[1].size() >= 1);
   t.servers[1].pause();
   std::atomic<bool> stalling{true};
   std::thread stuck([&] {
-    for (int i = 0; i < 2; ++i) s->get(as_bytes(keys[1][static_cast<std::size_t>(i)]));
+    s->get(as_bytes(keys[1][0]));  // on a pooled connection: 6 s
     stalling = false;
   });
   std::this_thread::sleep_for(100ms);  // the thread is inside a stalled call
@@ -505,9 +505,10 @@ TEST_CASE("a stalled shard never stalls calls to the others", "[persist][redis][
   stuck.join();
   t.servers[1].resume();
   CHECK(served > 0);
-  // A call waiting on shard 1 would take up to its 2 s deadline.
-  CHECK(slowest < 500ms);
-  CHECK(s->shards()[1].stats.timeouts == 2);
+  // A call waiting on shard 1 would take up to its 6 s deadline; a healthy
+  // one a millisecond (the bound is room for a loaded machine and sanitizers).
+  CHECK(slowest < 3000ms);
+  CHECK(s->shards()[1].stats.timeouts == 1);
   CHECK(s->shards()[0].stats.remote_errors == 0);
   CHECK(s->shards()[2].stats.remote_errors == 0);
 }
