@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -338,6 +339,33 @@ TEST_CASE("the C API waits for the specialized code", "[cpu][tiered][matmul]") {
   pc_memory_desc_destroy(b);
   pc_memory_desc_destroy(d);
   pc_engine_destroy(eng);
+}
+
+TEST_CASE("the pool's stop is registered with atexit a bounded number of times", "[cpu][tiered]") {
+  // Each submit and each finished job registers the stop once more, until
+  // the bound: a long-running process must not grow glibc's exit list
+  // without end.
+  using cpu_internal::background_compiler;
+  auto& pool = background_compiler::instance();
+  const int before = background_compiler::stop_registrations();
+  std::atomic<int> ran{0};
+  const int jobs = background_compiler::k_max_stop_registrations;
+  std::vector<std::shared_ptr<cpu_internal::background_job>> submitted;
+  int refused = 0;
+  for (int i = 0; i < jobs; ++i) {
+    auto job = cpu_internal::background_job::make([&] { ran.fetch_add(1); });
+    if (!pool.submit(job)) ++refused;
+    submitted.push_back(std::move(job));
+  }
+  REQUIRE(refused == 0);
+  for (auto& job : submitted) job->wait();
+  REQUIRE(pool_drains());
+  CHECK(ran.load() == jobs);
+  // 2 x jobs attempts (a submit and a completion each) after `before`
+  // (below the bound when this test runs alone, as CTest runs it): the count
+  // reached the bound and stopped there.
+  INFO("registrations before: " << before);
+  CHECK(background_compiler::stop_registrations() == background_compiler::k_max_stop_registrations);
 }
 
 TEST_CASE("the pending compilations are a control gauge", "[cpu][tiered]") {

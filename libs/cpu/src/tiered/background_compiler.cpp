@@ -80,15 +80,42 @@ struct stop_at_exit {
 // again every k_register_every: exit then runs a stop (which waits for the
 // compilation) before every static made more than that long before it
 // began. What remains open is a static first made within that interval of
-// the exit. Bounded: 1 / k_register_every registrations per second of
+// the exit. At most 1 / k_register_every registrations per second of
 // compilation, none while the pool is idle.
+//
+// Each registration holds a slot of glibc's exit list (32 bytes) for the
+// life of the process, and exit runs every one: a service that compiles new
+// shapes for hours would grow that list without end. LLVM makes its statics
+// on first use, early in a process's compilations, so after
+// k_max_stop_registrations registrations (4096: 128 KiB, at least 8 s of
+// compilation) the stop is not registered again.
 void stop_pool_at_exit() {
   background_compiler::instance().stop();
 }
 
 constexpr auto k_register_every = std::chrono::milliseconds(2);
 
+std::atomic<int> g_stop_registrations{0};
+
+void register_stop_at_exit() {
+  int n = g_stop_registrations.load(std::memory_order_relaxed);
+  while (n < background_compiler::k_max_stop_registrations) {
+    if (g_stop_registrations.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) {
+      (void)std::atexit(stop_pool_at_exit);
+      return;
+    }
+  }
+}
+
 background_compiler* g_pool = nullptr;
+
+}  // namespace
+
+int background_compiler::stop_registrations() noexcept {
+  return g_stop_registrations.load(std::memory_order_relaxed);
+}
+
+namespace {
 
 void on_fork_prepare() {
   if (g_pool != nullptr) g_pool->fork_prepare();
@@ -169,7 +196,7 @@ bool background_compiler::submit(std::shared_ptr<background_job> job) {
   wake_.notify_one();
   // Also after each submit: statics a running compilation made before now
   // are destroyed after this stop.
-  (void)std::atexit(stop_pool_at_exit);
+  register_stop_at_exit();
   return true;
 }
 
@@ -199,9 +226,8 @@ void background_compiler::work() {
       --running_;
     }
     pending_add(-1);
-    // Once per compilation (bounded by the kernels a process compiles);
-    // refused, harmlessly, once exit has begun.
-    (void)std::atexit(stop_pool_at_exit);
+    // Once per compilation; refused, harmlessly, once exit has begun.
+    register_stop_at_exit();
   }
 }
 
@@ -213,7 +239,7 @@ void background_compiler::register_stops() {
     if (stopping_) return;
     // Under mu_: exit's handlers run without glibc's lock held, so a stop
     // running on the exiting thread waits here at most for this call.
-    (void)std::atexit(stop_pool_at_exit);
+    register_stop_at_exit();
     registrar_wake_.wait_for(mu_, k_register_every,
                              [&]() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { return stopping_; });
   }

@@ -85,6 +85,12 @@ class background_compiler {
   // the threads. Idempotent; called at exit.
   void stop();
 
+  // Times the pool's stop was registered with std::atexit (after submits,
+  // compilations, and every few ms while one runs), which stops at
+  // k_max_stop_registrations (background_compiler.cpp says why).
+  static constexpr int k_max_stop_registrations = 4096;
+  static int stop_registrations() noexcept;
+
   // pthread_atfork handlers (registered on first use).
   void fork_prepare() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
   void fork_parent() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
