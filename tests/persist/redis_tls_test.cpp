@@ -222,14 +222,14 @@ TEST_CASE("a server TLS does not trust is refused", "[persist][redis][tls][failu
   }
   SECTION("a plain port") {
     o.port = t.server.port();
-    says = "TLS handshake";
+    says = "TLS handshake timed out";  // Redis waits for the rest of a command line
   }
   auto s = redis_store::open(o);
   std::string message;
   auto took = time_of([&] { message = fails(*s); });
   INFO(message);
   CHECK_THAT(message, Catch::Contains(says));
-  CHECK(took < 3000ms);
+  CHECK(took < 5000ms);  // three calls; a plain port lets each handshake time out (500 ms)
   CHECK(s->stats().remote_errors == 3);
   CHECK(s->breaker() == breaker_state::open);
   CHECK(s->stats().hits == 0);
