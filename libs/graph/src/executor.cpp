@@ -11,6 +11,7 @@
 #include "primcache/base/error.hpp"
 #include "primcache/const_cache/constant_buffer.hpp"
 #include "primcache/const_cache/constant_key.hpp"
+#include "primcache/control/registry.hpp"
 #include "primcache/graph/op_registry.hpp"
 #include "primcache/runtime/constant_cache.hpp"
 #include "primcache/runtime/stream.hpp"
@@ -60,6 +61,14 @@ struct site {
   std::optional<engine> to_engine;  // constants: whose cache keeps it
   std::size_t size_bytes = 0;
   mutable std::atomic<std::uint64_t> executions{0};
+  // control()'s series (default handles record nothing: metrics off)
+  metric_counter executions_metric, bytes_metric;
+
+  void count() const noexcept {
+    executions.fetch_add(1, std::memory_order_relaxed);
+    executions_metric.add();
+    bytes_metric.add(bytes);
+  }
 };
 
 struct step {
@@ -96,7 +105,9 @@ struct executor::state {
   std::vector<std::size_t> inputs, outputs;  // tensor indices
   mutable std::atomic<std::uint64_t> runs{0};
   mutable std::atomic<std::uint64_t> constant_hits{0};
+  metric_counter runs_metric, constant_transforms_metric, constant_hits_metric;
 
+  void register_metrics();
   memory run_site(const site& s, const memory& src) const;
   std::size_t add_site(std::size_t tensor, const std::string& op, const kernel_type& from,
                        const kernel_type& to, transform_registry& transforms);
@@ -142,11 +153,11 @@ std::size_t executor::state::add_site(std::size_t tensor, const std::string& op,
 
 memory executor::state::run_site(const site& s, const memory& src) const {
   if (!s.moves_data) {
-    s.executions.fetch_add(1, std::memory_order_relaxed);
+    s.count();
     return src;  // another library reads the same bytes
   }
   if (!s.constant) {
-    s.executions.fetch_add(1, std::memory_order_relaxed);
+    s.count();
     return execute_plan(*s.plan, src);
   }
   // Transformed once per device and data: the cache de-duplicates concurrent
@@ -155,10 +166,14 @@ memory executor::state::run_site(const site& s, const memory& src) const {
   bool created = false;
   auto r = cache.get_or_add(*s.key, s.size_bytes, [&]() -> std::shared_ptr<const constant_buffer> {
     created = true;
-    s.executions.fetch_add(1, std::memory_order_relaxed);
+    s.count();
+    constant_transforms_metric.add();
     return std::make_shared<memory_buffer>(execute_plan(*s.plan, src));
   });
-  if (!created) constant_hits.fetch_add(1, std::memory_order_relaxed);
+  if (!created) {
+    constant_hits.fetch_add(1, std::memory_order_relaxed);
+    constant_hits_metric.add();
+  }
   return static_cast<const memory_buffer&>(*r.value).get();
 }
 
@@ -301,6 +316,39 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
     }
     st.steps.push_back(std::move(s));
   }
+  if (st.options.export_metrics) st.register_metrics();
+}
+
+void executor::state::register_metrics() {
+  std::string label = options.metrics_label;
+  if (label.empty()) label = graph_name.empty() ? "unnamed" : graph_name;
+  control_registry& c = control();
+  const metric_labels graph_labels = {{"graph", label}};
+  runs_metric = c.counter("primcache_graph_runs_total", "Graph executor runs", graph_labels);
+  constant_transforms_metric = c.counter(
+      "primcache_graph_constant_transforms_total",
+      "Constant tensors transformed by graph executors (constant cache misses)", graph_labels);
+  constant_hits_metric = c.counter("primcache_graph_constant_cache_hits_total",
+                                   "Transformed constants a graph executor took from the "
+                                   "constant tensor cache",
+                                   graph_labels);
+  for (const auto& p : sites) {
+    std::string kinds;
+    for (const auto& st : p->plan->steps) {
+      kinds += (kinds.empty() ? "" : ",") + std::string(to_string(st.kind));
+    }
+    const metric_labels labels = {{"from", p->from.to_string()},
+                                  {"graph", label},
+                                  {"steps", kinds},
+                                  {"to", p->to.to_string()}};
+    p->executions_metric =
+        c.counter("primcache_graph_transform_executions_total",
+                  "Transforms a graph executor ran, by source and target kernel type", labels);
+    p->bytes_metric = c.counter("primcache_graph_transform_bytes_total",
+                                "Bytes read plus written by a graph executor's transforms, by "
+                                "source and target kernel type",
+                                labels);
+  }
 }
 
 executor::~executor() = default;
@@ -378,6 +426,7 @@ executor::tensor_map executor::run(const tensor_map& inputs) const {
   tensor_map out;
   for (std::size_t i : st.outputs) out.emplace(st.tensors[i].name, values[i]);
   st.runs.fetch_add(1, std::memory_order_relaxed);
+  st.runs_metric.add();
   return out;
 }
 

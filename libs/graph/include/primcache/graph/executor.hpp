@@ -31,6 +31,17 @@
 // missing or unknown input and for an input of the wrong descriptor or
 // place.
 //
+// Metrics. Unless options.export_metrics is false, the executor registers in
+// primcache::control() (at construction, so they read 0 before the first
+// run) and adds to, as it runs:
+//   primcache_graph_runs_total{graph}
+//   primcache_graph_transform_executions_total{from,graph,steps,to}
+//   primcache_graph_transform_bytes_total{from,graph,steps,to}
+//   primcache_graph_constant_transforms_total{graph}
+//   primcache_graph_constant_cache_hits_total{graph}
+// where from/to are kernel_type::to_string() and steps the plan's step kinds
+// joined by ','. Executors with the same label share the series (the sums).
+//
 // Thread-safety: run() and stats() may be called from many threads at once
 // on one executor; each run has its own intermediate memories and streams,
 // and runs of the same inputs give bitwise the same outputs. Counters are
@@ -65,6 +76,11 @@ struct PRIMCACHE_API executor_options {
   bool ignore_op_places = false;
   op_registry* ops = nullptr;                // null: op_registry::global()
   transform_registry* transforms = nullptr;  // null: transform_registry::global()
+  // Count runs and transforms in control()'s metrics too (primcache_graph_*,
+  // docs/metrics.md): what stats() returns, for /metrics and the console.
+  bool export_metrics = true;
+  // Their `graph` label; empty: the graph's name ("unnamed" when it has none).
+  std::string metrics_label;
 };
 
 // One transform the executor plans: a tensor taken from one kernel type to
