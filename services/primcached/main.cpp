@@ -1,7 +1,8 @@
 // primcached — the primcache daemon: applies cache capacities from its
 // configuration, runs a workload of primitives on N threads through the
-// primitive cache, serves the admin API and console, prints a summary line
-// every few seconds, and stops cleanly on SIGINT or SIGTERM (docs/primcached.md).
+// primitive cache (and graphs, each by one executor the threads share),
+// serves the admin API and console, prints a summary line every few
+// seconds, and stops cleanly on SIGINT or SIGTERM (docs/primcached.md).
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -124,12 +125,28 @@ cache_info primitive_cache_info() {
   return control().find_cache("primitive").info();
 }
 
+// The transforms the workload's graphs have run, over all of them.
+struct graph_totals {
+  std::uint64_t transforms = 0, bytes = 0;
+};
+graph_totals graph_totals_of(const workload& w) {
+  graph_totals t;
+  for (const graph_entry& g : w.graphs) {
+    const executor_stats s = g.exec->stats();
+    t.transforms += s.transforms_executed;
+    t.bytes += s.bytes_transformed;
+  }
+  return t;
+}
+
 // What a summary line reports: one interval's, or the whole run's.
 struct summary_window {
   clock_type::time_point since;
   cache_counters counters_since;
   std::uint64_t executions = 0, creations = 0, failures = 0;
   std::vector<double> creation_ms;
+  std::uint64_t graph_runs = 0;
+  graph_totals graphs_since;  // the graphs' transforms at `since`
 };
 
 // Adds an interval's creation samples to the run's, keeping at most `cap`
@@ -147,7 +164,7 @@ void add_samples(summary_window& total, const std::vector<double>& samples, std:
   }
 }
 
-void print_summary(summary_window& w, const char* label) {
+void print_summary(summary_window& w, const char* label, const workload& wl) {
   const clock_type::time_point now = clock_type::now();
   const double seconds = std::chrono::duration<double>(now - w.since).count();
   const cache_info info = primitive_cache_info();
@@ -165,8 +182,18 @@ void print_summary(summary_window& w, const char* label) {
   }
   const double p50 = quantile(w.creation_ms, 0.50);
   const double p99 = quantile(w.creation_ms, 0.99);
-  const std::string failures =
-      w.failures ? ", " + std::to_string(w.failures) + " failures" : std::string();
+  // ", N failures" and the graphs' figures, after the primitives'.
+  std::string tail = w.failures ? ", " + std::to_string(w.failures) + " failures" : std::string();
+  if (!wl.graphs.empty()) {
+    const graph_totals now_totals = graph_totals_of(wl);
+    char text[160];
+    std::snprintf(
+        text, sizeof text, "; graphs %.1f runs/s, %llu transforms (%.1f MB)",
+        static_cast<double>(w.graph_runs) / seconds,
+        static_cast<unsigned long long>(now_totals.transforms - w.graphs_since.transforms),
+        static_cast<double>(now_totals.bytes - w.graphs_since.bytes) / 1e6);
+    tail += text;
+  }
   std::printf(
       "primcached: %s %.1fs: %.1f executions/s, %.1f creations/s, hit rate %s "
       "(%llu hits, %llu misses, %llu evictions; primitive cache %llu/%llu), "
@@ -175,7 +202,7 @@ void print_summary(summary_window& w, const char* label) {
       static_cast<double>(w.creations) / seconds, hit_rate, static_cast<unsigned long long>(hits),
       static_cast<unsigned long long>(misses), static_cast<unsigned long long>(evictions),
       static_cast<unsigned long long>(info.size), static_cast<unsigned long long>(info.capacity),
-      p50, p99, failures.c_str());
+      p50, p99, tail.c_str());
   std::fflush(stdout);
 }
 
@@ -191,9 +218,10 @@ int run(int argc, char** argv, int signal_fd) {
   if (config.token_file.empty()) config.token_file = services::default_token_file();
 
   const std::string workload_path = cl.workload ? *cl.workload : config.workload;
-  const workload w = workload_path.empty()
-                         ? load_workload(embedded_workload(), "default.json (embedded)")
-                         : load_workload(read_file(workload_path), workload_path);
+  const workload w =
+      workload_path.empty()
+          ? load_workload(embedded_workload(), "default.json (embedded)")
+          : load_workload(read_file(workload_path), workload_path, dir_of(workload_path));
 
   apply_capacities(config);
   // Before the workload's first creation, so its misses read the store.
@@ -213,15 +241,24 @@ int run(int argc, char** argv, int signal_fd) {
   write_token_file(config.token_file, token);
   std::printf("primcached: console %s\n", admin->url().c_str());
   std::printf("primcached: token file %s\n", config.token_file.c_str());
+  const std::string graphs = w.graphs.empty() ? std::string()
+                                              : " and " + std::to_string(w.graphs.size()) +
+                                                    (w.graphs.size() == 1 ? " graph" : " graphs");
   std::printf(
-      "primcached: workload %s: %zu primitives on %d threads; capacities from %s\n",
+      "primcached: workload %s: %zu primitives%s on %d threads; capacities from %s\n",
       w.name.empty() ? (workload_path.empty() ? "default" : workload_path.c_str()) : w.name.c_str(),
-      w.primitives.size(), config.threads, config.file.c_str());
+      w.primitives.size(), graphs.c_str(), config.threads, config.file.c_str());
+  // What each graph runs: its ops and the transforms between them.
+  for (const graph_entry& g : w.graphs) {
+    std::printf("primcached: graph %s (%s):\n%s", g.name.c_str(), g.source.c_str(),
+                g.exec->describe().c_str());
+  }
   std::fflush(stdout);
 
   workload_runner runner(w, config.threads);
   const clock_type::time_point started = clock_type::now();
   summary_window total{started, primitive_cache_info().stats};
+  total.graphs_since = graph_totals_of(w);
   summary_window interval_window = total;
   std::uint64_t samples_seen = 0;
   std::mt19937_64 sample_rng(1);
@@ -230,6 +267,7 @@ int run(int argc, char** argv, int signal_fd) {
     interval_stats st = runner.take_interval();
     for (summary_window* w : {&total, &interval_window}) {
       w->executions += st.executions;
+      w->graph_runs += st.graph_runs;
       w->creations += st.creations;
       w->failures += st.failures;
     }
@@ -253,8 +291,9 @@ int run(int argc, char** argv, int signal_fd) {
     if (deadline && now >= *deadline) break;
     if (now >= next_summary) {
       collect();
-      print_summary(interval_window, "last");
+      print_summary(interval_window, "last", w);
       interval_window = summary_window{clock_type::now(), primitive_cache_info().stats};
+      interval_window.graphs_since = graph_totals_of(w);
       next_summary += interval;
       if (next_summary < now) next_summary = now + interval;
       continue;
@@ -277,7 +316,7 @@ int run(int argc, char** argv, int signal_fd) {
   runner.stop();
   collect();
   std::printf("primcached: stopping (%s)\n", stopped_by.c_str());
-  print_summary(total, "total");
+  print_summary(total, "total", w);
   admin->stop();
   // The persistent cache's queued writes are finished before exit.
   if (config.persistent) detach_persistent_cache();

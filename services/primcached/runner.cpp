@@ -8,6 +8,8 @@
 #include <optional>
 #include <random>
 
+#include "primcache/graph/graph_json.hpp"
+
 namespace primcache::primcached {
 
 namespace {
@@ -17,14 +19,20 @@ struct entry_slot {
   primitive::args args;
 };
 
+// Zero-filled through a host mapping: on a GPU engine the data handle is the
+// device buffer, not host memory.
 memory zeroed(const memory::desc& md, const engine& eng) {
   memory m(md, eng);
-  if (void* p = m.get_data_handle(); p != nullptr) std::memset(p, 0, md.size_bytes());
+  if (md.size_bytes() == 0) return m;
+  void* p = m.map_data();
+  std::memset(p, 0, md.size_bytes());
+  m.unmap_data(p);
   return m;
 }
 
-// Buffers for every argument the descriptor resolved, zero-filled once.
-primitive::args make_args(const primitive_spec& spec, const primitive_desc& pd) {
+}  // namespace
+
+primitive::args make_zeroed_args(const primitive_spec& spec, const primitive_desc& pd) {
   const engine& eng = pd.get_engine();
   primitive::args args;
   for (int arg :
@@ -40,10 +48,11 @@ primitive::args make_args(const primitive_spec& spec, const primitive_desc& pd) 
   return args;
 }
 
-}  // namespace
-
 workload_runner::workload_runner(const workload& w, int threads, std::uint64_t seed)
-    : workload_(w), thread_count_(threads), seed_(seed), reported_(w.primitives.size(), false) {
+    : workload_(w),
+      thread_count_(threads),
+      seed_(seed),
+      reported_(w.primitives.size() + w.graphs.size(), false) {
   for (int i = 0; i < thread_count_; ++i) states_.push_back(std::make_unique<thread_state>());
 }
 
@@ -66,12 +75,15 @@ interval_stats workload_runner::take_interval() {
   interval_stats out;
   for (const std::unique_ptr<thread_state>& s : states_) {
     const std::uint64_t e = s->executions.load(std::memory_order_relaxed);
+    const std::uint64_t g = s->graph_runs.load(std::memory_order_relaxed);
     const std::uint64_t c = s->creations.load(std::memory_order_relaxed);
     const std::uint64_t f = s->failures.load(std::memory_order_relaxed);
     out.executions += e - s->seen_executions;
+    out.graph_runs += g - s->seen_graph_runs;
     out.creations += c - s->seen_creations;
     out.failures += f - s->seen_failures;
     s->seen_executions = e;
+    s->seen_graph_runs = g;
     s->seen_creations = c;
     s->seen_failures = f;
     std::vector<double> samples;
@@ -88,15 +100,25 @@ void workload_runner::report_failure(std::size_t entry, const std::exception& e)
   std::lock_guard lock(report_mu_);
   if (reported_[entry]) return;
   reported_[entry] = true;
-  std::fprintf(stderr, "primcached: primitives[%zu] (%s) failed: %s (counted; not repeated)\n",
-               entry, workload_.primitives[entry].name.c_str(), e.what());
+  const std::size_t np = workload_.primitives.size();
+  if (entry < np) {
+    std::fprintf(stderr, "primcached: primitives[%zu] (%s) failed: %s (counted; not repeated)\n",
+                 entry, workload_.primitives[entry].name.c_str(), e.what());
+  } else {
+    std::fprintf(stderr, "primcached: graphs[%zu] (%s) failed: %s (counted; not repeated)\n",
+                 entry - np, workload_.graphs[entry - np].name.c_str(), e.what());
+  }
 }
 
 void workload_runner::run(int index) noexcept {
   thread_state& state = *states_[static_cast<std::size_t>(index)];
   const std::vector<primitive_spec>& specs = workload_.primitives;
+  const std::vector<graph_entry>& graphs = workload_.graphs;
   std::vector<double> weights;
   for (const primitive_spec& s : specs) weights.push_back(s.weight);
+  for (const graph_entry& g : graphs) weights.push_back(g.weight);
+  // This thread's inputs of each graph, made at its first pick.
+  std::vector<std::optional<executor::tensor_map>> graph_inputs(graphs.size());
   std::mt19937_64 rng(seed_ + static_cast<std::uint64_t>(index) * 0x9e3779b97f4a7c15ull);
   std::discrete_distribution<std::size_t> pick(weights.begin(), weights.end());
   std::uniform_real_distribution<double> coin(0.0, 1.0);
@@ -125,6 +147,19 @@ void workload_runner::run(int index) noexcept {
 
   while (!stop_.load(std::memory_order_relaxed)) {
     const std::size_t i = pick(rng);
+    if (i >= specs.size()) {
+      const std::size_t gi = i - specs.size();
+      try {
+        if (!graph_inputs[gi]) graph_inputs[gi] = make_inputs(*graphs[gi].graph);
+        (void)graphs[gi].exec->run(*graph_inputs[gi]);
+        state.graph_runs.fetch_add(1, std::memory_order_relaxed);
+      } catch (const std::exception& e) {
+        state.failures.fetch_add(1, std::memory_order_relaxed);
+        report_failure(i, e);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      continue;
+    }
     const primitive_spec& spec = specs[i];
     entry_slot& slot = slots[i];
     const engine& eng = spec.engine == engine_kind::cpu ? *cpu : *gpu;
@@ -140,7 +175,7 @@ void workload_runner::run(int index) noexcept {
           state.creation_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         }
         state.creations.fetch_add(1, std::memory_order_relaxed);
-        if (slot.args.empty()) slot.args = make_args(spec, pd);
+        if (slot.args.empty()) slot.args = make_zeroed_args(spec, pd);
         slot.prim = std::move(p);
       }
       slot.prim.execute(strm, slot.args);

@@ -1,6 +1,8 @@
 // services/primcached/runner.hpp — runs a workload on N threads: each thread
 // picks entries by weight, creates them through the primitive cache (again,
 // with the entry's recreate probability) and executes them, until stopped.
+// A graph entry is run whole by its executor (shared by the threads) on the
+// thread's own inputs, made once per thread from the graph's "init"s.
 //
 //   primcache::primcached::workload_runner r(w, 4);
 //   r.start();
@@ -29,7 +31,8 @@
 namespace primcache::primcached {
 
 struct interval_stats {
-  std::uint64_t executions = 0;
+  std::uint64_t executions = 0;  // primitive executions
+  std::uint64_t graph_runs = 0;  // graph entries run
   std::uint64_t creations = 0;
   std::uint64_t failures = 0;
   std::vector<double> creation_ms;  // one sample per creation, unordered
@@ -50,11 +53,13 @@ class workload_runner {
  private:
   struct alignas(64) thread_state {
     std::atomic<std::uint64_t> executions{0};
+    std::atomic<std::uint64_t> graph_runs{0};
     std::atomic<std::uint64_t> creations{0};
     std::atomic<std::uint64_t> failures{0};
     std::mutex mu;
-    std::vector<double> creation_ms;                                           // guarded by mu
-    std::uint64_t seen_executions = 0, seen_creations = 0, seen_failures = 0;  // controller's
+    std::vector<double> creation_ms;  // guarded by mu
+    std::uint64_t seen_executions = 0, seen_graph_runs = 0, seen_creations = 0,
+                  seen_failures = 0;  // controller's
   };
 
   void run(int index) noexcept;
@@ -68,7 +73,14 @@ class workload_runner {
   std::atomic<bool> stop_{false};
   std::mutex report_mu_;
   std::vector<bool> reported_;  // guarded by report_mu_: a failure already printed
+                                // (primitives, then graphs)
 };
+
+// Memories for every argument the descriptor resolved (src, weights, bias,
+// dst, and each binary post-op's operand), zero-filled through
+// map_data/unmap_data, so device (GPU) memories are zeroed too. Throws
+// primcache::error as memory creation and mapping do.
+primitive::args make_zeroed_args(const primitive_spec& spec, const primitive_desc& pd);
 
 // The value at quantile q in [0, 1] of the samples (nearest rank); 0 when
 // there is none. Reorders the samples.

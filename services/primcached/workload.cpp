@@ -3,8 +3,12 @@
 #include <array>
 #include <utility>
 
+#include <boost/json/serialize.hpp>
+
 #include "json_field.hpp"
 #include "primcache/base/error.hpp"
+#include "primcache/graph/graph_json.hpp"
+#include "primcache/transform/kernel_type.hpp"
 
 namespace primcache::primcached {
 
@@ -317,6 +321,97 @@ primitive_attr make_attr(const primitive_spec& spec) {
   return attr;
 }
 
+// Builds the entry's executor; its refusal names the file and the entry.
+void build_executor(graph_entry& g, const std::string& where) {
+  try {
+    g.exec = std::make_shared<const executor>(*g.graph, g.options);
+  } catch (const error& e) {
+    throw error(e.code(), where + ": " + e.message());
+  }
+}
+
+// A graph loaded by `load` (load_graph_json or load_graph_file), its errors
+// prefixed with `where`.
+template <typename Load>
+std::shared_ptr<const graph> load_graph_at(const std::string& where, Load&& load) {
+  try {
+    return std::make_shared<const graph>(load());
+  } catch (const error& e) {
+    throw error(e.code(), where + ": " + e.message());
+  }
+}
+
+std::string join_path(const std::string& base_dir, const std::string& path) {
+  if (path.front() == '/' || base_dir.empty() || base_dir == ".") return path;
+  return base_dir + "/" + path;
+}
+
+graph_entry read_graph_entry(const json_field& entry, std::size_t index, const std::string& file,
+                             const std::string& base_dir) {
+  entry.object();
+  entry.allow_only({"name", "file", "graph", "weight", "place", "library", "ignore_op_places"});
+  graph_entry g;
+  const std::string where = file + ": " + entry.path();
+  if (entry.has("file") == entry.has("graph")) {
+    entry.fail("expected either file (a graph file) or graph (the graph inline), not " +
+               std::string(entry.has("file") ? "both" : "neither"));
+  }
+  if (std::optional<json_field> f = entry.member("file")) {
+    const std::string path = f->string();
+    if (path.empty()) f->fail("expected a path");
+    g.source = join_path(base_dir, path);
+    g.graph = load_graph_at(file + ": " + f->path(), [&] { return load_graph_file(g.source); });
+  } else {
+    const json_field inline_graph = entry.required("graph");
+    inline_graph.object();
+    g.source = file + " " + inline_graph.path();
+    const std::string text = boost::json::serialize(inline_graph.value());
+    g.graph =
+        load_graph_at(file + ": " + inline_graph.path(), [&] { return load_graph_json(text); });
+  }
+  if (std::optional<json_field> n = entry.member("name")) {
+    g.name = n->string();
+    if (g.name.empty()) n->fail("expected a non-empty name");
+  } else {
+    g.name = g.graph->name().empty() ? "graph#" + std::to_string(index) : g.graph->name();
+  }
+  if (std::optional<json_field> w = entry.member("weight")) {
+    g.weight = w->number();
+    if (!(g.weight > 0) || g.weight > 1e9) w->fail("expected a number > 0");
+  }
+  if (std::optional<json_field> p = entry.member("place")) {
+    const std::string text = p->string();
+    try {
+      g.options.place = place::parse(text);
+    } catch (const error& e) {
+      p->fail("expected a place (cpu, gpu:N): " + e.message());
+    }
+  }
+  if (std::optional<json_field> l = entry.member("library")) {
+    g.options.library = l->string();
+    if (g.options.library.empty() || g.options.library.find('/') != std::string::npos) {
+      l->fail("expected a library name (jit, generic, reference, ...) without '/'");
+    }
+  }
+  if (std::optional<json_field> i = entry.member("ignore_op_places")) {
+    g.options.ignore_op_places = i->boolean();
+  }
+  g.options.metrics_label = g.name;
+  build_executor(g, where + " (" + g.name + ")");
+  return g;
+}
+
+// A workload that is a graph document itself: one graph entry.
+graph_entry read_graph_document(std::string_view text, const std::string& file) {
+  graph_entry g;
+  g.source = file;
+  g.graph = load_graph_at(file, [&] { return load_graph_json(text); });
+  g.name = g.graph->name().empty() ? "graph#0" : g.graph->name();
+  g.options.metrics_label = g.name;
+  build_executor(g, file + " (" + g.name + ")");
+  return g;
+}
+
 }  // namespace
 
 std::string_view to_string(primitive_kind kind) noexcept {
@@ -362,18 +457,28 @@ primitive make_primitive(const primitive_desc& pd) {
   return primitive(pd);
 }
 
-workload load_workload(std::string_view text, const std::string& file) {
+workload load_workload(std::string_view text, const std::string& file,
+                       const std::string& base_dir) {
   const boost::json::value doc = parse_json_text(text, file);
   const json_field root(doc, file);
   root.object();
-  root.allow_only({"name", "description", "primitives"});
   workload w;
+  if (root.has("tensors") || root.has("ops")) {
+    w.graphs.push_back(read_graph_document(text, file));
+    w.name = w.graphs.back().name;
+    return w;
+  }
+  root.allow_only({"name", "description", "primitives", "graphs"});
   if (std::optional<json_field> n = root.member("name")) w.name = n->string();
   if (std::optional<json_field> d = root.member("description")) d->string();
-  const json_field list = root.required("primitives");
-  const std::size_t count = list.array().size();
-  if (count == 0) list.fail("expected at least one primitive");
+  if (!root.has("primitives") && !root.has("graphs")) {
+    root.fail("missing field primitives (or graphs; or a graph document's tensors and ops)");
+  }
+  const std::optional<json_field> primitives = root.member("primitives");
+  const std::size_t count = primitives ? primitives->array().size() : 0;
+  if (primitives && count == 0) primitives->fail("expected at least one primitive");
   for (std::size_t i = 0; i < count; ++i) {
+    const json_field& list = *primitives;
     const json_field entry = list.element(i);
     w.primitives.push_back(read_primitive(entry, i));
     const primitive_spec& spec = w.primitives.back();
@@ -381,6 +486,14 @@ workload load_workload(std::string_view text, const std::string& file) {
       make_primitive_desc(spec, engine(spec.engine, 0));
     } catch (const error& e) {
       entry.fail(e.what());
+    }
+  }
+  // After the primitives: building an executor creates its primitives.
+  if (std::optional<json_field> graphs = root.member("graphs")) {
+    const std::size_t n = graphs->array().size();
+    if (n == 0) graphs->fail("expected at least one graph");
+    for (std::size_t i = 0; i < n; ++i) {
+      w.graphs.push_back(read_graph_entry(graphs->element(i), i, file, base_dir));
     }
   }
   return w;

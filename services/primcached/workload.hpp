@@ -1,25 +1,42 @@
 // services/primcached/workload.hpp — the workload file primcached runs: a
 // list of primitives, each created through the primitive cache and executed
-// in a loop (docs/primcached.md describes every field).
+// in a loop, and/or graphs (libs/graph's JSON format, docs/graph.md), each
+// run whole by one executor the workload threads share
+// (docs/primcached.md describes every field).
 //
-//   primcache::primcached::workload w =
-//       primcache::primcached::load_workload(text, "configs/workloads/default.json");
+//   primcache::primcached::workload w = primcache::primcached::load_workload(
+//       text, "configs/workloads/default.json", "configs/workloads");
 //   primcache::primitive_desc pd = make_primitive_desc(w.primitives[0], eng);
+//   w.graphs[0].exec->run(primcache::make_inputs(*w.graphs[0].graph));
 //
-// Thread-safety: values; make_primitive_desc may be called from any thread.
-// Exceptions: load_workload throws primcache::error(invalid_arguments) whose
+// A workload document is either {"primitives": [...], "graphs": [...]} (at
+// least one entry in all; a graph entry names a graph file, relative to
+// `base_dir`, or holds the graph inline) or a graph document itself
+// ({"tensors": [...], "ops": [...]}): one graph entry.
+//
+// Thread-safety: values (a graph entry shares its immutable graph and its
+// executor, whose run() is thread-safe); make_primitive_desc may be called
+// from any thread. Exceptions: load_workload throws primcache::error whose
 // message names the file and the field ("default.json: primitives[3].shapes.src:
-// expected an array of positive integers"); every entry's primitive
-// descriptor is built once while loading, so an inconsistent op (shapes that
-// do not agree, no engine of that kind) is refused there too.
+// expected an array of positive integers"; a graph's errors add its JSON
+// pointer: "w.json: graphs[0].file: mlp.json: graph JSON /ops/0/kind: ...");
+// every entry's primitive descriptor is built once while loading, and every
+// graph's executor is built there (validation, plans, primitives), so an
+// inconsistent op (shapes that do not agree, no engine of that kind, a graph
+// op placed on a GPU that is not there) is refused there too. Codes:
+// invalid_arguments for what the document says; not_found for a graph file
+// that cannot be read; the executor's code for a graph it refuses.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "primcache/graph/executor.hpp"
+#include "primcache/graph/graph.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 namespace primcache::primcached {
@@ -68,13 +85,27 @@ struct primitive_spec {
   double recreate = 0.0;
 };
 
+// A graph entry: every pick runs the whole graph once on the picking
+// thread's inputs (made from the graph's "init"s, once per thread).
+struct graph_entry {
+  std::string name;    // the entry's "name", else the graph's, else "graph#<index>"
+  std::string source;  // the graph file, or "<workload file> graphs[i].graph"
+  double weight = 1.0;
+  executor_options options;  // place, library, ignore_op_places; metrics_label = name
+  std::shared_ptr<const primcache::graph> graph;
+  std::shared_ptr<const executor> exec;  // built while loading, shared by the threads
+};
+
 struct workload {
   std::string name;
   std::vector<primitive_spec> primitives;
+  std::vector<graph_entry> graphs;
 };
 
-// Parses and validates a workload document; `file` names it in messages.
-workload load_workload(std::string_view text, const std::string& file);
+// Parses and validates a workload document; `file` names it in messages and
+// graph files are relative to `base_dir` ("" or "." : the current directory).
+workload load_workload(std::string_view text, const std::string& file,
+                       const std::string& base_dir = "");
 
 // The primitive descriptor of an entry on `eng` (an engine of spec.engine's
 // kind). Throws primcache::error as the runtime does.

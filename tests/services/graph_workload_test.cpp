@@ -1,0 +1,479 @@
+// primcached's graph workloads (docs/primcached.md, "Graph workloads"): the
+// loader directly (shipped files, a graph document as the workload, inline
+// graphs, every refusal naming the file and the JSON pointer), and the daemon
+// as a process: it runs a graph, its transforms reach control's metrics on
+// /metrics (checked with promtool), a bad graph exits non-zero with one line,
+// and a graph that needs an OpenCL device fails cleanly without one.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "http_client.hpp"
+#include "primcache/base/error.hpp"
+#include "primcache/control/registry.hpp"
+#include "primcache/graph/graph_json.hpp"
+#include "process.hpp"
+#include "runner.hpp"
+#include "workload.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace primcache;
+using namespace primcache::primcached;
+using primcache::test::child_process;
+using primcache::test::run_program;
+using primcache::test::temp_path;
+using primcache::test::write_text;
+
+const std::string source_dir = PRIMCACHE_SOURCE_DIR;
+const std::string workloads_dir = source_dir + "/configs/workloads";
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The error load_workload refuses `text` with (file "w.json", graph files
+// relative to `base_dir`).
+error refusal(const std::string& text, const std::string& base_dir = "") {
+  try {
+    load_workload(text, "w.json", base_dir);
+  } catch (const error& e) {
+    return e;
+  }
+  FAIL("the workload was accepted: " << text);
+  return error(status::success, "");
+}
+
+// A one-op graph: y = relu(x), 4x8.
+const std::string tiny_graph = R"({"name": "tiny",
+  "tensors": [{"name": "x", "shape": [4, 8], "type": "f32", "role": "input"},
+              {"name": "y", "role": "output"}],
+  "ops": [{"name": "act", "kind": "eltwise", "inputs": ["x"], "outputs": ["y"],
+           "attributes": {"algorithm": "relu"}}]})";
+
+// The value of control()'s series `name` whose labels include every one of
+// `want` (summed over the matching series).
+double metric_value(const std::string& name, const metric_labels& want) {
+  double sum = 0;
+  for (const metric_family_info& f : control().list_metrics()) {
+    if (f.name != name) continue;
+    for (const metric_sample& s : f.samples) {
+      bool all = true;
+      for (const auto& w : want) {
+        bool found = false;
+        for (const auto& l : s.labels) found = found || l == w;
+        all = all && found;
+      }
+      if (all) sum += s.value;
+    }
+  }
+  return sum;
+}
+
+// Whether control() has the series `name` with exactly `labels`.
+bool has_series(const std::string& name, const metric_labels& labels) {
+  for (const metric_family_info& f : control().list_metrics()) {
+    if (f.name != name) continue;
+    for (const metric_sample& s : f.samples) {
+      if (s.labels == labels) return true;
+    }
+  }
+  return false;
+}
+
+// The value of the exposition's series `name` whose label text contains
+// every one of `parts` (summed), or -1 when there is none.
+double exposition_value(const std::string& text, const std::string& name,
+                        std::initializer_list<std::string> parts) {
+  double sum = -1;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with(name + "{")) continue;
+    const std::size_t close = line.rfind('}');
+    bool all = true;
+    for (const std::string& p : parts) all = all && line.find(p) < close;
+    if (!all) continue;
+    sum = (sum < 0 ? 0 : sum) + std::stod(line.substr(close + 1));
+  }
+  return sum;
+}
+
+int promtool_check(const std::string& text, std::string& output) {
+  const std::string in = temp_path("metrics.txt");
+  const std::string out = temp_path("promtool.txt");
+  write_text(in, text);
+  const std::string command =
+      std::string(PRIMCACHE_PROMTOOL) + " check metrics < " + in + " > " + out + " 2>&1";
+  const int rc = std::system(command.c_str());
+  output = read(out);
+  return rc;
+}
+
+// A daemon on an ephemeral loopback port, running `workload`.
+struct graph_daemon {
+  child_process process;
+  std::uint16_t port = 0;
+
+  explicit graph_daemon(const std::string& workload)
+      : process({PRIMCACHED_PATH, "--workload", workload, "--admin", "127.0.0.1:0", "--token-file",
+                 temp_path("token"), "--threads", "2"}) {}
+  // False when the daemon exited instead of starting.
+  bool started() {
+    if (!process.wait_for_output("primcached: workload", 120s)) return false;
+    const std::string out = process.out();
+    const std::string marker = "primcached: console http://127.0.0.1:";
+    const std::size_t at = out.find(marker);
+    REQUIRE(at != std::string::npos);
+    port = static_cast<std::uint16_t>(std::stoi(out.substr(at + marker.size())));
+    return true;
+  }
+  std::string metrics() const {
+    const auto r = primcache::cli::http_request("127.0.0.1", port, "GET", "/metrics", "", "");
+    REQUIRE(r.status == 200);
+    return r.body;
+  }
+  // Scrapes until `done(text)` or 60 s; returns the last scrape.
+  template <typename Done>
+  std::string metrics_until(Done&& done) const {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    std::string text = metrics();
+    while (!done(text) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(100ms);
+      text = metrics();
+    }
+    return text;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("The shipped graph workloads load: one executor per graph, named after it",
+          "[services][graph]") {
+  SECTION("graph_mlp.json: the MLP example, by a path relative to the workload") {
+    const std::string path = workloads_dir + "/graph_mlp.json";
+    const workload w = load_workload(read(path), path, workloads_dir);
+    CHECK(w.name == "graph_mlp");
+    CHECK(w.primitives.empty());
+    REQUIRE(w.graphs.size() == 1);
+    const graph_entry& g = w.graphs[0];
+    CHECK(g.name == "mlp");
+    CHECK(g.source == workloads_dir + "/../../libs/graph/examples/mlp.json");
+    CHECK(g.weight == 1.0);
+    CHECK(g.options.metrics_label == "mlp");
+    REQUIRE(g.exec);
+    CHECK(g.exec->stats().runs == 0);
+    // The executor is built and runs; its transform reaches control().
+    const double bytes_before =
+        metric_value("primcache_graph_transform_bytes_total", {{"graph", "mlp"}});
+    const double runs_before = metric_value("primcache_graph_runs_total", {{"graph", "mlp"}});
+    const executor::tensor_map out = g.exec->run(make_inputs(*g.graph));
+    CHECK(out.count("logits") == 1);
+    const executor_stats s = g.exec->stats();
+    CHECK(s.runs == 1);
+    REQUIRE(s.transforms.size() == 1);  // w2, stored transposed
+    CHECK(s.transforms[0].tensor == "w2");
+    CHECK(s.transforms[0].from.to_string() == "cpu/f32/ba/jit");
+    CHECK(s.transforms[0].to.to_string() == "cpu/f32/ab/jit");
+    CHECK(s.constant_transforms == 1);
+    CHECK(metric_value("primcache_graph_runs_total", {{"graph", "mlp"}}) == runs_before + 1);
+    CHECK(metric_value("primcache_graph_transform_bytes_total", {{"graph", "mlp"},
+                                                                 {"from", "cpu/f32/ba/jit"},
+                                                                 {"to", "cpu/f32/ab/jit"},
+                                                                 {"steps", "layout"}}) ==
+          bytes_before + static_cast<double>(s.bytes_transformed));
+  }
+  SECTION("graphs.json: the MLP and the bottleneck, by weight") {
+    const std::string path = workloads_dir + "/graphs.json";
+    const workload w = load_workload(read(path), path, workloads_dir);
+    REQUIRE(w.graphs.size() == 2);
+    CHECK(w.graphs[0].name == "mlp");
+    CHECK(w.graphs[0].weight == 4.0);
+    CHECK(w.graphs[1].name == "resnet50_bottleneck");
+    CHECK(w.graphs[1].weight == 1.0);
+    CHECK(w.graphs[1].exec->stats().transforms.size() >= 2);  // x in, y out
+  }
+  SECTION("graph_resnet50_bottleneck.json") {
+    const std::string path = workloads_dir + "/graph_resnet50_bottleneck.json";
+    const workload w = load_workload(read(path), path, workloads_dir);
+    REQUIRE(w.graphs.size() == 1);
+    CHECK(w.graphs[0].name == "resnet50_bottleneck");
+  }
+}
+
+TEST_CASE("A graph document is a workload; graphs may be inline, beside primitives",
+          "[services][graph]") {
+  SECTION("a graph document as the whole workload") {
+    const workload w = load_workload(tiny_graph, "tiny.json");
+    CHECK(w.name == "tiny");
+    REQUIRE(w.graphs.size() == 1);
+    CHECK(w.graphs[0].source == "tiny.json");
+    CHECK(w.graphs[0].exec->describe().find("op act (eltwise)") != std::string::npos);
+  }
+  SECTION("inline, named, placed, beside a primitive") {
+    const workload w = load_workload(
+        R"({"primitives": [{"kind": "eltwise", "algorithm": "relu", "shapes": {"src": [4]}}],
+            "graphs": [{"name": "g1", "weight": 3, "place": "cpu", "library": "jit",
+                        "ignore_op_places": true, "graph": )" +
+            tiny_graph + "}]}",
+        "w.json");
+    REQUIRE(w.primitives.size() == 1);
+    REQUIRE(w.graphs.size() == 1);
+    const graph_entry& g = w.graphs[0];
+    CHECK(g.name == "g1");
+    CHECK(g.source == "w.json graphs[0].graph");
+    CHECK(g.weight == 3.0);
+    CHECK(g.options.ignore_op_places);
+    CHECK(g.options.metrics_label == "g1");
+    const double runs = metric_value("primcache_graph_runs_total", {{"graph", "g1"}});
+    g.exec->run(make_inputs(*g.graph));
+    CHECK(metric_value("primcache_graph_runs_total", {{"graph", "g1"}}) == runs + 1);
+  }
+}
+
+TEST_CASE("A bad graph is refused naming the workload, the entry and the JSON pointer",
+          "[services][graph]") {
+  SECTION("a graph file with a bad shape") {
+    const std::string path = temp_path("bad-graph.json");
+    write_text(path, R"({"tensors": [{"name": "x", "shape": [4, "8"], "type": "f32",
+                                      "role": "input"}], "ops": []})");
+    const error e = refusal(R"({"graphs": [{"file": ")" + path + R"("}]})");
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK(e.message() == "w.json: graphs[0].file: " + path +
+                             ": graph JSON /tensors/0/shape/1: expected an integer, got a string");
+  }
+  SECTION("a graph file relative to the workload's folder") {
+    const std::string dir = temp_path("graphs");
+    ::mkdir(dir.c_str(), 0700);
+    write_text(dir + "/g.json", R"({"tensors": [], "ops": [], "opz": 1})");
+    const error e = refusal(R"({"graphs": [{"file": "g.json"}]})", dir);
+    CHECK_THAT(e.message(), Catch::StartsWith("w.json: graphs[0].file: " + dir +
+                                              "/g.json: graph JSON /opz: unknown key \"opz\""));
+  }
+  SECTION("a graph document workload with an unknown key") {
+    const error e = refusal(R"({"tensors": [], "ops": [{"name": "f", "kind": "eltwise",
+                              "inputs2": ["x"]}]})");
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK_THAT(e.message(), Catch::StartsWith("w.json: graph JSON /ops/0/inputs2: unknown key"));
+  }
+  SECTION("an inline graph that is not valid") {
+    const error e = refusal(R"({"graphs": [{"graph": {"tensors": [{"name": "x"}], "ops": []}}]})");
+    CHECK_THAT(e.message(), Catch::StartsWith("w.json: graphs[0].graph: graph JSON /tensors/0"));
+  }
+  SECTION("an op kind the executor does not know") {
+    std::string g = tiny_graph;
+    g.replace(g.find("\"eltwise\""), 9, "\"eltwyse\"");
+    const error e = refusal(R"({"graphs": [{"graph": )" + g + "}]}");
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK_THAT(e.message(),
+               Catch::StartsWith("w.json: graphs[0] (tiny): op 'act': unknown op kind 'eltwyse'"));
+  }
+  SECTION("a graph file that does not exist") {
+    const error e = refusal(R"({"graphs": [{"file": "/nonexistent/g.json"}]})");
+    CHECK(e.code() == status::not_found);
+    CHECK(e.message() == "w.json: graphs[0].file: graph file /nonexistent/g.json: cannot be read");
+  }
+  SECTION("file and graph, or neither") {
+    CHECK_THAT(refusal(R"({"graphs": [{"file": "a.json", "graph": {}}]})").message(),
+               Catch::StartsWith("w.json: graphs[0]: expected either file"));
+    CHECK_THAT(refusal(R"({"graphs": [{"weight": 2}]})").message(),
+               Catch::StartsWith("w.json: graphs[0]: expected either file"));
+  }
+  SECTION("fields of a graph entry") {
+    const std::string g = R"("graph": )" + tiny_graph;
+    CHECK_THAT(refusal(R"({"graphs": [{"place": "tpu:0", )" + g + "}]}").message(),
+               Catch::StartsWith("w.json: graphs[0].place: expected a place"));
+    CHECK(refusal(R"({"graphs": [{"weight": 0, )" + g + "}]}").message() ==
+          "w.json: graphs[0].weight: expected a number > 0");
+    CHECK_THAT(refusal(R"({"graphs": [{"library": "a/b", )" + g + "}]}").message(),
+               Catch::StartsWith("w.json: graphs[0].library: expected a library name"));
+    CHECK_THAT(refusal(R"({"graphs": [{"fille": "x", )" + g + "}]}").message(),
+               Catch::StartsWith("w.json: graphs[0].fille: unknown field"));
+    CHECK(refusal(R"({"graphs": []})").message() == "w.json: graphs: expected at least one graph");
+    CHECK_THAT(refusal(R"({"name": "nothing"})").message(),
+               Catch::StartsWith("w.json: (top level): missing field primitives (or graphs"));
+  }
+}
+
+TEST_CASE("primcached runs a graph workload and its transforms reach /metrics",
+          "[services][graph][daemon]") {
+  graph_daemon d(workloads_dir + "/graph_mlp.json");
+  REQUIRE(d.started());
+  const std::string text = d.metrics_until([](const std::string& t) {
+    return exposition_value(t, "primcache_graph_constant_cache_hits_total", {"graph=\"mlp\""}) > 0;
+  });
+  INFO(text);
+  const std::initializer_list<std::string> w2 = {"from=\"cpu/f32/ba/jit\"", "graph=\"mlp\"",
+                                                 "steps=\"layout\"", "to=\"cpu/f32/ab/jit\""};
+  // w2 (512x256 f32, read and written: 8 bytes an element) transformed once,
+  // then taken from the constant tensor cache by every run.
+  CHECK(exposition_value(text, "primcache_graph_transform_executions_total", w2) == 1);
+  CHECK(exposition_value(text, "primcache_graph_transform_bytes_total", w2) == 512 * 256 * 8);
+  CHECK(exposition_value(text, "primcache_graph_constant_transforms_total", {"graph=\"mlp\""}) ==
+        1);
+  CHECK(exposition_value(text, "primcache_graph_constant_cache_hits_total", {"graph=\"mlp\""}) > 0);
+  CHECK(exposition_value(text, "primcache_graph_runs_total", {"graph=\"mlp\""}) > 1);
+  std::string promtool;
+  CHECK(promtool_check(text, promtool) == 0);
+  INFO("promtool: " << promtool);
+
+  d.process.signal(SIGTERM);
+  REQUIRE(d.process.wait(30s) == 0);
+  const std::string out = d.process.out();
+  CHECK_THAT(out, Catch::Contains("primcached: workload graph_mlp: 0 primitives and 1 graph on 2 "
+                                  "threads"));
+  CHECK_THAT(out, Catch::Contains("primcached: graph mlp ("));
+  CHECK_THAT(out, Catch::Contains("transform w2: cpu/f32/ba/jit -> cpu/f32/ab/jit [layout]"));
+  CHECK_THAT(out, Catch::Contains("; graphs "));
+  CHECK_THAT(out, Catch::Contains(" runs/s, "));
+  CHECK(d.process.err().empty());
+}
+
+TEST_CASE("primcached refuses a bad graph with one line naming it and exits non-zero",
+          "[services][graph][daemon]") {
+  SECTION("malformed: exit 2, the file and the JSON pointer") {
+    const std::string path = temp_path("bad-graph-workload.json");
+    write_text(path, R"({"tensors": [{"name": "x", "shape": [4, -8], "type": "f32",
+                                      "role": "input"}], "ops": []})");
+    const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--duration", "1"});
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err,
+               Catch::StartsWith("primcached: " + path + ": graph JSON /tensors/0/shape/1: "));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  SECTION("a graph file that is missing: exit 1") {
+    const std::string path = temp_path("missing-graph-workload.json");
+    write_text(path, R"({"graphs": [{"file": "nope.json"}]})");
+    const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--duration", "1"});
+    CHECK(r.status == 1);
+    const std::string dir = path.substr(0, path.rfind('/'));
+    CHECK(r.err == "primcached: " + path + ": graphs[0].file: graph file " + dir +
+                       "/nope.json: cannot be read\n");
+  }
+}
+
+TEST_CASE("A graph that needs an OpenCL device fails cleanly without one",
+          "[services][graph][daemon][ocl]") {
+  // The ICD loader finds no platform: no gpu engine in the process.
+  const std::string vendors = temp_path("no-vendors");
+  ::mkdir(vendors.c_str(), 0700);
+  const char* saved = std::getenv("OCL_ICD_VENDORS");
+  const std::string saved_value = saved ? saved : "";
+  ::setenv("OCL_ICD_VENDORS", vendors.c_str(), 1);
+  const std::string path = workloads_dir + "/graph_mixed_cpu_ocl.json";
+  const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--duration", "1"}, 60s);
+  if (saved) {
+    ::setenv("OCL_ICD_VENDORS", saved_value.c_str(), 1);
+  } else {
+    ::unsetenv("OCL_ICD_VENDORS");
+  }
+  REQUIRE(r.status);
+  CHECK(*r.status != 0);
+  CHECK(*r.status < 128);  // exited, not killed by a signal
+  INFO(r.err);
+  CHECK_THAT(r.err, Catch::StartsWith("primcached: " + path + ": graphs[0] (mixed_cpu_ocl): op '"));
+  CHECK_THAT(r.err, Catch::Contains("runs on gpu:0"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("primcached runs the mixed CPU/OpenCL graph where a device is present",
+          "[services][graph][daemon][ocl]") {
+  graph_daemon d(workloads_dir + "/graph_mixed_cpu_ocl.json");
+  if (!d.started()) {
+    const auto status = d.process.wait(10s);
+    REQUIRE(status);
+    REQUIRE(*status < 128);
+    WARN("no OpenCL device: primcached refused the mixed graph: " << d.process.err());
+    CHECK_THAT(d.process.err(), Catch::Contains("gpu:0"));
+    return;
+  }
+  // Host <-> device copies ran between the CPU and the device ops.
+  const std::string text = d.metrics_until([](const std::string& t) {
+    return exposition_value(t, "primcache_graph_runs_total", {"graph=\"mixed_cpu_ocl\""}) >= 2;
+  });
+  INFO(text);
+  CHECK(exposition_value(text, "primcache_graph_runs_total", {"graph=\"mixed_cpu_ocl\""}) >= 2);
+  CHECK(exposition_value(text, "primcache_graph_transform_bytes_total",
+                         {"graph=\"mixed_cpu_ocl\"", "place", "to=\"gpu:0/"}) > 0);
+  CHECK(exposition_value(text, "primcache_graph_transform_bytes_total",
+                         {"graph=\"mixed_cpu_ocl\"", "place", "to=\"cpu/"}) > 0);
+  d.process.signal(SIGTERM);
+  CHECK(d.process.wait(30s) == 0);
+}
+
+TEST_CASE("make_zeroed_args zeroes every argument, on the CPU and on an OpenCL device",
+          "[services][workload][ocl]") {
+  for (const std::string engine_name : {"cpu", "gpu"}) {
+    workload w;
+    try {
+      w = load_workload(R"({"primitives": [{"kind": "matmul", "engine": ")" + engine_name +
+                            R"(", "shapes": {"src": [8, 16], "weights": [16, 4], "bias": [1, 4]},
+          "attributes": {"post_ops": [{"kind": "binary_add"}]}}]})",
+                        "w.json");
+    } catch (const error& e) {
+      // No OpenCL device: the gpu entry is refused at load.
+      REQUIRE(engine_name == "gpu");
+      WARN("no gpu engine, the device case is not run: " << e.message());
+      continue;
+    }
+    INFO(engine_name);
+    const primitive_spec& spec = w.primitives.at(0);
+    const engine eng(spec.engine, 0);
+    const primitive_desc pd = make_primitive_desc(spec, eng);
+    // The handles are device buffers on a GPU: a memset through them (the old
+    // zeroing) wrote over the runtime's objects instead of the data.
+    const primitive::args args = make_zeroed_args(spec, pd);
+    CHECK(args.size() == 5);  // src, weights, bias, dst, the add's operand
+    for (const auto& [arg, mem] : args) {
+      const std::size_t n = mem.get_desc().size_bytes() / sizeof(float);
+      auto* p = static_cast<const float*>(mem.map_data());
+      std::size_t nonzero = 0;
+      for (std::size_t i = 0; i < n; ++i) nonzero += p[i] != 0.f;
+      mem.unmap_data(const_cast<float*>(p));
+      CHECK(nonzero == 0);
+    }
+    // And the primitive runs on them: zeros in, zeros out.
+    stream s(eng);
+    primitive(pd).execute(s, args);
+    s.wait();
+  }
+}
+
+TEST_CASE("An executor with export_metrics off leaves control's series alone",
+          "[services][graph]") {
+  const graph g = load_graph_json(tiny_graph);
+  executor_options quiet;
+  quiet.export_metrics = false;
+  quiet.metrics_label = "quiet_graph";
+  const executor e(g, quiet);
+  e.run(make_inputs(g));
+  CHECK(e.stats().runs == 1);
+  for (const metric_family_info& f : control().list_metrics()) {
+    for (const metric_sample& s : f.samples) {
+      for (const auto& l : s.labels) CHECK_FALSE(l.second == "quiet_graph");
+    }
+  }
+  // And one with it on registers its runs at construction, 0 until it runs.
+  executor_options loud;
+  loud.metrics_label = "loud_graph";
+  const executor l(g, loud);
+  CHECK(has_series("primcache_graph_runs_total", {{"graph", "loud_graph"}}));
+  CHECK(metric_value("primcache_graph_runs_total", {{"graph", "loud_graph"}}) == 0);
+  l.run(make_inputs(g));
+  CHECK(metric_value("primcache_graph_runs_total", {{"graph", "loud_graph"}}) == 1);
+}
