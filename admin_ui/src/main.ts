@@ -1,12 +1,13 @@
 // The primcache console: polls the admin API once a second (not while the
-// tab is hidden) and shows every registered cache, recent creations, switches
-// and settings. See docs/console.md.
+// tab is hidden) and shows every registered cache, recent creations, the
+// graph executors' transforms, switches and settings. See docs/console.md.
 import "./style.css";
 import { Api, Cache, CreationEvent, Setting, Switch } from "./api";
 import { CacheCard, report } from "./cache_card";
 import { LiveChart } from "./chart";
 import { promptToken, toast } from "./dialogs";
 import { formatClock, formatDuration, h, setText } from "./dom";
+import { GraphTransformsPanel } from "./graph_transforms";
 
 const POLL_MS = 1000;
 const RECENT_ROWS = 25;
@@ -32,6 +33,7 @@ const sourceKeys = h("span", { class: "keys" });
 const creationFigure = h("figure", { hidden: true }, h("figcaption", {}, "Creation time", sourceKeys), creationHost);
 const switchList = h("ul", { class: "rows", "data-testid": "switches" });
 const settingList = h("ul", { class: "rows", "data-testid": "settings" });
+const graphPanel = new GraphTransformsPanel();
 
 document.querySelector("#app")!.append(
   h(
@@ -84,6 +86,7 @@ document.querySelector("#app")!.append(
         eventsEmpty,
       ),
     ),
+    graphPanel.element,
     h(
       "div",
       { class: "two-col" },
@@ -349,12 +352,16 @@ async function poll(): Promise<void> {
   inFlight = true;
   window.clearTimeout(timer);
   try {
-    const [caches, switches, settings, fresh, health] = await Promise.all([
+    const [caches, switches, settings, fresh, health, metrics] = await Promise.all([
       api.caches(),
       api.switches(),
       api.settings(),
       api.events(eventsNext),
       fetch("/healthz", { cache: "no-store" }).then((r) => (r.ok ? r.json() : null)),
+      // The graph executors' transforms (an optional panel: never fails the poll).
+      fetch("/metrics", { cache: "no-store" })
+        .then((r) => (r.ok ? r.text() : null))
+        .catch(() => null),
     ]);
     const now = Date.now() / 1000;
     updateCaches(caches, now);
@@ -362,6 +369,7 @@ async function poll(): Promise<void> {
     updateSettings(settings);
     eventsNext = fresh.next;
     updateEvents(fresh.events);
+    if (metrics !== null) graphPanel.update(metrics);
     if (health) setText(serverInfo, `v${health.version} · up ${uptime(health.uptime_seconds)}`);
     setStatus("live", `Live · ${formatClock(Date.now())}`);
   } catch (e) {

@@ -5,7 +5,8 @@
 //   node console.test.mjs --url http://127.0.0.1:PORT/ --token T ...   (a server already running)
 //
 // It reads the numbers on the page and checks them against GET
-// /api/v1/caches, turns a switch off, lowers a capacity and flushes a cache
+// /api/v1/caches (the graph transforms panel against GET /metrics), turns a
+// switch off, lowers a capacity and flushes a cache
 // through the page (checking what the confirmations say), changes a
 // setting, sees the charts gain points, sees polling stop while the tab is
 // hidden, and writes screenshots to ARTIFACTS_DIR.
@@ -165,6 +166,32 @@ try {
   await page.waitForTimeout(300);
   await eventually("the page shows the API's numbers", pageMatchesApi);
   log("cache cards match GET /api/v1/caches");
+
+  // The graph executors' transforms, from GET /metrics, in their panel.
+  const graphSeries = async () => {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    const value = (name, graph) =>
+      Number(text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes(`graph="${graph}"`)).split(" ").pop());
+    return {
+      executions: value("primcache_graph_transform_executions_total", "resnet50_bottleneck"),
+      bytes: value("primcache_graph_transform_bytes_total", "resnet50_bottleneck"),
+      mlpExecutions: value("primcache_graph_transform_executions_total", "mlp"),
+    };
+  };
+  const transformRow = page.locator('[data-transform="resnet50_bottleneck cpu/f32/abcd/jit cpu/f32/acdb/jit"]');
+  await eventually("the graph transforms panel shows /metrics' counts", async () => {
+    const m = await graphSeries();
+    assert.ok(m.executions > 0, "the host ran the bottleneck's transform");
+    assert.equal(number(await transformRow.locator('[data-field="executions"]').textContent()), m.executions);
+    assert.equal(await transformRow.locator('[data-field="bytes"]').getAttribute("title"), `${m.bytes.toLocaleString("en-US")} B`);
+    assert.equal(await transformRow.locator('[data-field="steps"]').textContent(), "layout");
+    const mlpRow = page.locator('[data-transform="mlp cpu/f32/ba/jit cpu/f32/ab/jit"]');
+    assert.equal(number(await mlpRow.locator('[data-field="executions"]').textContent()), m.mlpExecutions);
+    return true;
+  });
+  assert.match(await page.getByTestId("graph-summary").textContent(), /mlp: [\d,]+ runs, constants transformed 1, from cache/);
+  await page.locator('[data-panel="graph-transforms"]').screenshot({ path: path.join(out, "02a-graph-transforms.png") });
+  log("graph transforms panel matches GET /metrics");
 
   // Lower primitive's capacity by 10 below its size.
   const before = await apiCache("primitive");

@@ -4,10 +4,12 @@
 // tensors, a few hits), a kernel store double ("persistent", with a switch
 // "remote_down" that opens its breaker), three switches, two settings and a few creation
 // events in primcache::control(), the admin server on an ephemeral loopback
-// port with a known token.
+// port with a known token; and the primcache_graph_* series of two graph
+// executors (an MLP, a ResNet-50 bottleneck) for the "Graph transforms" panel.
 //
 // While the switch "traffic" is on, a thread looks keys up in "primitive"
-// (hits, and misses until every key is in) and records one creation event
+// (hits, and misses until every key is in), counts graph runs and
+// transforms, and records one creation event
 // a second, so the charts have something to draw; the test turns it off
 // through the console before it compares numbers.
 //
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -156,6 +159,42 @@ int main(int argc, char** argv) {
                             .detail = "f32 64x64 (start-up)"});
     }
 
+    // Two graph executors' series, named and labelled as libs/graph registers
+    // them (docs/metrics.md), for the "Graph transforms" panel: the MLP's
+    // transposed weights transformed once, then taken from the cache; the
+    // bottleneck's input reordered (nchw -> nhwc, 1x256x56x56 f32) every run.
+    const primcache::metric_labels mlp_w2 = {{"from", "cpu/f32/ba/jit"},
+                                             {"graph", "mlp"},
+                                             {"steps", "layout"},
+                                             {"to", "cpu/f32/ab/jit"}};
+    const primcache::metric_labels bottleneck_x = {{"from", "cpu/f32/abcd/jit"},
+                                                   {"graph", "resnet50_bottleneck"},
+                                                   {"steps", "layout"},
+                                                   {"to", "cpu/f32/acdb/jit"}};
+    auto graph_counter = [&](const char* name, const primcache::metric_labels& labels) {
+      return control.counter(name, "graph executor series (console_host)", labels);
+    };
+    auto transform_executions = [&](const primcache::metric_labels& labels) {
+      return graph_counter("primcache_graph_transform_executions_total", labels);
+    };
+    auto transform_bytes = [&](const primcache::metric_labels& labels) {
+      return graph_counter("primcache_graph_transform_bytes_total", labels);
+    };
+    constexpr std::uint64_t mlp_w2_bytes = 512 * 256 * 8;            // read + written
+    constexpr std::uint64_t bottleneck_x_bytes = 256 * 56 * 56 * 8;  // read + written
+    transform_executions(mlp_w2).add(1);
+    transform_bytes(mlp_w2).add(mlp_w2_bytes);
+    graph_counter("primcache_graph_constant_transforms_total", {{"graph", "mlp"}}).add(1);
+    const primcache::metric_counter mlp_runs =
+        graph_counter("primcache_graph_runs_total", {{"graph", "mlp"}});
+    const primcache::metric_counter mlp_hits =
+        graph_counter("primcache_graph_constant_cache_hits_total", {{"graph", "mlp"}});
+    const primcache::metric_counter bottleneck_runs =
+        graph_counter("primcache_graph_runs_total", {{"graph", "resnet50_bottleneck"}});
+    const primcache::metric_counter bottleneck_x_executions = transform_executions(bottleneck_x);
+    const primcache::metric_counter bottleneck_x_transformed = transform_bytes(bottleneck_x);
+    mlp_runs.add(1);
+
     std::atomic<bool> done{false};
     std::thread worker([&] {
       std::mt19937 random(7);
@@ -166,6 +205,11 @@ int main(int argc, char** argv) {
         if (!control.get_switch("traffic")) continue;
         const int key = static_cast<int>(random() % 48);
         primitive.get_or_add(key, [key] { return key * 2; });
+        mlp_runs.add();
+        mlp_hits.add();
+        bottleneck_runs.add();
+        bottleneck_x_executions.add();
+        bottleneck_x_transformed.add(bottleneck_x_bytes);
         if (++tick % 50 == 0) {
           const bool compiled = tick % 100 == 0;
           control.record_event({.kind = "create",

@@ -67,6 +67,25 @@ setInterval(() => {
   if (events.length > 256) events.splice(0, events.length - 256);
 }, 20);
 
+// The primcache_graph_* series of two graph executors (the only part of
+// /metrics the console reads), moving with the traffic, as console_host's.
+const graphExposition = () => {
+  const runs = tick;
+  const series = [
+    ["primcache_graph_runs_total", { graph: "mlp" }, runs + 1],
+    ["primcache_graph_runs_total", { graph: "resnet50_bottleneck" }, runs],
+    ["primcache_graph_constant_transforms_total", { graph: "mlp" }, 1],
+    ["primcache_graph_constant_cache_hits_total", { graph: "mlp" }, runs],
+    ["primcache_graph_transform_executions_total", { from: "cpu/f32/ba/jit", graph: "mlp", steps: "layout", to: "cpu/f32/ab/jit" }, 1],
+    ["primcache_graph_transform_bytes_total", { from: "cpu/f32/ba/jit", graph: "mlp", steps: "layout", to: "cpu/f32/ab/jit" }, 512 * 256 * 8],
+    ["primcache_graph_transform_executions_total", { from: "cpu/f32/abcd/jit", graph: "resnet50_bottleneck", steps: "layout", to: "cpu/f32/acdb/jit" }, runs],
+    ["primcache_graph_transform_bytes_total", { from: "cpu/f32/abcd/jit", graph: "resnet50_bottleneck", steps: "layout", to: "cpu/f32/acdb/jit" }, runs * 256 * 56 * 56 * 8],
+  ];
+  return series
+    .map(([name, labels, v]) => `${name}{${Object.entries(labels).map(([k, x]) => `${k}="${x}"`).join(",")}} ${v}`)
+    .join("\n") + "\n";
+};
+
 const send = (res, status, body, type = "application/json") => {
   res.writeHead(status, { "Content-Type": type, "Cache-Control": "no-store" });
   res.end(typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body));
@@ -126,6 +145,7 @@ http.createServer((req, res) => {
       const since = Number(url.searchParams.get("since") ?? 0);
       return send(res, 200, { events: events.filter((e) => e.seq > since), next: seq });
     }
+    if (p === "/metrics") return send(res, 200, graphExposition(), "text/plain; version=0.0.4");
     if (dist) {
       const file = p === "/" ? "index.html" : p.startsWith("/assets/") ? p.slice(1) : null;
       if (file && !file.includes("..")) {
