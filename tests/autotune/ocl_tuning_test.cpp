@@ -161,6 +161,9 @@ TEST_CASE("a tunable OpenCL matmul tunes on its first execution, later descripto
   CHECK(s1.tuned == s0.tuned + 1);
   CHECK(s1.failed == s0.failed);
   CHECK(s1.wrong_candidates == s0.wrong_candidates);
+  // Every run was timed by PoCL's profiling events: at least the default's
+  // five runs twice and five runs of another candidate.
+  CHECK(s1.device_timed_runs >= s0.device_timed_runs + 15);
   // The table's entry: this device, this implementation, a configuration
   // the descriptor accepts.
   const std::string device = tune_device_of(gpu());

@@ -1,7 +1,10 @@
 #include "primcache/autotune/tuner.hpp"
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "fake_clock.hpp"
 #include "primcache/base/error.hpp"
@@ -272,6 +275,60 @@ TEST_CASE("flushes happen before every timed run and are not timed", "[autotune]
     c.runs = 1;
     scripted_candidates t(clk, {{1000}});
     CHECK(tune(t.callbacks(), c).candidates[0].times_ns.size() == 1);
+  }
+}
+
+TEST_CASE("the device's own time replaces the clock's where it gives one",
+          "[autotune][tuner][device_time]") {
+  fake_clock clk;
+  // By the clock (launch and wait included) candidate 1 looks fastest; the
+  // device says candidate 2's kernels are.
+  scripted_candidates s(clk, {{1000}, {600}, {900}});
+  tuning_callbacks cb = s.callbacks();
+  const std::vector<std::int64_t> device_ns{800, 700, 300};
+  SECTION("every run timed by the device") {
+    cb.device_time = [&](std::size_t i) -> std::optional<std::int64_t> { return device_ns[i]; };
+    const tune_result r = tune(cb, fake_options(clk));
+    CHECK(r.winner == 2);
+    CHECK(r.default_ns == 800);
+    CHECK(r.winner_ns == 300);
+    CHECK(r.candidates[1].min_ns == 700);
+    CHECK(r.device_timed_runs == 20);  // 5 runs of 3 candidates, the default's 5 again
+  }
+  SECTION("nullopt keeps the clock's time for that run") {
+    cb.device_time = [&](std::size_t i) -> std::optional<std::int64_t> {
+      if (i == 1) return std::nullopt;
+      return device_ns[i];
+    };
+    const tune_result r = tune(cb, fake_options(clk));
+    CHECK(r.candidates[1].min_ns == 600);  // the clock's
+    CHECK(r.winner == 2);
+    CHECK(r.device_timed_runs == 15);
+  }
+  SECTION("without the callback the clock times every run") {
+    const tune_result r = tune(cb, fake_options(clk));
+    CHECK(r.winner == 1);
+    CHECK(r.device_timed_runs == 0);
+  }
+  SECTION("a device time that throws or is negative fails that candidate") {
+    cb.device_time = [&](std::size_t i) -> std::optional<std::int64_t> {
+      if (i == 1) throw std::runtime_error("clGetEventProfilingInfo failed");
+      if (i == 2) return -5;
+      return device_ns[i];
+    };
+    const tune_result r = tune(cb, fake_options(clk));
+    CHECK(r.winner == 0);
+    CHECK(r.failed == 2);
+    CHECK(r.candidates[1].outcome == candidate_outcome::failed);
+    CHECK(r.candidates[1].message.find("clGetEventProfilingInfo failed") != std::string::npos);
+    CHECK(r.candidates[2].message.find("negative time") != std::string::npos);
+  }
+  SECTION("a default whose device time fails fails the tuning") {
+    cb.device_time = [&](std::size_t i) -> std::optional<std::int64_t> {
+      if (i == 0) throw std::runtime_error("no profiling");
+      return device_ns[i];
+    };
+    CHECK_THROWS_AS(tune(cb, fake_options(clk)), primcache::error);
   }
 }
 

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <optional>
 
@@ -106,4 +108,68 @@ TEST_CASE("a primitive realized from a cached binary runs without compiling",
   std::cerr << "END-FROM-BINARY" << std::endl;
   REQUIRE(after.source_builds == before.source_builds);
   REQUIRE(after.binary_loads == before.binary_loads + 1);
+}
+
+TEST_CASE("a stream times its kernels with profiling events", "[ocl][stream][profiling]") {
+  const engine eng(engine_kind::gpu, 0);
+  stream strm(eng);
+  const memory::desc md({64, 129}, data_type::f32, format_tag::ab);
+  const eltwise_forward::desc d(prop_kind::forward_inference, algorithm::eltwise_relu, md, 0.f);
+  const eltwise_forward prim(eltwise_forward::primitive_desc(d, eng));
+  memory src(md, eng), dst(md, eng);
+  ocl_test::write_all(src, ocl_test::pattern(md.size_bytes() / 4, 5));
+  const primitive::args args{{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_DST, dst}};
+
+  // No measurement started: nothing to say.
+  CHECK_FALSE(strm.profiled_ns().has_value());
+  REQUIRE(strm.reset_profiling());
+  CHECK(strm.profiled_ns() == std::optional<std::int64_t>(0));  // nothing ran yet
+
+  const auto t0 = std::chrono::steady_clock::now();
+  prim.execute(strm, args);
+  const std::optional<std::int64_t> one = strm.profiled_ns();  // waits for the kernel
+  const auto wall =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+  REQUIRE(one.has_value());
+  CHECK(*one > 0);
+  CHECK(*one <= wall.count());  // the kernel alone, inside the launch-to-wait time
+
+  SECTION("the measurement sums later kernels until it is reset") {
+    prim.execute(strm, args);
+    prim.execute(strm, args);
+    const std::optional<std::int64_t> three = strm.profiled_ns();
+    REQUIRE(three.has_value());
+    CHECK(*three > *one);
+    REQUIRE(strm.reset_profiling());
+    CHECK(strm.profiled_ns() == std::optional<std::int64_t>(0));
+  }
+  SECTION("more kernels than the stream holds events for are folded into the sum") {
+    std::int64_t previous = *one;
+    for (std::size_t i = 0; i < 2 * 1024 + 3; ++i) prim.execute(strm, args);
+    const std::optional<std::int64_t> many = strm.profiled_ns();
+    REQUIRE(many.has_value());
+    CHECK(*many > previous);
+  }
+  SECTION("stop_profiling ends the measurement") {
+    strm.stop_profiling();
+    prim.execute(strm, args);
+    strm.wait();
+    CHECK_FALSE(strm.profiled_ns().has_value());
+  }
+  SECTION("copies of a stream share its measurement") {
+    stream copy = strm;
+    prim.execute(copy, args);
+    const std::optional<std::int64_t> two = strm.profiled_ns();
+    REQUIRE(two.has_value());
+    CHECK(*two > *one);
+  }
+}
+
+TEST_CASE("a user's queue made without profiling cannot time kernels", "[ocl][stream][profiling]") {
+  user_context c;  // its queue has no CL_QUEUE_PROFILING_ENABLE
+  const engine eng = ocl_interop::make_engine(c.device, c.context);
+  stream strm = ocl_interop::make_stream(eng, c.queue);
+  CHECK_FALSE(strm.reset_profiling());
+  CHECK_FALSE(strm.profiled_ns().has_value());
+  strm.stop_profiling();  // harmless
 }

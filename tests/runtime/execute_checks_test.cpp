@@ -181,6 +181,13 @@ TEST_CASE("memory holds a backend storage and streams a backend queue",
     s.wait();
     CHECK(fake::stream_waits.load() == before + 2);
   }
+  SECTION("a backend stream without device timing says so (stream.hpp's profiling)") {
+    stream s(eng);
+    CHECK_FALSE(s.reset_profiling());
+    CHECK_FALSE(s.profiled_ns().has_value());
+    s.stop_profiling();  // harmless
+    CHECK_FALSE(s.profiled_ns().has_value());
+  }
   SECTION("an empty memory says so") {
     CHECK_THROWS_WITH(memory().map_data(), Contains("empty"));
   }

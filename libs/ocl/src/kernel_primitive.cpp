@@ -124,7 +124,14 @@ void kernel_impl::execute(const backend::exec_ctx& ctx) const {
     mems.push_back(packed && arg == PRIMCACHE_ARG_WEIGHTS ? static_cast<cl_mem>(packed->data())
                                                           : arg_buffer(ctx, arg, pd().name()));
   }
-  r->kernel().enqueue(queue_of(backend::impl_of(*ctx.strm)), plan, mems);
+  queue_stream& strm = queue_stream_of(backend::impl_of(*ctx.strm));
+  if (!strm.profiling()) {
+    r->kernel().enqueue(strm.queue(), plan, mems);
+    return;
+  }
+  cl_event done = nullptr;
+  r->kernel().enqueue(strm.queue(), plan, mems, &done);
+  strm.record(done);
 }
 
 result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(

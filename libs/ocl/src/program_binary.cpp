@@ -50,13 +50,13 @@ struct releaser {
 };
 
 void enqueue_kernel(cl_command_queue queue, cl_kernel kernel, const kernel_plan& plan,
-                    const std::vector<cl_mem>& mems) {
+                    const std::vector<cl_mem>& mems, cl_event* done = nullptr) {
   for (std::size_t i = 0; i < mems.size(); ++i) {
     check(clSetKernelArg(kernel, static_cast<cl_uint>(i), sizeof(cl_mem), &mems[i]),
           "clSetKernelArg of " + plan.name);
   }
   check(clEnqueueNDRangeKernel(queue, kernel, plan.work_dims, nullptr, plan.global.data(),
-                               plan.fixed_local ? plan.local.data() : nullptr, 0, nullptr, nullptr),
+                               plan.fixed_local ? plan.local.data() : nullptr, 0, nullptr, done),
         "clEnqueueNDRangeKernel of " + plan.name);
 }
 
@@ -174,9 +174,9 @@ realized_kernel::~realized_kernel() {
 }
 
 void realized_kernel::enqueue(cl_command_queue queue, const kernel_plan& plan,
-                              const std::vector<cl_mem>& mems) const {
+                              const std::vector<cl_mem>& mems, cl_event* done) const {
   lock_guard<mutex> lock(mu_);
-  enqueue_kernel(queue, kernel_, plan, mems);
+  enqueue_kernel(queue, kernel_, plan, mems, done);
 }
 
 void realized_kernel::pack(cl_command_queue queue, const weights_packing& packing, cl_mem user,

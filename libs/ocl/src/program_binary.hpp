@@ -90,9 +90,10 @@ class realized_kernel {
   realized_kernel(const realized_kernel&) = delete;
   realized_kernel& operator=(const realized_kernel&) = delete;
 
-  // Sets the buffers and enqueues the plan's ND-range on `queue`.
-  void enqueue(cl_command_queue queue, const kernel_plan& plan,
-               const std::vector<cl_mem>& mems) const;
+  // Sets the buffers and enqueues the plan's ND-range on `queue`; `done`
+  // non-null receives the launch's event (the caller releases it).
+  void enqueue(cl_command_queue queue, const kernel_plan& plan, const std::vector<cl_mem>& mems,
+               cl_event* done = nullptr) const;
   // Enqueues the plan's packing kernel (this kernel must be it) from `user`
   // into `packed` and waits until it has run.
   void pack(cl_command_queue queue, const weights_packing& packing, cl_mem user,

@@ -191,5 +191,14 @@ stream::stream(const engine& eng) : engine_(eng), impl_(backend::impl_of(eng).cr
 void stream::wait() {
   impl_->wait();
 }
+bool stream::reset_profiling() {
+  return impl_->reset_profiling();
+}
+std::optional<std::int64_t> stream::profiled_ns() {
+  return impl_->profiled_ns();
+}
+void stream::stop_profiling() {
+  impl_->stop_profiling();
+}
 
 }  // namespace primcache

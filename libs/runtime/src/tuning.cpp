@@ -55,7 +55,7 @@ struct tune_state {
   mutex mu;
   std::set<std::string> in_flight PRIMCACHE_GUARDED_BY(mu);  // problems being tuned
   std::atomic<std::uint64_t> tuned{0}, replaced{0}, failed{0}, skipped{0}, wrong{0},
-      failed_candidates{0};
+      failed_candidates{0}, device_timed_runs{0};
   std::atomic<std::int64_t> tuning_ns{0};
   // Replaced whole, read as a snapshot: the listener runs with no lock held.
   mutex listener_mu;
@@ -332,7 +332,12 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   std::shared_ptr<const backend::primitive_impl> impl;
   std::unique_ptr<backend::resource_mapper> resources;
   std::unique_ptr<void, aligned_free> scratch;
-  stream s = strm;
+  // A stream of its own on the caller's engine: candidates are timed by the
+  // device where it can (OpenCL profiling events: the kernels alone, not
+  // the launch and the wait), and the measurement must not disturb one the
+  // caller runs on its stream. The arguments are the tuning's own, so
+  // nothing orders it after the caller's queued work.
+  stream s(strm.get_engine());
 
   tuning_callbacks cb;
   cb.count = static_cast<std::size_t>(space.size()) + 1;
@@ -351,8 +356,15 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   };
   cb.run = [&](std::size_t) {
     const backend::exec_ctx ctx{&s, &args, resources.get(), scratch.get(), &pdi.attr()};
+    s.reset_profiling();
     impl->execute(ctx);
     s.wait();
+  };
+  cb.device_time = [&](std::size_t) -> std::optional<std::int64_t> {
+    const std::optional<std::int64_t> ns = s.profiled_ns();
+    // No kernel timed (a CPU stream, or nothing launched): the clock's time.
+    if (!ns || *ns == 0) return std::nullopt;
+    return ns;
   };
   cb.compare = [&](std::size_t) {
     read_dst();
@@ -398,6 +410,7 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   if (r.default_replaced()) st.replaced.fetch_add(1, std::memory_order_relaxed);
   st.wrong.fetch_add(r.wrong, std::memory_order_relaxed);
   st.failed_candidates.fetch_add(r.failed, std::memory_order_relaxed);
+  st.device_timed_runs.fetch_add(r.device_timed_runs, std::memory_order_relaxed);
   st.tuning_ns.fetch_add(static_cast<std::int64_t>(r.tuning_ns), std::memory_order_relaxed);
   (r.default_replaced() ? st.primitives_replaced : st.primitives_kept).add();
   st.candidates_measured.add(r.measured);
@@ -546,6 +559,7 @@ tune_stats get_tune_stats() {
   s.skipped = st.skipped.load(std::memory_order_relaxed);
   s.wrong_candidates = st.wrong.load(std::memory_order_relaxed);
   s.failed_candidates = st.failed_candidates.load(std::memory_order_relaxed);
+  s.device_timed_runs = st.device_timed_runs.load(std::memory_order_relaxed);
   s.seconds = static_cast<double>(st.tuning_ns.load(std::memory_order_relaxed)) / 1e9;
   return s;
 }

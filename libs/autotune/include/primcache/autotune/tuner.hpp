@@ -18,8 +18,10 @@
 //
 // The procedure, for each candidate the search picks (at most
 // max_nconfigs, the default included): build it; run it `runs` times, each
-// run preceded by a cold-cache flush (untimed) and timed alone by the clock;
-// keep the minimum and the median; compare its output (after its last run)
+// run preceded by a cold-cache flush (untimed) and timed alone by the clock
+// — or, when the device_time callback gives one, by the device's own time
+// for that run (OpenCL profiling events: the kernels alone, without the
+// launch and the wait); keep the minimum and the median; compare its output (after its last run)
 // with the default's; release it. A candidate whose build, run or compare
 // throws is reported (failed) and skipped; one whose output differs is
 // reported (wrong_output) and can never win.
@@ -48,6 +50,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,6 +72,10 @@ struct tuning_callbacks {
   std::function<output_check(std::size_t)> compare;  // candidate i's output vs the default's
   std::function<void(std::size_t)> release;          // optional
   std::function<std::string(std::size_t)> describe;  // optional, for reports
+  // Optional: called after each timed run of candidate i, the time the
+  // device measured for that run in nanoseconds; nullopt (or no callback):
+  // the clock's time stands. A throw fails the candidate like a run's.
+  std::function<std::optional<std::int64_t>(std::size_t)> device_time;
 };
 
 struct candidate_report;
@@ -127,6 +134,7 @@ struct PRIMCACHE_API tune_result {
   double noise_ns = 0;     // the noise the winner cleared (0 when the default stands)
   double drift_ns = 0;     // |first - second minimum| of the default (remeasure_default)
   std::size_t measured = 0, wrong = 0, failed = 0, pruned = 0;
+  std::size_t device_timed_runs = 0;         // runs timed by device_time rather than the clock
   double tuning_ns = 0;                      // the whole tuning, by the clock (builds included)
   std::vector<candidate_report> candidates;  // the default first, then in measurement order
   bool default_replaced() const noexcept { return winner != 0; }

@@ -96,7 +96,10 @@ struct tune_stats {
   std::uint64_t skipped = 0;            // tunable primitives with nothing to tune
   std::uint64_t wrong_candidates = 0;   // candidates discarded for wrong output
   std::uint64_t failed_candidates = 0;  // candidates that failed to build or run
-  double seconds = 0;                   // time spent tuning
+  // Timed runs measured by the device (OpenCL profiling events: the kernels
+  // alone) rather than by the host's clock (launch and wait included).
+  std::uint64_t device_timed_runs = 0;
+  double seconds = 0;  // time spent tuning
 };
 PRIMCACHE_API tune_stats get_tune_stats();
 

@@ -21,7 +21,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "primcache/base/export.hpp"
 
@@ -61,6 +63,11 @@ class PRIMCACHE_API stream_impl {
   virtual ~stream_impl();
   // Returns when everything submitted so far has finished.
   virtual void wait() = 0;
+  // Device timing (stream.hpp): queues that record profiling times override
+  // both; the defaults say the stream cannot.
+  virtual bool reset_profiling() { return false; }
+  virtual std::optional<std::int64_t> profiled_ns() { return std::nullopt; }
+  virtual void stop_profiling() {}
 };
 
 }  // namespace primcache::backend
