@@ -19,7 +19,9 @@
 
 #include "jit/compiler.hpp"
 #include "kernels/generic_conv_generator.hpp"
+#include "kernels/generic_eltwise_generator.hpp"
 #include "kernels/generic_matmul_generator.hpp"
+#include "kernels/generic_reorder_generator.hpp"
 
 namespace {
 
@@ -41,7 +43,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The levels whose vector shapes differ; higher levels (VNNI, BF16, FP16)
-  // add nothing an f32 matmul or convolution uses and run avx512_core's object.
+  // add nothing an f32 matmul or convolution (or a layout walk) uses and run avx512_core's object.
   const cpu_isa levels[] = {cpu_isa::avx2, cpu_isa::avx512_core};
   std::vector<built> objects;
   for (cpu_isa isa : levels) {
@@ -67,6 +69,31 @@ int main(int argc, char** argv) {
       return 1;
     }
     objects.push_back({"k_" + name, "conv", isa, std::move(object).value()});
+  }
+  // The layout walks: eltwise (per algorithm form and f32/bf16 pair) and
+  // reorder (per data type pair and walk form, and bit copies), the vector
+  // width and tile edge per level (generic_walk_shape_for).
+  for (cpu_isa isa : levels) {
+    const std::string name = generic_eltwise_name(isa);
+    auto object = compile_object(name, isa, generic_walk_compile_settings,
+                                 [&](llvm::Module& m) { generate_generic_eltwise(isa, m); });
+    if (!object) {
+      std::fprintf(stderr, "generic_kernels_aot: %s: %s\n", name.c_str(),
+                   object.why().message.c_str());
+      return 1;
+    }
+    objects.push_back({"k_" + name, "eltwise", isa, std::move(object).value()});
+  }
+  for (cpu_isa isa : levels) {
+    const std::string name = generic_reorder_name(isa);
+    auto object = compile_object(name, isa, generic_walk_compile_settings,
+                                 [&](llvm::Module& m) { generate_generic_reorder(isa, m); });
+    if (!object) {
+      std::fprintf(stderr, "generic_kernels_aot: %s: %s\n", name.c_str(),
+                   object.why().message.c_str());
+      return 1;
+    }
+    objects.push_back({"k_" + name, "reorder", isa, std::move(object).value()});
   }
 
   std::ostringstream out;

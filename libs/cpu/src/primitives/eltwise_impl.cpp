@@ -9,10 +9,12 @@
 
 #include "kernels/eltwise_config.hpp"
 #include "kernels/eltwise_kernel.hpp"
+#include "kernels/generic_eltwise_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitives/cpu_engine.hpp"
 #include "primitives/kernel_primitive.hpp"
+#include "tiered/tiered_impl.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -65,7 +67,20 @@ struct eltwise_traits {
   static result<config> from_fields(const backend::kernel_config& f) {
     return eltwise_config_from_fields(f);
   }
-  static void execute(const kernel_pd<eltwise_traits>& pd, const exec_ctx& ctx, const kernel* k) {
+  // Tiered creation: the generic kernel built into the library until the
+  // specialized one is installed (tiered/tiered_impl.hpp). The generic walk
+  // is the specialized one's, element by element the same IR, so every
+  // configuration can be tiered; it declines layouts with padding (created
+  // synchronously).
+  using generic_kernel = generic_eltwise_kernel;
+  static std::shared_ptr<const backend::primitive_impl> create_tiered(
+      std::shared_ptr<const kernel_pd<eltwise_traits>> pd, const config& c, cpu_isa isa) {
+    return make_tiered_impl<eltwise_traits>(std::move(pd), c, isa);
+  }
+  static std::size_t specialized_scratchpad_bytes(const config&) { return 0; }
+  // Kernel: eltwise_kernel or generic_eltwise_kernel (null: the reference).
+  template <class Kernel>
+  static void execute(const kernel_pd<eltwise_traits>& pd, const exec_ctx& ctx, const Kernel* k) {
     const eltwise_problem& p = pd.problem();
     const auto operands = collect_binary_operands(ctx, p.post_ops, "eltwise");
     eltwise_args args;

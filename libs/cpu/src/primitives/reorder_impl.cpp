@@ -1,12 +1,14 @@
 // reorder on the CPU: "jit:reorder" and "ref:reorder" (plain loops).
 #include <memory>
 
+#include "kernels/generic_reorder_kernel.hpp"
 #include "kernels/reorder_config.hpp"
 #include "kernels/reorder_kernel.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 #include "primitives/cpu_engine.hpp"
 #include "primitives/kernel_primitive.hpp"
+#include "tiered/tiered_impl.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -47,7 +49,19 @@ struct reorder_traits {
   static result<config> from_fields(const backend::kernel_config& f) {
     return reorder_config_from_fields(f);
   }
-  static void execute(const kernel_pd<reorder_traits>& pd, const exec_ctx& ctx, const kernel* k) {
+  // Tiered creation: the generic walk built into the library until the
+  // specialized one is installed (tiered/tiered_impl.hpp); element by
+  // element the same IR, so every configuration can be tiered. Layouts
+  // with padding are created synchronously.
+  using generic_kernel = generic_reorder_kernel;
+  static std::shared_ptr<const backend::primitive_impl> create_tiered(
+      std::shared_ptr<const kernel_pd<reorder_traits>> pd, const config& c, cpu_isa isa) {
+    return make_tiered_impl<reorder_traits>(std::move(pd), c, isa);
+  }
+  static std::size_t specialized_scratchpad_bytes(const config&) { return 0; }
+  // Kernel: reorder_kernel or generic_reorder_kernel (null: the reference).
+  template <class Kernel>
+  static void execute(const kernel_pd<reorder_traits>& pd, const exec_ctx& ctx, const Kernel* k) {
     reorder_args args;
     args.src = required_arg(ctx, PRIMCACHE_ARG_FROM, "reorder", "src");
     args.dst = required_arg(ctx, PRIMCACHE_ARG_TO, "reorder", "dst");

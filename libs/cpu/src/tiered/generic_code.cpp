@@ -11,7 +11,7 @@
 namespace primcache::cpu_internal {
 namespace {
 
-constexpr int k_kernels = 2;
+constexpr int k_kernels = 4;
 constexpr int k_isas = static_cast<int>(max_known_cpu_isa) + 1;
 
 struct loaded {

@@ -25,7 +25,7 @@
 
 namespace primcache::cpu_internal {
 
-enum class generic_kernel : int { matmul = 0, conv = 1 };
+enum class generic_kernel : int { matmul = 0, conv = 1, eltwise = 2, reorder = 3 };
 
 struct embedded_object {
   generic_kernel kernel;

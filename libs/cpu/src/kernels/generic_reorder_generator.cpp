@@ -1,0 +1,520 @@
+#include "kernels/generic_reorder_generator.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "jit/ir_loop.hpp"
+#include "jit/ir_math.hpp"
+#include "kernels/layout_walk.hpp"
+
+namespace primcache::cpu_internal {
+
+generic_walk_shape generic_walk_shape_for(cpu_isa isa) noexcept {
+  // default_reorder_config / default_eltwise_config: a vector of the ISA's
+  // width, two per iteration, tiles of 16 at 512 bits and 8 below.
+  if (isa >= cpu_isa::avx512_core) return {16, 2, 16};
+  return {8, 2, 8};
+}
+
+std::string generic_reorder_name(cpu_isa isa) {
+  return "reorder_generic_" + std::string(to_string(isa));
+}
+
+std::string generic_reorder_symbol(data_type src, data_type dst, bool tile) {
+  return "reorder_generic_" + std::string(to_string(src)) + "_" + std::string(to_string(dst)) +
+         (tile ? "_tile" : "_stream");
+}
+
+std::string generic_reorder_raw_symbol(std::size_t element_bytes, bool tile) {
+  return "reorder_generic_raw" + std::to_string(element_bytes * 8) + (tile ? "_tile" : "_stream");
+}
+
+llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* index,
+                                 llvm::Value* step, int n) {
+  llvm::Type* f32 = b.getFloatTy();
+  auto scalar_at = [&](llvm::Value* i) {
+    return b.CreateAlignedLoad(f32, b.CreateGEP(f32, base, i), llvm::Align(4));
+  };
+  if (n == 1) return scalar_at(index);
+  llvm::Type* vt = llvm::FixedVectorType::get(f32, static_cast<unsigned>(n));
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::LLVMContext& ctx = b.getContext();
+  auto* splat_bb = llvm::BasicBlock::Create(ctx, "lanes.splat", fn);
+  auto* other_bb = llvm::BasicBlock::Create(ctx, "lanes.other", fn);
+  auto* dense_bb = llvm::BasicBlock::Create(ctx, "lanes.dense", fn);
+  auto* gather_bb = llvm::BasicBlock::Create(ctx, "lanes.gather", fn);
+  auto* done = llvm::BasicBlock::Create(ctx, "lanes.done", fn);
+  b.CreateCondBr(b.CreateICmpEQ(step, b.getInt64(0)), splat_bb, other_bb);
+  b.SetInsertPoint(other_bb);
+  b.CreateCondBr(b.CreateICmpEQ(step, b.getInt64(1)), dense_bb, gather_bb);
+
+  b.SetInsertPoint(splat_bb);
+  llvm::Value* s = b.CreateVectorSplat(static_cast<unsigned>(n), scalar_at(index));
+  b.CreateBr(done);
+  b.SetInsertPoint(dense_bb);
+  llvm::Value* d = b.CreateAlignedLoad(vt, b.CreateGEP(f32, base, index), llvm::Align(4));
+  b.CreateBr(done);
+  b.SetInsertPoint(gather_bb);
+  llvm::Value* g = llvm::PoisonValue::get(vt);
+  for (int e = 0; e < n; ++e) {
+    llvm::Value* i =
+        b.CreateAdd(index, b.CreateMul(step, b.getInt64(static_cast<std::uint64_t>(e))));
+    g = b.CreateInsertElement(g, scalar_at(i), static_cast<std::uint64_t>(e));
+  }
+  llvm::BasicBlock* gather_end = b.GetInsertBlock();
+  b.CreateBr(done);
+
+  b.SetInsertPoint(done);
+  llvm::PHINode* out = b.CreatePHI(vt, 3);
+  out->addIncoming(s, splat_bb);
+  out->addIncoming(d, dense_bb);
+  out->addIncoming(g, gather_end);
+  return out;
+}
+
+namespace {
+
+// The walk of layout_walk_ir.cpp with its loops read at run time.
+class generic_walk_emitter {
+ public:
+  generic_walk_emitter(llvm::Module& m, const generic_walk_shape& s, const generic_walk_variant& v)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), s_(s), v_(v) {}
+
+  void emit(const std::string& symbol);
+
+ private:
+  llvm::Value* c64(std::int64_t v) { return b_.getInt64(static_cast<std::uint64_t>(v)); }
+  llvm::Type* shaped(llvm::Type* t, int n) {
+    return n == 1 ? t : static_cast<llvm::Type*>(llvm::FixedVectorType::get(t, n));
+  }
+  llvm::Type* storage_type(data_type dt) {
+    if (v_.raw) return b_.getIntNTy(static_cast<unsigned>(size_of(dt) * 8));
+    switch (dt) {
+      case data_type::f32: return b_.getFloatTy();
+      case data_type::bf16:
+      case data_type::f16: return b_.getInt16Ty();
+      case data_type::s8:
+      case data_type::u8: return b_.getInt8Ty();
+      default: return b_.getInt32Ty();
+    }
+  }
+  llvm::Value* param(llvm::Value* slot) {
+    return b_.CreateAlignedLoad(b_.getInt64Ty(), b_.CreateGEP(b_.getInt64Ty(), params_, slot),
+                                llvm::Align(8));
+  }
+  llvm::Value* param(int slot) { return param(c64(slot)); }
+  llvm::Value* level_field(llvm::Value* k, int field) {
+    return param(b_.CreateAdd(c64(gw_level0 + field), b_.CreateMul(k, c64(gw_level_slots))));
+  }
+
+  using body_fn = std::function<void(llvm::Value*)>;
+  llvm::Value* loop(llvm::Value* start, llvm::Value* end, std::int64_t step, const body_fn& body,
+                    loop_test test = loop_test::index_below_end) {
+    return emit_counted_loop(
+               b_, start, end, step, {},
+               [&](llvm::Value* i, const ir_values&) {
+                 body(i);
+                 return ir_values{};
+               },
+               test, "gw")
+        .index;
+  }
+  void emit_if(llvm::Value* cond, const std::function<void()>& then_fn,
+               const std::function<void()>& else_fn) {
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, "gw.then", fn_);
+    auto* else_bb = llvm::BasicBlock::Create(ctx_, "gw.else", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "gw.done", fn_);
+    b_.CreateCondBr(cond, then_bb, else_bb);
+    b_.SetInsertPoint(then_bb);
+    then_fn();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(else_bb);
+    if (else_fn) else_fn();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  llvm::Value* load_lanes(llvm::Value* base, llvm::Type* ety, llvm::Value* off, int n) {
+    const llvm::Align align(ety->getPrimitiveSizeInBits() / 8);
+    return b_.CreateAlignedLoad(shaped(ety, n), b_.CreateGEP(ety, base, off), align);
+  }
+  void store_lanes(llvm::Value* v, llvm::Value* base, llvm::Type* ety, llvm::Value* off) {
+    const llvm::Align align(ety->getPrimitiveSizeInBits() / 8);
+    b_.CreateAlignedStore(v, b_.CreateGEP(ety, base, off), align);
+  }
+  // As walk_emitter::to_value / from_value.
+  llvm::Value* to_value(llvm::Value* x) {
+    if (v_.raw) return x;
+    llvm::Type* f = x->getType()->isVectorTy()
+                        ? static_cast<llvm::Type*>(llvm::VectorType::get(
+                              b_.getFloatTy(), llvm::cast<llvm::VectorType>(x->getType())))
+                        : b_.getFloatTy();
+    switch (v_.src_dt) {
+      case data_type::f32: return x;
+      case data_type::bf16: return emit_bf16_to_f32(b_, x);
+      case data_type::f16: return emit_f16_to_f32(b_, x);
+      case data_type::u8: return b_.CreateUIToFP(x, f);
+      default: return b_.CreateSIToFP(x, f);  // s8, s32
+    }
+  }
+  llvm::Value* from_value(llvm::Value* v) {
+    if (v_.raw) return v;
+    switch (v_.dst_dt) {
+      case data_type::f32: return v;
+      case data_type::bf16: return emit_f32_to_bf16(b_, v);
+      case data_type::f16: return emit_f32_to_f16(b_, v);
+      case data_type::s8: return emit_f32_to_s8(b_, v);
+      case data_type::u8: return emit_f32_to_u8(b_, v);
+      default: return emit_f32_to_s32(b_, v);
+    }
+  }
+
+  // Scale (only where the specialized code scales) and transform.
+  llvm::Value* finish_value(llvm::Value* v, int n, llvm::Value* dst_off, llvm::Value* dst_step,
+                            llvm::Value* track, llvm::Value* track_step);
+  // One element at (i, j) of the inner loops (i null: a streaming walk).
+  void element(llvm::Value* i, llvm::Value* j);
+  void vector(llvm::Value* j, int n);
+  void stream(llvm::Value* s0, llvm::Value* s1);
+  void tile(llvm::Value* i, llvm::Value* j);
+  void tiles(llvm::Value* s0, llvm::Value* s1);
+
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  const generic_walk_shape& s_;
+  const generic_walk_variant& v_;
+  llvm::Function* fn_ = nullptr;
+  llvm::Type* src_ty_ = nullptr;
+  llvm::Type* dst_ty_ = nullptr;
+  llvm::Value* params_ = nullptr;
+  llvm::Value* src_ = nullptr;
+  llvm::Value* dst_ = nullptr;
+  llvm::Value* scales_ = nullptr;
+  llvm::Value* operands_ = nullptr;
+  // Read once, at entry.
+  llvm::Value* split_ss_ = nullptr;
+  llvm::Value* split_ds_ = nullptr;
+  llvm::Value* split_tr_ = nullptr;
+  llvm::Value* j_extent_ = nullptr;
+  llvm::Value* j_ss_ = nullptr;
+  llvm::Value* j_tr_ = nullptr;
+  llvm::Value* scale_kind_ = nullptr;
+  // Per work item.
+  llvm::Value* src_base_ = nullptr;
+  llvm::Value* dst_base_ = nullptr;
+  llvm::Value* track_base_ = nullptr;
+};
+
+llvm::Value* generic_walk_emitter::finish_value(llvm::Value* v, int n, llvm::Value* dst_off,
+                                                llvm::Value* dst_step, llvm::Value* track,
+                                                llvm::Value* track_step) {
+  if (v_.raw) return v;
+  if (v_.scales) {
+    // none: no multiply; common: scales[0]; per_dim: scales[tracked index].
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* common_bb = llvm::BasicBlock::Create(ctx_, "scale.common", fn_);
+    auto* dim_bb = llvm::BasicBlock::Create(ctx_, "scale.dim", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "scale.done", fn_);
+    llvm::SwitchInst* sw = b_.CreateSwitch(scale_kind_, done, 2);
+    sw->addCase(b_.getInt64(static_cast<std::uint64_t>(reorder_scales::common)), common_bb);
+    sw->addCase(b_.getInt64(static_cast<std::uint64_t>(reorder_scales::per_dim)), dim_bb);
+    b_.SetInsertPoint(common_bb);
+    llvm::Value* s = b_.CreateAlignedLoad(b_.getFloatTy(), scales_, llvm::Align(4));
+    if (n > 1) s = b_.CreateVectorSplat(static_cast<unsigned>(n), s);
+    llvm::Value* vc = b_.CreateFMul(v, s);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(dim_bb);
+    llvm::Value* vd = b_.CreateFMul(v, emit_load_f32_lanes(b_, scales_, track, track_step, n));
+    llvm::BasicBlock* dim_end = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    llvm::PHINode* out = b_.CreatePHI(v->getType(), 3);
+    out->addIncoming(v, from);
+    out->addIncoming(vc, common_bb);
+    out->addIncoming(vd, dim_end);
+    v = out;
+  }
+  if (v_.transform) {
+    generic_walk_lanes lanes;
+    lanes.params = params_;
+    lanes.operands = operands_;
+    lanes.dst_offset = dst_off;
+    lanes.dst_step = dst_step;
+    lanes.track_index = track;
+    lanes.track_step = track_step;
+    lanes.lanes = n;
+    v = v_.transform(b_, v, lanes);
+  }
+  return from_value(v);
+}
+
+void generic_walk_emitter::element(llvm::Value* i, llvm::Value* j) {
+  llvm::Value* src_off;
+  llvm::Value* dst_off;
+  llvm::Value* track;
+  llvm::Value* track_step;
+  if (i) {  // tile form: I has src stride 1, J dst stride 1
+    src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, j_ss_));
+    dst_off = b_.CreateAdd(b_.CreateAdd(dst_base_, j), b_.CreateMul(i, split_ds_));
+    track =
+        b_.CreateAdd(track_base_, b_.CreateAdd(b_.CreateMul(i, split_tr_), b_.CreateMul(j, j_tr_)));
+    track_step = j_tr_;
+  } else {
+    src_off = b_.CreateAdd(src_base_, b_.CreateMul(j, split_ss_));
+    dst_off = b_.CreateAdd(dst_base_, b_.CreateMul(j, split_ds_));
+    track = b_.CreateAdd(track_base_, b_.CreateMul(j, split_tr_));
+    track_step = split_tr_;
+  }
+  llvm::Value* x = to_value(load_lanes(src_, src_ty_, src_off, 1));
+  store_lanes(finish_value(x, 1, dst_off, i ? c64(1) : split_ds_, track, track_step), dst_, dst_ty_,
+              dst_off);
+}
+
+void generic_walk_emitter::vector(llvm::Value* j, int n) {
+  // Both strides are 1.
+  llvm::Value* src_off = b_.CreateAdd(src_base_, j);
+  llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
+  llvm::Value* track = b_.CreateAdd(track_base_, b_.CreateMul(j, split_tr_));
+  llvm::Value* x = to_value(load_lanes(src_, src_ty_, src_off, n));
+  store_lanes(finish_value(x, n, dst_off, c64(1), track, split_tr_), dst_, dst_ty_, dst_off);
+}
+
+void generic_walk_emitter::stream(llvm::Value* s0, llvm::Value* s1) {
+  llvm::Value* dense =
+      b_.CreateAnd(b_.CreateICmpEQ(split_ss_, c64(1)), b_.CreateICmpEQ(split_ds_, c64(1)));
+  emit_if(
+      dense,
+      [&] {
+        if (v_.raw) {
+          const std::int64_t es = static_cast<std::int64_t>(size_of(v_.src_dt));
+          llvm::Value* sp = b_.CreateGEP(b_.getInt8Ty(), src_,
+                                         b_.CreateMul(b_.CreateAdd(src_base_, s0), c64(es)));
+          llvm::Value* dp = b_.CreateGEP(b_.getInt8Ty(), dst_,
+                                         b_.CreateMul(b_.CreateAdd(dst_base_, s0), c64(es)));
+          b_.CreateMemCpy(dp, llvm::MaybeAlign(es), sp, llvm::MaybeAlign(es),
+                          b_.CreateMul(b_.CreateSub(s1, s0), c64(es)));
+          return;
+        }
+        const int n = s_.lanes;
+        llvm::Value* j = s0;
+        if (s_.unroll > 1) {
+          j = loop(
+              j, s1, std::int64_t{n} * s_.unroll,
+              [&](llvm::Value* at) {
+                for (int u = 0; u < s_.unroll; ++u) vector(b_.CreateAdd(at, c64(u * n)), n);
+              },
+              loop_test::step_within_end);
+        }
+        j = loop(
+            j, s1, n, [&](llvm::Value* at) { vector(at, n); }, loop_test::step_within_end);
+        loop(j, s1, 1, [&](llvm::Value* at) { element(nullptr, at); });
+      },
+      [&] { loop(s0, s1, 1, [&](llvm::Value* at) { element(nullptr, at); }); });
+}
+
+void generic_walk_emitter::tile(llvm::Value* i, llvm::Value* j) {
+  // As walk_emitter::emit_tile for a full tile: rows along I (src stride 1)
+  // converted, transposed by shuffles, stored along J (dst stride 1).
+  const int t = s_.tile;
+  llvm::Value* src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, j_ss_));
+  std::vector<llvm::Value*> rows(static_cast<std::size_t>(t));
+  for (int r = 0; r < t; ++r) {
+    llvm::Value* off = b_.CreateAdd(src_off, b_.CreateMul(c64(r), j_ss_));
+    rows[r] = to_value(load_lanes(src_, src_ty_, off, t));
+  }
+  for (int h = 1; h < t; h <<= 1) {
+    std::vector<int> lo_mask(t), hi_mask(t);
+    for (int c = 0; c < t; ++c) {
+      lo_mask[c] = (c & h) ? t + (c ^ h) : c;
+      hi_mask[c] = (c & h) ? t + c : (c ^ h);
+    }
+    for (int r = 0; r < t; ++r) {
+      if (r & h) continue;
+      llvm::Value* a = rows[r];
+      llvm::Value* c = rows[r | h];
+      rows[r] = b_.CreateShuffleVector(a, c, lo_mask);
+      rows[r | h] = b_.CreateShuffleVector(a, c, hi_mask);
+    }
+  }
+  llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
+  llvm::Value* track0 = b_.CreateAdd(track_base_, b_.CreateMul(j, j_tr_));
+  for (int q = 0; q < t; ++q) {
+    llvm::Value* iq = b_.CreateAdd(i, c64(q));
+    llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
+    llvm::Value* track = b_.CreateAdd(track0, b_.CreateMul(iq, split_tr_));
+    store_lanes(finish_value(rows[q], t, dst_off, c64(1), track, j_tr_), dst_, dst_ty_, dst_off);
+  }
+}
+
+void generic_walk_emitter::tiles(llvm::Value* s0, llvm::Value* s1) {
+  const int t = s_.tile;
+  llvm::Value* i = loop(
+      s0, s1, t,
+      [&](llvm::Value* iv) {
+        llvm::Value* jend = loop(
+            c64(0), j_extent_, t, [&](llvm::Value* jv) { tile(iv, jv); },
+            loop_test::step_within_end);
+        loop(jend, j_extent_, 1, [&](llvm::Value* jv) {
+          loop(iv, b_.CreateAdd(iv, c64(t)), 1, [&](llvm::Value* iq) { element(iq, jv); });
+        });
+      },
+      loop_test::step_within_end);
+  loop(i, s1, 1, [&](llvm::Value* iq) {
+    loop(c64(0), j_extent_, 1, [&](llvm::Value* jv) { element(iq, jv); });
+  });
+}
+
+void generic_walk_emitter::emit(const std::string& symbol) {
+  src_ty_ = storage_type(v_.src_dt);
+  dst_ty_ = storage_type(v_.dst_dt);
+  llvm::Type* ptr = llvm::PointerType::get(ctx_, 0);
+  llvm::Type* i64 = b_.getInt64Ty();
+  fn_ = llvm::Function::Create(
+      llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr, i64, i64}, false),
+      llvm::Function::ExternalLinkage, symbol, m_);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  // The block is read only, and no buffer overlaps it; src and dst may be
+  // one buffer (in-place eltwise).
+  fn_->addParamAttr(0, llvm::Attribute::NoAlias);
+  fn_->addParamAttr(0, llvm::Attribute::ReadOnly);
+  params_ = fn_->getArg(0);
+  src_ = fn_->getArg(1);
+  dst_ = fn_->getArg(2);
+  scales_ = fn_->getArg(3);
+  operands_ = fn_->getArg(4);
+  llvm::Value* begin = fn_->getArg(5);
+  llvm::Value* end = fn_->getArg(6);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+  llvm::AllocaInst* idx = b_.CreateAlloca(i64, c64(gw_max_levels));
+
+  llvm::Value* levels = param(gw_levels);
+  llvm::Value* split_extent = param(gw_split_extent);
+  split_ss_ = param(gw_split_src_stride);
+  split_ds_ = param(gw_split_dst_stride);
+  split_tr_ = param(gw_split_track);
+  llvm::Value* chunk = param(gw_chunk);
+  j_extent_ = param(gw_j_extent);
+  j_ss_ = param(gw_j_src_stride);
+  j_tr_ = param(gw_j_track);
+  if (v_.scales) scale_kind_ = param(gw_scales);
+
+  // The odometer at `begin`, and the bases it gives.
+  auto decoded = emit_counted_loop(
+      b_, c64(0), levels, 1, {begin, param(gw_src_offset0), param(gw_dst_offset0), c64(0)},
+      [&](llvm::Value* kk, const ir_values& c) {
+        llvm::Value* k = b_.CreateSub(b_.CreateSub(levels, c64(1)), kk);
+        llvm::Value* ext = level_field(k, 0);
+        llvm::Value* q = b_.CreateURem(c[0], ext);
+        b_.CreateStore(q, b_.CreateGEP(i64, idx, k));
+        return ir_values{b_.CreateUDiv(c[0], ext),
+                         b_.CreateAdd(c[1], b_.CreateMul(q, level_field(k, 1))),
+                         b_.CreateAdd(c[2], b_.CreateMul(q, level_field(k, 2))),
+                         b_.CreateAdd(c[3], b_.CreateMul(q, level_field(k, 3)))};
+      },
+      loop_test::index_below_end, "gw.decode");
+
+  llvm::Value* last = b_.CreateSub(levels, c64(1));
+  emit_counted_loop(
+      b_, begin, end, 1, {decoded.carried[1], decoded.carried[2], decoded.carried[3]},
+      [&](llvm::Value*, const ir_values& c) {
+        src_base_ = c[0];
+        dst_base_ = c[1];
+        track_base_ = c[2];
+        llvm::Value* s0 = b_.CreateMul(b_.CreateLoad(i64, b_.CreateGEP(i64, idx, last)), chunk);
+        llvm::Value* s1 = b_.CreateAdd(s0, chunk);
+        s1 = b_.CreateSelect(b_.CreateICmpSLT(s1, split_extent), s1, split_extent);
+        if (v_.tile) {
+          tiles(s0, s1);
+        } else {
+          stream(s0, s1);
+        }
+        // Advance the odometer: the innermost level steps; a level that
+        // wraps returns to 0 and carries into the next outer one.
+        llvm::BasicBlock* from = b_.GetInsertBlock();
+        auto* step_bb = llvm::BasicBlock::Create(ctx_, "odo.step", fn_);
+        auto* wrap_bb = llvm::BasicBlock::Create(ctx_, "odo.wrap", fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, "odo.done", fn_);
+        b_.CreateBr(step_bb);
+        b_.SetInsertPoint(step_bb);
+        llvm::PHINode* k = b_.CreatePHI(i64, 2);
+        llvm::PHINode* sb = b_.CreatePHI(i64, 2);
+        llvm::PHINode* db = b_.CreatePHI(i64, 2);
+        llvm::PHINode* tb = b_.CreatePHI(i64, 2);
+        k->addIncoming(last, from);
+        sb->addIncoming(src_base_, from);
+        db->addIncoming(dst_base_, from);
+        tb->addIncoming(track_base_, from);
+        llvm::Value* at = b_.CreateGEP(i64, idx, k);
+        llvm::Value* next = b_.CreateAdd(b_.CreateLoad(i64, at), c64(1));
+        llvm::Value* ext = level_field(k, 0);
+        llvm::Value* ss = level_field(k, 1);
+        llvm::Value* ds = level_field(k, 2);
+        llvm::Value* ts = level_field(k, 3);
+        llvm::Value* sb1 = b_.CreateAdd(sb, ss);
+        llvm::Value* db1 = b_.CreateAdd(db, ds);
+        llvm::Value* tb1 = b_.CreateAdd(tb, ts);
+        llvm::Value* wraps = b_.CreateICmpEQ(next, ext);
+        b_.CreateStore(b_.CreateSelect(wraps, c64(0), next), at);
+        llvm::BasicBlock* step_end = b_.GetInsertBlock();
+        b_.CreateCondBr(b_.CreateAnd(wraps, b_.CreateICmpSGT(k, c64(0))), wrap_bb, done);
+        b_.SetInsertPoint(wrap_bb);
+        llvm::Value* sb0 = b_.CreateSub(sb1, b_.CreateMul(ext, ss));
+        llvm::Value* db0 = b_.CreateSub(db1, b_.CreateMul(ext, ds));
+        llvm::Value* tb0 = b_.CreateSub(tb1, b_.CreateMul(ext, ts));
+        k->addIncoming(b_.CreateSub(k, c64(1)), wrap_bb);
+        sb->addIncoming(sb0, wrap_bb);
+        db->addIncoming(db0, wrap_bb);
+        tb->addIncoming(tb0, wrap_bb);
+        b_.CreateBr(step_bb);
+        b_.SetInsertPoint(done);
+        llvm::PHINode* sb_out = b_.CreatePHI(i64, 1);
+        llvm::PHINode* db_out = b_.CreatePHI(i64, 1);
+        llvm::PHINode* tb_out = b_.CreatePHI(i64, 1);
+        sb_out->addIncoming(sb1, step_end);
+        db_out->addIncoming(db1, step_end);
+        tb_out->addIncoming(tb1, step_end);
+        return ir_values{sb_out, db_out, tb_out};
+      },
+      loop_test::index_below_end, "gw.items");
+  b_.CreateRetVoid();
+}
+
+}  // namespace
+
+void emit_generic_walk(llvm::Module& m, const std::string& symbol, const generic_walk_shape& shape,
+                       const generic_walk_variant& v) {
+  generic_walk_emitter(m, shape, v).emit(symbol);
+}
+
+void generate_generic_reorder(cpu_isa isa, llvm::Module& m) {
+  const generic_walk_shape shape = generic_walk_shape_for(isa);
+  const data_type types[] = {data_type::f32, data_type::bf16, data_type::f16,
+                             data_type::s8,  data_type::u8,   data_type::s32};
+  for (bool tile : {false, true}) {
+    for (data_type src : types) {
+      for (data_type dst : types) {
+        generic_walk_variant v;
+        v.src_dt = src;
+        v.dst_dt = dst;
+        v.tile = tile;
+        v.scales = true;
+        emit_generic_walk(m, generic_reorder_symbol(src, dst, tile), shape, v);
+      }
+    }
+    for (data_type dt : {data_type::s8, data_type::bf16, data_type::f32}) {
+      generic_walk_variant v;
+      v.src_dt = v.dst_dt = dt;
+      v.raw = true;
+      v.tile = tile;
+      emit_generic_walk(m, generic_reorder_raw_symbol(size_of(dt), tile), shape, v);
+    }
+  }
+}
+
+}  // namespace primcache::cpu_internal

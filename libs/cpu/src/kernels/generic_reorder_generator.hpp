@@ -1,0 +1,146 @@
+// kernels/generic_reorder_generator.hpp — the LLVM IR of the shape-generic
+// layout walk (the walk of layout_walk.hpp with its loops read from a
+// parameter block at run time instead of baked in) and of the generic
+// reorder built on it; the generic eltwise (generic_eltwise_generator.hpp)
+// is the same walk with a transform. Compiled once, when the library is
+// built (tools/generic_kernels_aot.cpp), and run by tiered primitives until
+// their specialized kernel is installed (tiered/tiered_impl.hpp).
+//
+//   compile_object(generic_reorder_name(isa), isa, generic_walk_compile_settings,
+//                  [&](llvm::Module& m) { generate_generic_reorder(isa, m); });
+//
+// The walk: the C++ driver plans the walk exactly as the specialized kernel
+// does (plan_walk, the same chunk, the same work items) and writes its
+// loops into the block: the loops outside the split loop and the split
+// loop's chunks are an odometer of "levels" (extent, strides, the step of
+// the tracked dimension's logical index), the split loop (and for a
+// transposing walk the J loop inside it) are walked as the specialized code
+// walks them: full vectors of the ISA's width where both strides are 1 (a
+// memcpy for a plain copy), square tiles transposed in registers (src unit
+// stride along I, dst along J), and single elements at the ends and for
+// other strides. Each element goes through the specialized code's IR: the
+// same conversions (ir_math.hpp), the scale multiply only where there are
+// scales, the same transform, so results equal the specialized kernel's bit
+// for bit. It walks only layouts with no padding to zero (every dimension
+// exact in the plan): the driver declines the others.
+//
+// One function per (src, dst) data type pair and walk form, and a bit copy
+// per element size: generic_reorder_symbol names them.
+//
+// Thread-safety: the generators touch only the module they are given.
+// Exceptions: what LLVM's allocation throws.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "jit/compiler.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/tensor/data_type.hpp"
+
+namespace llvm {
+class IRBuilderBase;
+class Module;
+class Value;
+}  // namespace llvm
+
+namespace primcache::cpu_internal {
+
+// void fn(const int64_t* params, const void* src, void* dst, const float*
+// scales, const float* const* operands, int64_t begin, int64_t end): walks
+// work items [begin, end) (the specialized walk's numbering).
+using generic_walk_function = void(const std::int64_t* params, const void* src, void* dst,
+                                   const float* scales, const float* const* operands,
+                                   std::int64_t begin, std::int64_t end);
+
+// The slots of the parameter block (int64; floats in the low four bytes).
+enum generic_walk_slot : int {
+  gw_levels,            // odometer levels: the loops outside the split loop, then its chunks
+  gw_split_extent,      // the split loop (stream: the innermost; tile: I)
+  gw_split_src_stride,  // elements
+  gw_split_dst_stride,
+  gw_split_track,  // the tracked dimension's index step per iteration (0: another dim)
+  gw_chunk,        // split-loop iterations per chunk (the last level counts chunks)
+  gw_j_extent,     // tile: the J loop (dst stride 1)
+  gw_j_src_stride,
+  gw_j_track,
+  gw_src_offset0,
+  gw_dst_offset0,
+  gw_scales,  // reorder_scales (functions built with scales)
+  gw_alpha,   // eltwise: the algorithm's alpha and beta (floats)
+  gw_beta,
+  gw_post_op_count,  // eltwise
+  gw_level0,         // gw_level_slots per level, outer to inner
+};
+// Per level: extent, src stride, dst stride, tracked-index step.
+inline constexpr int gw_level_slots = 4;
+inline constexpr int gw_max_levels = 16;
+inline constexpr int gw_post_ops = gw_level0 + gw_level_slots * gw_max_levels;
+// Per post-op (as the generic matmul's): code (0..7 the eltwise_alg, 8
+// binary add), binary operand index, broadcast, alpha, beta, scale.
+inline constexpr int gw_post_op_slots = 6;
+inline constexpr int gw_max_post_ops = 16;
+inline constexpr int gw_slot_count = gw_post_ops + gw_post_op_slots * gw_max_post_ops;
+inline constexpr std::int64_t gw_binary_code = 8;
+
+// The vector shapes of an ISA's generic walks: the specialized defaults'
+// (default_reorder_config, default_eltwise_config).
+struct generic_walk_shape {
+  int lanes;   // f32 per vector
+  int unroll;  // vectors per iteration of a streaming loop
+  int tile;    // edge of a transposed tile
+};
+generic_walk_shape generic_walk_shape_for(cpu_isa isa) noexcept;
+
+// What the lanes of a value hold, for a transform that reads more operands.
+struct generic_walk_lanes {
+  llvm::Value* params = nullptr;
+  llvm::Value* operands = nullptr;     // the function's operands argument
+  llvm::Value* dst_offset = nullptr;   // i64: element offset of lane 0 in dst, offset0 included
+  llvm::Value* dst_step = nullptr;     // i64: between lanes
+  llvm::Value* track_index = nullptr;  // i64: the tracked dimension's index at lane 0
+  llvm::Value* track_step = nullptr;   // i64: between lanes
+  int lanes = 1;
+};
+using generic_walk_transform = std::function<llvm::Value*(llvm::IRBuilderBase&, llvm::Value* x,
+                                                          const generic_walk_lanes& lanes)>;
+
+// One generated walk function.
+struct generic_walk_variant {
+  data_type src_dt = data_type::f32;
+  data_type dst_dt = data_type::f32;
+  bool raw = false;                  // a bit copy (src_dt == dst_dt, no scales, no transform)
+  bool tile = false;                 // the transposing form
+  bool scales = false;               // multiplies by the scales gw_scales names
+  generic_walk_transform transform;  // on f32 values; may be empty
+};
+
+void emit_generic_walk(llvm::Module& m, const std::string& symbol, const generic_walk_shape& shape,
+                       const generic_walk_variant& v);
+
+// Loads n f32 lanes at base[index + e * step] (step a run-time i64: a splat
+// for 0, one vector load for 1, single loads otherwise).
+llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* index,
+                                 llvm::Value* step, int n);
+
+// The data types the generic reorder converts between (all six), and its
+// symbols: converting walks per pair and form, bit copies per element size.
+std::string generic_reorder_symbol(data_type src, data_type dst, bool tile);
+std::string generic_reorder_raw_symbol(std::size_t element_bytes, bool tile);
+
+// Defines every generic reorder function in m, for `isa` (avx2 or above).
+void generate_generic_reorder(cpu_isa isa, llvm::Module& m);
+
+// "reorder_generic_<isa>".
+std::string generic_reorder_name(cpu_isa isa);
+
+// The passes of the generic walks (as the generic convolution's): the IR is
+// emitted with its loops and vectors decided; the cleanup passes change no
+// result (no fast-math flags).
+inline constexpr compile_settings generic_walk_compile_settings{
+    "function(mem2reg,early-cse<memssa>,instcombine,simplifycfg,loop(loop-rotate),"
+    "loop-mssa(licm),early-cse<memssa>)",
+    2, true};
+
+}  // namespace primcache::cpu_internal

@@ -1,0 +1,127 @@
+#include "kernels/generic_reorder_kernel.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/integer_math.hpp"
+#include "kernels/kernel_failure.hpp"
+#include "kernels/reorder_config.hpp"
+#include "kernels/reorder_validation.hpp"
+#include "tiered/generic_code.hpp"
+
+namespace primcache::cpu_internal {
+
+result<generic_walk_params> make_generic_walk_params(const char* kernel, const walk_plan& plan,
+                                                     std::int64_t chunk, int tracked_dim) {
+  for (int d = 0; d < plan.ndims; ++d) {
+    if (!plan.exact[d]) {
+      return kernel_unimplemented(kernel, "the generic kernel walks no padding (dimension " +
+                                              std::to_string(d) + " is padded or not a " +
+                                              "multiple of its blocks)");
+    }
+  }
+  if (tracked_dim >= 0 && !plan.known[tracked_dim]) {
+    return kernel_unimplemented(
+        kernel, "dimension " + std::to_string(tracked_dim) + " is merged away in the walk");
+  }
+  const std::size_t split = plan.split_loop();
+  const std::int64_t levels = static_cast<std::int64_t>(split) + 1;
+  if (levels > gw_max_levels) {
+    return kernel_unimplemented(kernel, "the walk has " + std::to_string(levels) +
+                                            " outer loops; the generic kernel takes at most " +
+                                            std::to_string(gw_max_levels));
+  }
+  auto track = [&](const walk_loop& l) {
+    return tracked_dim >= 0 && l.dim == tracked_dim ? l.mult : 0;
+  };
+  generic_walk_params v{};
+  const walk_loop& sl = plan.loops[split];
+  if (chunk <= 0 || chunk > sl.extent) chunk = sl.extent;
+  v[gw_levels] = levels;
+  v[gw_split_extent] = sl.extent;
+  v[gw_split_src_stride] = sl.src_stride;
+  v[gw_split_dst_stride] = sl.dst_stride;
+  v[gw_split_track] = track(sl);
+  v[gw_chunk] = chunk;
+  if (plan.inner == walk_plan::inner_kind::tile) {
+    const walk_loop& j = plan.loops.back();
+    if (sl.src_stride != 1 || j.dst_stride != 1) {
+      return kernel_invalid(kernel, "a transposing walk whose I and J loops are not unit-stride");
+    }
+    v[gw_j_extent] = j.extent;
+    v[gw_j_src_stride] = j.src_stride;
+    v[gw_j_track] = track(j);
+  }
+  v[gw_src_offset0] = plan.src_offset0;
+  v[gw_dst_offset0] = plan.dst_offset0;
+  for (std::size_t k = 0; k < split; ++k) {
+    std::int64_t* level = &v[gw_level0 + gw_level_slots * k];
+    const walk_loop& l = plan.loops[k];
+    level[0] = l.extent;
+    level[1] = l.src_stride;
+    level[2] = l.dst_stride;
+    level[3] = track(l);
+  }
+  std::int64_t* chunks = &v[gw_level0 + gw_level_slots * split];
+  chunks[0] = div_up(sl.extent, chunk);
+  return v;
+}
+
+void run_generic_walk(generic_walk_function* fn, const generic_walk_params& params, const void* src,
+                      void* dst, const float* scales, const float* const* operands,
+                      std::int64_t work_items, int nthr, thread_pool& pool) {
+  // As run_walk: the same split of the same work items.
+  const std::int64_t n = work_items;
+  const int threads = static_cast<int>(std::min<std::int64_t>(nthr, n));
+  if (threads <= 1) {
+    fn(params.data(), src, dst, scales, operands, 0, n);
+    return;
+  }
+  pool.parallel_for(threads, [&](int ithr, int nt) {
+    const range r = balance(n, ithr, nt);
+    if (r.begin < r.end) fn(params.data(), src, dst, scales, operands, r.begin, r.end);
+  });
+}
+
+result<std::unique_ptr<generic_reorder_kernel>> generic_reorder_kernel::create(
+    const reorder_problem& p, const reorder_config& specialized, cpu_isa isa) {
+  if (isa < cpu_isa::avx2) {
+    return kernel_unimplemented(
+        "reorder", "the generic reorder needs avx2, not " + std::string(to_string(isa)));
+  }
+  if (auto ok = validate_reorder_problem(p); !ok) return ok.why();
+  if (auto ok = validate_reorder_config(specialized); !ok) return ok.why();
+  auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+  if (!plan) return plan.why();
+  const walk_plan& w = plan.value();
+  // The specialized kernel's chunk (reorder_kernel.cpp), hence its work items.
+  const std::int64_t chunk = walk_chunk(w, specialized.chunk, reorder_chunk_unit(w, specialized));
+  auto params = make_generic_walk_params("reorder", w, chunk,
+                                         p.scales == reorder_scales::per_dim ? p.scale_dim : -1);
+  if (!params) return params.why();
+  auto code_isa = generic_isa_for(generic_kernel::reorder, isa);
+  if (!code_isa) return code_isa.why();
+  const bool tile = w.inner == walk_plan::inner_kind::tile;
+  const std::string symbol =
+      reorder_is_raw(p) ? generic_reorder_raw_symbol(size_of(p.src.data_type()), tile)
+                        : generic_reorder_symbol(p.src.data_type(), p.dst.data_type(), tile);
+  auto fn = generic_function<generic_walk_function>(generic_kernel::reorder, code_isa.value(),
+                                                    symbol.c_str());
+  if (!fn) return fn.why();
+  std::unique_ptr<generic_reorder_kernel> k(new generic_reorder_kernel());
+  k->problem_ = p;
+  k->isa_ = code_isa.value();
+  k->fn_ = fn.value();
+  k->work_items_ = w.work_items(chunk);
+  k->params_ = std::move(params).value();
+  k->params_[gw_scales] = static_cast<std::int64_t>(p.scales);
+  return k;
+}
+
+void generic_reorder_kernel::execute(const reorder_args& args, void* /*scratchpad*/,
+                                     thread_pool& pool) const {
+  run_generic_walk(fn_, params_, args.src, args.dst, args.scales, nullptr, work_items_,
+                   problem_.nthr, pool);
+}
+
+}  // namespace primcache::cpu_internal
