@@ -19,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "config.hpp"
 #include "http_client.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
@@ -213,6 +214,24 @@ TEST_CASE("The shipped graph workloads load: one executor per graph, named after
     const workload w = load_workload(read(path), path, workloads_dir);
     REQUIRE(w.graphs.size() == 1);
     CHECK(w.graphs[0].name == "resnet50_bottleneck");
+  }
+}
+
+TEST_CASE("The shipped graph configs choose the graph workloads", "[services][graph]") {
+  const std::string configs = source_dir + "/configs";
+  SECTION("graphs.json: the CPU examples") {
+    const daemon_config c = load_config(read(configs + "/graphs.json"), "graphs.json", configs);
+    CHECK(c.workload == configs + "/workloads/graphs.json");
+    const std::string dir = c.workload.substr(0, c.workload.rfind('/'));
+    CHECK(load_workload(read(c.workload), c.workload, dir).graphs.size() == 2);
+  }
+  SECTION("graphs_ocl.json: the mixed graph, a GPU constant cache") {
+    const daemon_config c =
+        load_config(read(configs + "/graphs_ocl.json"), "graphs_ocl.json", configs);
+    CHECK(c.workload == configs + "/workloads/graph_mixed_cpu_ocl.json");
+    bool gpu = false;
+    for (const auto& [kind, mb] : c.constant_caches) gpu = gpu || kind == engine_kind::gpu;
+    CHECK(gpu);
   }
 }
 
