@@ -383,6 +383,47 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "explicit compile settings without the machine scheduler leave the pass out and the kernel "
+    "computes the same",
+    "[cpu][jit][settings]") {
+  namespace ci = primcache::cpu_internal;
+  const cpu_isa isa = primcache::effective_isa();
+  const std::vector<float> x = iota_input(203);
+  const std::vector<float> expected = run_axpy(*compile_axpy(isa), x, 1.5f, -2.0f);
+  for (bool lsr : {true, false}) {
+    INFO("loop strength reduction " << lsr);
+    const ci::compile_settings settings{"function(mem2reg,early-cse<memssa>)", 2, lsr, false};
+    ci::compile_probe probe;
+    auto m = jit_module::compile(
+        "axpy", isa, settings, [&](llvm::Module& mod) { cpu_test::build_axpy(mod, isa, "axpy"); });
+    REQUIRE(m.has_value());
+    REQUIRE(probe.profiles.size() == 1);
+    CHECK(probe.profiles[0].passes_dropped == (lsr ? 1u : 2u));
+    CHECK(bitwise_equal(run_axpy(*m.value(), x, 1.5f, -2.0f), expected));
+  }
+  SECTION("a probe's override wins over the settings") {
+    ci::compile_probe probe;
+    probe.machine_scheduler = true;
+    auto m =
+        jit_module::compile("axpy", isa, ci::compile_settings{"", 2, true, false},
+                            [&](llvm::Module& mod) { cpu_test::build_axpy(mod, isa, "axpy"); });
+    REQUIRE(m.has_value());
+    REQUIRE(probe.profiles.size() == 1);
+    CHECK(probe.profiles[0].passes_dropped == 0u);
+  }
+  SECTION("the specialized matmul drops both passes; the shape-generic matmul keeps them") {
+    const ci::compile_settings specialized = ci::default_compile_settings("matmul_f32_1x2x3x4");
+    CHECK_FALSE(specialized.loop_strength_reduction);
+    CHECK_FALSE(specialized.machine_scheduler);
+    const ci::compile_settings generic = ci::default_compile_settings("matmul_generic_avx2");
+    CHECK(generic.loop_strength_reduction);
+    CHECK(generic.machine_scheduler);
+    CHECK(std::string(generic.pipeline).find("mem2reg") != std::string::npos);
+    CHECK(ci::default_compile_settings("conv_fwd_f32").machine_scheduler);
+  }
+}
+
 TEST_CASE("a probe's pipeline that does not parse is an invalid_arguments failure",
           "[cpu][jit][probe][errors]") {
   namespace ci = primcache::cpu_internal;

@@ -37,23 +37,31 @@
 namespace primcache::cpu_internal {
 namespace {
 
-// The matmul: its generator emits vector code with the unrolling decided
-// and no calls, so the pipeline only cleans up what the generator leaves:
-// common subexpressions of the address arithmetic, invariant loads and
-// addresses hoisted out of loops, folded constants and branches (mem2reg for
-// generators that keep values in allocas). A second early-cse instead of
-// GVN gives an object of the same size for a third of GVN's time. Less and
-// Aggressive code generation cost what Default does; None halves the time
-// but doubles the code, with spills. Its kernels run as fast as under O3
-// (bench_matmul) and compile 2.6x faster. Loop strength reduction stays:
-// without it the matmul compiled 3.3 ms (CPU) faster but 64x64x64 ran 25%
-// slower (bench_matmul, alternating runs): the generator does not yet step
-// its pointers in the form LSR produces.
+// The matmul: its generator emits vector code with the unrolling decided,
+// no calls and no allocas, and steps the K loop's pointers itself, so the
+// pipeline only cleans up what the generator leaves: common subexpressions
+// of the address arithmetic, invariant loads and addresses hoisted out of
+// loops, folded branches. mem2reg and instcombine found nothing to do (the
+// object is the same code without them) and were 40% of the pipeline's
+// time; a second early-cse instead of GVN gives the same object for a third
+// of GVN's time. Less and Aggressive code generation cost what Default
+// does; None halves the time but doubles the code, with spills. Without
+// loop strength reduction (the generator's addresses are already a carried
+// pointer plus a constant) and the machine scheduler, code generation takes
+// a third less time and the kernels run as fast (bench_matmul, alternating
+// runs; docs/PERFORMANCE.md, third pass).
 constexpr std::string_view k_matmul_prefix = "matmul_";
 constexpr compile_settings k_matmul{
+    "function(early-cse<memssa>,simplifycfg,loop-mssa(licm),early-cse<memssa>)", 2, false, false};
+// The shape-generic matmul (compiled ahead of time under a name with this
+// prefix) keeps the settings it was measured with: its generator computes
+// its addresses from run-time strides and leaves loop strength reduction
+// to find the stepped form.
+constexpr std::string_view k_generic_matmul_prefix = "matmul_generic_";
+constexpr compile_settings k_generic_matmul{
     "function(mem2reg,early-cse<memssa>,instcombine,simplifycfg,loop-mssa(licm),"
     "early-cse<memssa>)",
-    2, true};
+    2, true, true};
 // Every other kernel that states no settings keeps LLVM's default
 // optimizing pipeline.
 constexpr compile_settings k_default{};
@@ -189,11 +197,12 @@ result<bool> optimize(std::string_view name, llvm::Module& module, llvm::TargetM
 // own LLVM included) as it was.
 class filtered_pass_manager final : public llvm::legacy::PassManager {
  public:
-  explicit filtered_pass_manager(bool loop_strength_reduction)
-      : loop_strength_reduction_(loop_strength_reduction) {}
+  filtered_pass_manager(bool loop_strength_reduction, bool machine_scheduler)
+      : loop_strength_reduction_(loop_strength_reduction), machine_scheduler_(machine_scheduler) {}
 
   void add(llvm::Pass* pass) override {
-    if (!loop_strength_reduction_ && has_argument(*pass, "loop-reduce")) {
+    if ((!loop_strength_reduction_ && has_argument(*pass, "loop-reduce")) ||
+        (!machine_scheduler_ && has_argument(*pass, "machine-scheduler"))) {
       delete pass;  // add() owns the pass it is given
       ++dropped_;
       return;
@@ -211,18 +220,19 @@ class filtered_pass_manager final : public llvm::legacy::PassManager {
   }
 
   bool loop_strength_reduction_;
+  bool machine_scheduler_;
   std::size_t dropped_ = 0;
 };
 
 // Code generation into an object, as llvm::orc::SimpleCompiler does it, in a
 // filtered_pass_manager; `capture` receives the object.
 result<bool> emit_object(std::string_view name, llvm::Module& module, llvm::TargetMachine& tm,
-                         bool loop_strength_reduction, capturing_object_cache& capture,
-                         std::size_t& dropped) {
+                         bool loop_strength_reduction, bool machine_scheduler,
+                         capturing_object_cache& capture, std::size_t& dropped) {
   llvm::SmallVector<char, 0> buffer;
   {
     llvm::raw_svector_ostream stream(buffer);
-    filtered_pass_manager passes(loop_strength_reduction);
+    filtered_pass_manager passes(loop_strength_reduction, machine_scheduler);
     llvm::MCContext* mc = nullptr;
     if (tm.addPassesToEmitMC(passes, mc, stream)) {
       return failure{status::runtime_error, "compiling kernel " + quoted(name) +
@@ -314,8 +324,10 @@ result<std::vector<std::byte>> compile_module(std::string_view name, cpu_isa isa
   capturing_object_cache capture;
   const bool lsr = probe && probe->loop_strength_reduction ? *probe->loop_strength_reduction
                                                            : settings.loop_strength_reduction;
+  const bool misched =
+      probe && probe->machine_scheduler ? *probe->machine_scheduler : settings.machine_scheduler;
   std::size_t dropped = 0;
-  if (auto emitted = emit_object(name, module, *tm, lsr, capture, dropped); !emitted) {
+  if (auto emitted = emit_object(name, module, *tm, lsr, misched, capture, dropped); !emitted) {
     return emitted.why();
   }
   auto bytes = capture.take();
@@ -334,6 +346,7 @@ std::atomic<std::uint64_t> compilations{0};
 }  // namespace
 
 compile_settings default_compile_settings(std::string_view name) noexcept {
+  if (name.starts_with(k_generic_matmul_prefix)) return k_generic_matmul;
   return name.starts_with(k_matmul_prefix) ? k_matmul : k_default;
 }
 

@@ -67,11 +67,16 @@ struct compile_settings {
   // the addressing decided gain nothing from it and pay 20-25% of the code
   // generation time.
   bool loop_strength_reduction = true;
+  // Whether code generation runs the pre-RA machine instruction scheduler.
+  // Out-of-order cores gain little from it on code whose order the
+  // generator chose; it costs 5-8% of the code generation time.
+  bool machine_scheduler = true;
 };
 
 // The settings of kernels that state none: O3, Aggressive, LSR (LLVM's
 // default optimizing pipeline), except kernels compiled under a name that
-// starts with "matmul_", which get the matmul's (compiler.cpp).
+// starts with "matmul_", which get the matmul's, and "matmul_generic_" (the
+// shape-generic matmul), which gets its own (compiler.cpp).
 compile_settings default_compile_settings(std::string_view name) noexcept;
 
 result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa,
@@ -125,6 +130,7 @@ class compile_probe {
   std::optional<int> codegen_level;             // 0..3; default kernel_codegen_level(name)
   std::optional<bool> fast_isel;                // FastISel on
   std::optional<bool> loop_strength_reduction;  // default: the kernel's settings
+  std::optional<bool> machine_scheduler;        // default: the kernel's settings
   bool keep_code = false;                       // fill compile_profile::ir and ::object
 
  private:

@@ -144,11 +144,13 @@ class matmul_generator {
           llvm::Value* src_col = gep(wei, b_.CreateMul(j, i64c(c_.nr * sn)));
           llvm::Value* dst_blk =
               gep(buf, b_.CreateMul(b_.CreateSub(j, fn->getArg(4)), i64c(c_.kc * c_.nr)));
+          // The source and destination rows are carried pointers, stepped
+          // by constants.
           emit_loop(
-              i64c(0), kc, 1, {},
-              [&](llvm::Value* k, const values&) {
-                llvm::Value* src_row = gep(src_col, b_.CreateMul(b_.CreateAdd(k, k0), i64c(sk)));
-                llvm::Value* dst_row = gep(dst_blk, b_.CreateMul(k, i64c(c_.nr)));
+              i64c(0), kc, 1, {gep(src_col, b_.CreateMul(k0, i64c(sk))), dst_blk},
+              [&](llvm::Value*, const values& rows) {
+                llvm::Value* src_row = rows[0];
+                llvm::Value* dst_row = rows[1];
                 for (int v = 0; v < nv; ++v) {
                   const int n = std::clamp(cols - v * lanes_, 0, lanes_);
                   llvm::Value* x = zero_vec();
@@ -158,7 +160,7 @@ class matmul_generator {
                   }
                   b_.CreateAlignedStore(x, gep(dst_row, std::int64_t{v} * lanes_), llvm::Align(4));
                 }
-                return values{};
+                return values{gep(src_row, sk), gep(dst_row, c_.nr)};
               },
               "pack.k");
           return values{};
@@ -218,12 +220,14 @@ class matmul_generator {
       acc.push_back(phi);
     }
 
-    // One K step at index k: nv loads of B, one broadcast of A per row,
-    // rows * nv FMAs.
-    auto step = [&](llvm::Value* k, std::int64_t dk, values cur) {
-      llvm::Value* kk = dk == 0 ? k : b_.CreateAdd(k, i64c(dk));
-      llvm::Value* brow = gep(bp, b_.CreateMul(kk, i64c(ldb)));
-      llvm::Value* acol = gep(a, b_.CreateMul(kk, i64c(sak)));
+    // One K step at the rows `dk` past the carried pointers into A and B:
+    // nv loads of B, one broadcast of A per row, rows * nv FMAs. The loops
+    // step their pointers themselves (by constants), so every address is a
+    // carried pointer plus a constant: code generation needs no loop strength
+    // reduction to find that form.
+    auto step = [&](llvm::Value* acol0, llvm::Value* brow0, std::int64_t dk, values cur) {
+      llvm::Value* brow = dk == 0 ? brow0 : gep(brow0, dk * ldb);
+      llvm::Value* acol = dk == 0 ? acol0 : gep(acol0, dk * sak);
       values bv;
       for (int v = 0; v < nv; ++v) {
         llvm::Value* at = gep(brow, std::int64_t{v} * lanes_);
@@ -239,21 +243,35 @@ class matmul_generator {
       }
       return cur;
     };
+    // The accumulators, then the pointers into A and B, carried around the
+    // K loops.
+    auto k_loop = [&](llvm::Value* begin, llvm::Value* end, std::int64_t u, const values& init,
+                      const char* name) {
+      return emit_loop(
+          begin, end, u, init,
+          [&](llvm::Value*, const values& cur) {
+            const std::size_t n = cur.size() - 2;
+            llvm::Value* acol = cur[n];
+            llvm::Value* brow = cur[n + 1];
+            values x(cur.begin(), cur.begin() + static_cast<std::ptrdiff_t>(n));
+            for (std::int64_t d = 0; d < u; ++d) x = step(acol, brow, d, x);
+            x.push_back(gep(acol, u * sak));
+            x.push_back(gep(brow, u * ldb));
+            return x;
+          },
+          name);
+    };
+    // The driver passes kc = min(c.kc, K - pc) for pc = 0, c.kc, ...: c.kc
+    // and K % c.kc. When both are multiples of the unroll, the remainder
+    // loop would never run and is not emitted.
     const std::int64_t u = c_.k_unroll;
-    llvm::Value* kmain = u == 1 ? kc : b_.CreateMul(b_.CreateUDiv(kc, i64c(u)), i64c(u));
-    acc = emit_loop(
-        i64c(0), kmain, u, acc,
-        [&](llvm::Value* k, const values& cur) {
-          values x = cur;
-          for (std::int64_t d = 0; d < u; ++d) x = step(k, d, x);
-          return x;
-        },
-        "k");
-    if (u > 1) {
-      acc = emit_loop(
-          kmain, kc, 1, acc, [&](llvm::Value* k, const values& cur) { return step(k, 0, cur); },
-          "k.rem");
-    }
+    const bool remainder = (p_.k >= c_.kc && c_.kc % u != 0) || (p_.k % c_.kc) % u != 0;
+    llvm::Value* kmain = !remainder ? kc : b_.CreateMul(b_.CreateUDiv(kc, i64c(u)), i64c(u));
+    acc.push_back(a);
+    acc.push_back(bp);
+    acc = k_loop(i64c(0), kmain, u, acc, "k");
+    if (remainder) acc = k_loop(kmain, kc, 1, acc, "k.rem");
+    acc.resize(acc.size() - 2);
 
     auto store_all = [&](const values& x) {
       for (int r = 0; r < rows; ++r) {
