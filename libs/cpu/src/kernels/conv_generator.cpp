@@ -329,15 +329,26 @@ class conv_codegen {
       llvm::Value* wk = gep(it.wei_chunk, b_.CreateMul(kh, c64(g_.kw * g_.icg * lanes)));
       llvm::Value* c_in0 = b_.CreateMul(it.g, c64(g_.icg));
       const std::int64_t block_stride = g_.kh * g_.kw * g_.icg * lanes;
+      // When the channels of a reduction step lie at one stride from each
+      // other (conv_steps_channels), every address of a step is one base
+      // computed per step plus a constant: the form code generation would
+      // otherwise need loop strength reduction to find.
+      const bool one_stride = conv_steps_channels(g_, c_);
+      const std::int64_t channel_step = g_.src.blocked ? 1 : g_.src.c_stride;
       // Channels [ic, ic + count) of the reduction.
       auto reduce = [&](llvm::Value* ic, int count) {
         std::vector<llvm::Value*> a(static_cast<std::size_t>(len * blocks));
         for (int j = 0; j < len; ++j)
           for (int k = 0; k < blocks; ++k) a[j * blocks + k] = b_.CreateLoad(v16_, acc(j, k));
+        llvm::Value* wic = gep(wk, b_.CreateMul(ic, c64(lanes)));
+        llvm::Value* xic =
+            one_stride ? gep(row, channel_offset(g_.src, b_.CreateAdd(c_in0, ic))) : nullptr;
         for (int u = 0; u < count; ++u) {
-          llvm::Value* icu = b_.CreateAdd(ic, c64(u));
-          llvm::Value* coff = channel_offset(g_.src, b_.CreateAdd(c_in0, icu));
-          llvm::Value* wu = gep(wk, b_.CreateMul(icu, c64(lanes)));
+          llvm::Value* coff = nullptr;
+          if (!one_stride) {
+            coff = channel_offset(g_.src, b_.CreateAdd(c_in0, b_.CreateAdd(ic, c64(u))));
+          }
+          llvm::Value* wu = gep(wic, std::int64_t{u} * lanes);
           for (std::int64_t kw = 0; kw < g_.kw; ++kw) {
             std::vector<llvm::Value*> w(static_cast<std::size_t>(blocks));
             for (int k = 0; k < blocks; ++k) {
@@ -346,7 +357,11 @@ class conv_codegen {
             }
             for (int j = 0; j < len; ++j) {
               if (!inside(j, kw)) continue;
-              llvm::Value* x = b_.CreateAlignedLoad(f32_, gep(pixel(j, kw), coff), llvm::Align(4));
+              llvm::Value* at = one_stride
+                                    ? gep(xic, (j * g_.sw + kw * (g_.dw + 1)) * g_.src.w_stride +
+                                                   u * channel_step)
+                                    : gep(pixel(j, kw), coff);
+              llvm::Value* x = b_.CreateAlignedLoad(f32_, at, llvm::Align(4));
               llvm::Value* xs = b_.CreateVectorSplat(lanes, x);
               for (int k = 0; k < blocks; ++k) a[j * blocks + k] = fma(xs, w[k], a[j * blocks + k]);
             }

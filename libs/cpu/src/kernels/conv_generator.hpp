@@ -2,7 +2,7 @@
 // kernel (conv_kernel.hpp describes the code) for one geometry and
 // effective configuration.
 //
-//   jit_module::compile("conv_fwd_f32", isa, conv_compile_settings_for(ge),
+//   jit_module::compile("conv_fwd_f32", isa, conv_compile_settings_for(ge, ec),
 //                       [&](llvm::Module& m) { generate_conv(p, ge, ec, m); });
 //
 // The geometry comes from analyze_conv (and flatten_conv_pointwise), the
@@ -26,24 +26,40 @@ inline constexpr const char* conv_entry_symbol = "conv_fwd_f32";
 
 // How the kernel is compiled (docs/PERFORMANCE.md, "Where a compilation
 // goes"). The generator emits the vector code and its unrolling, so O3 only
-// costs time: the pipeline cleans up (promotes the accumulators, folds the
-// address arithmetic, hoists what is invariant) and rotates the loops into
-// the bottom-tested form O3 leaves them in, which the register allocator
-// keeps the accumulators in registers across (top-tested, the 7x7 layer of
-// bench_conv spilled in its input-channel loop and ran 1.3-2x slower).
-// Loop strength reduction depends on the geometry: conv_compile_settings_for.
+// costs time: the pipeline cleans up (promotes the accumulators, removes the
+// address arithmetic repeated per tap, hoists what is invariant) and rotates
+// the loops into the bottom-tested form O3 leaves them in, which the register
+// allocator keeps the accumulators in registers across (top-tested, the 7x7
+// layer of bench_conv spilled in its input-channel loop and ran 1.3-2x
+// slower). No instcombine: the generator's IR has little for it to fold
+// (the object is the same size without it) and it was a third of the
+// pipeline's time. No machine scheduler: the kernels ran as fast without it
+// (third pass, docs/PERFORMANCE.md). Loop strength reduction depends on the
+// addressing: conv_compile_settings_for.
 inline constexpr compile_settings conv_compile_settings{
-    "function(mem2reg,early-cse<memssa>,instcombine,simplifycfg,loop(loop-rotate),"
-    "loop-mssa(licm),early-cse<memssa>)",
-    2, true};
+    "function(mem2reg,early-cse<memssa>,simplifycfg,loop(loop-rotate),loop-mssa(licm),"
+    "early-cse<memssa>)",
+    2, false, false};
 
-// conv_compile_settings with loop strength reduction where it pays: on when
-// the input-channel loop is long (without it the 3x3 layers of bench_conv ran
-// up to 13% slower), off when a group has fewer than 16 input channels (with
-// it the 7x7 layer over 3 channels ran 1.3x slower in two runs of three).
-inline compile_settings conv_compile_settings_for(const conv_geometry& g) noexcept {
+// Whether the generator steps the input-channel loop's addresses itself:
+// when the channels of each reduction step [ic, ic + ic_unroll) lie at one
+// stride from each other — always in a plain layout; in a 16-blocked one
+// when ic_unroll divides 16 and the group's input channels, so that every
+// step starts at a multiple of ic_unroll and none crosses a channel block.
+inline bool conv_steps_channels(const conv_geometry& g, const conv_config& c) noexcept {
+  return !g.src.blocked || (16 % c.ic_unroll == 0 && g.icg % c.ic_unroll == 0);
+}
+
+// conv_compile_settings, with loop strength reduction only where the
+// generator cannot step the input-channel loop's addresses itself (a
+// 16-blocked source whose group's input channels are not a multiple of
+// ic_unroll) and the loop is long (at least 16 channels per group: without
+// it the 3x3 layers of bench_conv ran up to 13% slower; with it the 7x7 layer
+// over 3 channels ran 1.3x slower in two runs of three).
+inline compile_settings conv_compile_settings_for(const conv_geometry& g,
+                                                  const conv_config& c) noexcept {
   compile_settings s = conv_compile_settings;
-  s.loop_strength_reduction = g.icg >= 16;
+  s.loop_strength_reduction = !conv_steps_channels(g, c) && g.icg >= 16;
   return s;
 }
 
