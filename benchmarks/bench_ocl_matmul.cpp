@@ -6,6 +6,12 @@
 //
 //   build/release/benchmarks/bench_ocl_matmul --benchmark_filter=256x256
 //
+// The primcache/CLBlast ratio (docs/PERFORMANCE.md, "OpenCL matmul against
+// CLBlast") is taken within one run, the two interleaved, as medians:
+//
+//   bench_ocl_matmul --benchmark_filter='BM_OclMatmul/' --benchmark_repetitions=5 \
+//       --benchmark_enable_random_interleaving=true --benchmark_min_time=0.3
+//
 // BM_OclMatmulConstWeights/<mode>/<shape>: the small-M shapes of issue 12
 // with the weights marked constant (primitive_attr::set_constant_weights):
 // cached (the gpu constant cache unlimited: packed once, then hits),

@@ -99,6 +99,8 @@ void run_and_check(const shape& s, bool transposed_weights, bool with_bias, bool
   ocl_test::write_all(a, av);
   ocl_test::write_all(w, wv);
   ocl_test::write_all(add, addv);
+  // dst starts as NaN: an element no work-item stores fails the comparison.
+  ocl_test::write_all(d, std::vector<float>(d_md.size_bytes() / 4, std::nanf("")));
   std::unordered_map<int, memory> args = {
       {PRIMCACHE_ARG_SRC, a}, {PRIMCACHE_ARG_WEIGHTS, w}, {PRIMCACHE_ARG_DST, d}};
   if (with_bias) {
@@ -152,11 +154,48 @@ TEST_CASE("every matmul configuration computes the same product", "[ocl][matmul]
   const auto c =
       GENERATE(matmul_config{1, 1, 1, 1, 1, 1, false}, matmul_config{4, 4, 2, 4, 4, 8, true},
                matmul_config{8, 2, 3, 8, 8, 5, true}, matmul_config{2, 8, 4, 2, 2, 16, false},
-               matmul_config{8, 8, 1, 16, 16, 4, true});
+               matmul_config{8, 8, 1, 16, 16, 4, true}, matmul_config{1, 16, 8, 16, 16, 16, false},
+               matmul_config{2, 4, 5, 16, 8, 16, false}, matmul_config{4, 2, 3, 12, 4, 16, false});
   const auto s = GENERATE(shape{1, 1, 1, 1}, shape{1, 31, 23, 67}, shape{2, 9, 40, 13});
   INFO("config wg " << c.wg_m << "x" << c.wg_n << " tile " << c.tile_m << "x" << c.tile_n << " vec "
                     << c.vec_width << " k " << c.tile_k << " local " << c.local_tiling);
+  INFO("shape " << s.b << "x" << s.m << "x" << s.n << "x" << s.k);
   run_and_check(s, false, true, true, nullptr, &c);
+}
+
+// The register-tiled kernel (no local tiling) has no bounds checks in its K
+// loop: rows past M read row M - 1, a column block past N starts at N - TN
+// (overlapping its neighbour), a matrix narrower than one tile clamps every
+// column, and the K loop is unrolled with a remainder. Shapes that reach
+// each of those, with plain and transposed weights (vector and per-lane
+// loads), against the host reference (dst starts as NaN, so an element no
+// work-item stores fails).
+// (1x1x1 is in the two cases above, with this kernel as the default.)
+TEST_CASE("the register-tiled matmul is exact at every edge", "[ocl][matmul][config][edges]") {
+  using ocl_internal::matmul_config;
+  const auto c =
+      GENERATE(matmul_config{1, 16, 8, 16, 16, 16, false}, matmul_config{2, 2, 7, 16, 8, 16, false},
+               matmul_config{1, 1, 3, 5, 1, 16, false});
+  const auto s = GENERATE(shape{1, 1, 97, 13}, shape{1, 17, 7, 3}, shape{1, 49, 131, 67},
+                          shape{2, 11, 37, 29});
+  // Transposed weights (per-lane loads) with bias and post-ops; plain
+  // weights (vector loads) without.
+  const bool transposed = GENERATE(false, true);
+  INFO("config wg " << c.wg_m << "x" << c.wg_n << " tile " << c.tile_m << "x" << c.tile_n << " vec "
+                    << c.vec_width);
+  INFO("shape " << s.b << "x" << s.m << "x" << s.n << "x" << s.k << " transposed " << transposed);
+  run_and_check(s, transposed, transposed, transposed, nullptr, &c);
+}
+
+TEST_CASE("the K loop's unroll keeps an iteration within 128 FMAs and K", "[ocl][matmul][config]") {
+  using ocl_internal::matmul_config;
+  using ocl_internal::matmul_k_unroll;
+  CHECK(matmul_k_unroll(matmul_config{1, 16, 8, 16, 16, 16, false}, 4096) == 8);  // 8 FMAs
+  CHECK(matmul_k_unroll(matmul_config{1, 16, 8, 16, 8, 16, false}, 4096) == 8);   // 16
+  CHECK(matmul_k_unroll(matmul_config{1, 16, 16, 16, 4, 16, false}, 4096) == 2);  // 64
+  CHECK(matmul_k_unroll(matmul_config{1, 16, 16, 16, 1, 16, false}, 4096) == 1);  // 256
+  CHECK(matmul_k_unroll(matmul_config{1, 16, 8, 16, 16, 16, false}, 3) == 2);
+  CHECK(matmul_k_unroll(matmul_config{1, 16, 8, 16, 16, 16, false}, 1) == 1);
 }
 
 TEST_CASE("a matmul configuration the device cannot run is refused with a reason",

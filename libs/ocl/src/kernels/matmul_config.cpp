@@ -10,21 +10,33 @@ void matmul_config::write_key(key_writer& w) const {
 
 matmul_config default_matmul_config(const device_entry& dev, const matmul_problem& p) {
   matmul_config c;
-  if (dev.type & CL_DEVICE_TYPE_GPU) {
+  const bool gpu = (dev.type & CL_DEVICE_TYPE_GPU) != 0;
+  if (gpu) {
     c = {16, 16, 4, 4, 4, 16, true};
   } else {
     // CPU devices (PoCL): local memory is ordinary memory behind the same
-    // caches, so staging through it only adds copies and barriers; large
-    // register tiles with 8-wide vector loads do best (measured with the
-    // sweep recorded in docs/ocl.md: about 1.5x the local-tiled 4x8 tile).
-    c = {1, 16, 8, 8, 8, 16, false};
+    // caches, so staging through it only adds copies and barriers. The
+    // register-tiled kernel with 8 rows by 16 columns per work-item in one
+    // float16 (8 zmm accumulators, 8 FMAs per K step, the K loop unrolled
+    // 8 times) and 16 work-items along N did best in the sweep recorded in
+    // docs/ocl.md ("The matmul configuration").
+    c = {1, 16, 8, 16, 16, 16, false};
   }
   // Small shapes: shrink the block toward the matrix so work-items do not
-  // compute mostly padding.
-  while (c.tile_m > 1 && static_cast<std::int64_t>(c.wg_m) * c.tile_m / 2 >= p.m()) c.tile_m /= 2;
-  while (c.wg_m > 1 && static_cast<std::int64_t>(c.wg_m) * c.tile_m / 2 >= p.m()) c.wg_m /= 2;
-  while (c.tile_n > 1 && static_cast<std::int64_t>(c.wg_n) * c.tile_n / 2 >= p.n()) c.tile_n /= 2;
-  while (c.wg_n > 1 && static_cast<std::int64_t>(c.wg_n) * c.tile_n / 2 >= p.n()) c.wg_n /= 2;
+  // compute mostly padding. CPU devices narrow the group before the tile
+  // (a work-item's register tile is what makes it fast there; the group is
+  // only a loop); GPUs the tile first.
+  auto shrink = [](int& first, int& second, std::int64_t extent) {
+    while (first > 1 && static_cast<std::int64_t>(first) * second / 2 >= extent) first /= 2;
+    while (second > 1 && static_cast<std::int64_t>(first) * second / 2 >= extent) second /= 2;
+  };
+  if (gpu) {
+    shrink(c.tile_m, c.wg_m, p.m());
+    shrink(c.tile_n, c.wg_n, p.n());
+  } else {
+    shrink(c.wg_m, c.tile_m, p.m());
+    shrink(c.wg_n, c.tile_n, p.n());
+  }
   c.vec_width = std::min(c.vec_width, c.tile_n);
   while (static_cast<std::size_t>(c.wg_m) * c.wg_n > dev.max_work_group_size && c.wg_m > 1) {
     c.wg_m /= 2;
@@ -33,6 +45,13 @@ matmul_config default_matmul_config(const device_entry& dev, const matmul_proble
                                   static_cast<std::size_t>(c.wg_m * c.tile_m + c.wg_n * c.tile_n);
   if (local_bytes > dev.local_mem_size) c.local_tiling = false;
   return c;
+}
+
+int matmul_k_unroll(const matmul_config& c, std::int64_t k) {
+  const std::int64_t fmas = std::int64_t{c.tile_m} * (c.tile_n / std::max(c.vec_width, 1));
+  int u = 8;
+  while (u > 1 && (u * fmas > 128 || u > k)) u /= 2;
+  return u;
 }
 
 result<bool> check_matmul_config(const matmul_config& c, const device_entry& dev) {

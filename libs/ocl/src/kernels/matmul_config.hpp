@@ -6,7 +6,10 @@
 // (wg_m * tile_m) x (wg_n * tile_n) outputs; each work-item keeps
 // tile_m x tile_n accumulators (rows interleaved across the group, columns
 // contiguous, loaded as vectors of vec_width). With local_tiling, the group
-// stages tile_k-deep slices of src and weights in local memory.
+// stages tile_k-deep slices of src and weights in local memory; without it,
+// each work-item keeps its tile in named registers and reads src and
+// weights directly, its K loop unrolled matmul_k_unroll() times in the
+// source (tile_k is then unused).
 #pragma once
 
 #include "device_list.hpp"
@@ -29,5 +32,9 @@ struct matmul_config {
 matmul_config default_matmul_config(const device_entry& dev, const matmul_problem& p);
 // Whether `c` is well formed and fits `dev` (work-group size, local memory).
 result<bool> check_matmul_config(const matmul_config& c, const device_entry& dev);
+// How many K steps one iteration of the register-tiled kernel's loop does
+// (no local tiling): the largest of 8, 4, 2, 1 that keeps an iteration at
+// most 128 vector FMAs (tile_m * tile_n / vec_width each) and at most K.
+int matmul_k_unroll(const matmul_config& c, std::int64_t k);
 
 }  // namespace primcache::ocl_internal

@@ -26,10 +26,13 @@ strides3 strides_of(const memory_desc& md) {
   return s;
 }
 
-const char* lane(int e) {
-  static const char* names[] = {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7",
-                                "s8", "s9", "sa", "sb", "sc", "sd", "se", "sf"};
-  return names[e];
+// The register-tiled kernel's accumulator for rows i, vector j of columns.
+std::string acc_name(int i, int j) {
+  std::string s = "c";
+  s += std::to_string(i);
+  s += '_';
+  s += std::to_string(j);
+  return s;
 }
 
 }  // namespace
@@ -87,10 +90,17 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
   s += "  const long b = get_global_id(2);\n";
   s += "  A += " + l(p.src.offset0()) + " + b * " + l(sa.b) + ";\n";
   s += "  W += " + l(w_offset0) + " + b * " + l(sw.b) + ";\n";
-  s += "  " + vt + " acc[TM][TNV];\n";
-  s += "  for (int i = 0; i < TM; ++i) for (int j = 0; j < TNV; ++j) acc[i][j] = (" + vt +
-       ")(0.0f);\n";
+  // The store below reads the tile from a private array o[TM][TN] (one
+  // copy per work-item, at the end) in a loop, so the bias and post-op code
+  // appears once, not once per output. col0: the work-item's first column;
+  // keep_col: whether its column t is its own to store.
+  std::string col0 = "(n0 + ln * TN)";
+  std::string keep_col = "n0 + ln * TN + t < " + l(N);
+  std::string to_o;
   if (c.local_tiling) {
+    s += "  " + vt + " acc[TM][TNV];\n";
+    s += "  for (int i = 0; i < TM; ++i) for (int j = 0; j < TNV; ++j) acc[i][j] = (" + vt +
+         ")(0.0f);\n";
     s += "  __local float As[TK][BM];\n  __local float Ws[TK][BN];\n";
     s += "  const int lid = lm * WGN + ln;\n";
     s += "  for (long k0 = 0; k0 < " + l(K) + "; k0 += TK) {\n";
@@ -133,51 +143,112 @@ kernel_plan matmul_plan(const matmul_problem& p, const matmul_config& c) {
         "        for (int i = 0; i < TM; ++i) acc[i][j] = fma((" + vt + ")(a[i]), w, acc[i][j]);\n";
     s += "      }\n    }\n";
     s += "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n";
+    to_o = "  for (int i = 0; i < TM; ++i) for (int j = 0; j < TNV; ++j) " +
+           (v == 1 ? std::string("o[i][j] = acc[i][j];\n")
+                   : "vstore" + std::to_string(v) + "(acc[i][j], 0, &o[i][j * " +
+                         std::to_string(v) + "]);\n");
   } else {
-    s += "  for (long k = 0; k < " + l(K) + "; ++k) {\n";
-    s += "    float a[TM];\n";
-    s += "    for (int i = 0; i < TM; ++i) {\n";
-    s += "      const long m = m0 + lm + i * WGM;\n";
-    s += "      a[i] = m < " + l(M) + " ? A_AT(m, k) : 0.0f;\n    }\n";
-    s += "    for (int j = 0; j < TNV; ++j) {\n";
-    s += "      " + vt + " w;\n";
-    if (p.packed_weights) {
-      const std::string at = "&W_AT(k, n0 + ln * TN + j * " + std::to_string(v) + ")";
-      s += v == 1 ? "      w = *(" + at + ");\n"
-                  : "      w = vload" + std::to_string(v) + "(0, " + at + ");\n";
+    // Registers only, for compilers that do not unroll small loops over
+    // private arrays (PoCL keeps such an array in memory and loads and
+    // stores an accumulator per FMA): the tile is TM x TNV named vector
+    // accumulators, the K loop is unrolled by KU in the source.
+    //
+    // Edges without branches in the loop: a row past M reads row M - 1
+    // (its result is not stored); a column block past N starts at N - TN
+    // instead (overlapping its neighbour, storing only its own columns), so
+    // every load is in bounds and whole. Packed weights are zero-padded to
+    // whole blocks and need neither; a matrix narrower than one tile clamps
+    // each column.
+    const int tnv = c.tile_n / v, ku = matmul_k_unroll(c, K);
+    const bool shift = !p.packed_weights && N >= c.tile_n;
+    const bool clamp = !p.packed_weights && N < c.tile_n;
+    s += "  const long nb = n0 + ln * TN;\n";
+    s +=
+        shift ? "  const long ns = min(nb, " + l(N - c.tile_n) + ");\n" : "  const long ns = nb;\n";
+    col0 = "ns";
+    keep_col = shift ? "ns + t >= nb" : "ns + t < " + l(N);
+    for (int i = 0; i < c.tile_m; ++i) {
+      s += "  __global const float* a" + std::to_string(i) + " = A + min(m0 + lm + " +
+           std::to_string(i) + " * WGM, " + l(M - 1) + ") * " + l(sa.r) + ";\n";
     }
-    for (int e = 0; e < v && !p.packed_weights; ++e) {
-      const std::string n =
-          "(n0 + ln * TN + j * " + std::to_string(v) + " + " + std::to_string(e) + ")";
-      s += "      w" + (v == 1 ? std::string() : "." + std::string(lane(e))) + " = " + n + " < " +
-           l(N) + " ? W_AT(k, " + n + ") : 0.0f;\n";
+    for (int i = 0; i < c.tile_m; ++i) {
+      s += "  " + vt;
+      for (int j = 0; j < tnv; ++j) {
+        s += (j ? ", " : " ") + acc_name(i, j) + " = 0.0f";
+      }
+      s += ";\n";
     }
-    s += "      for (int i = 0; i < TM; ++i) acc[i][j] = fma((" + vt + ")(a[i]), w, acc[i][j]);\n";
-    s += "    }\n  }\n";
+    const bool vector_w = sw.c == 1 && v > 1 && !clamp;
+    auto step = [&](const std::string& k, const std::string& ind) {
+      std::string o;
+      for (int j = 0; j < tnv; ++j) {
+        const std::string n = "ns + " + std::to_string(j * v);
+        o += ind + "const " + vt + " w" + std::to_string(j) + " = ";
+        if (vector_w) {
+          o += "vload" + std::to_string(v) + "(0, &W_AT(" + k + ", " + n + "));\n";
+        } else {
+          o += "(" + vt + ")(";
+          for (int e = 0; e < v; ++e) {
+            std::string ne = n + " + " + std::to_string(e);
+            if (clamp) ne = "min(" + ne + ", " + l(N - 1) + ")";
+            o += std::string(e ? ", " : "") + "W_AT(" + k + ", " + ne + ")";
+          }
+          o += ");\n";
+        }
+      }
+      for (int i = 0; i < c.tile_m; ++i) {
+        const std::string is = std::to_string(i);
+        o += ind + "{\n" + ind + "  const " + vt + " a = (" + vt + ")(a" + is + "[(" + k + ") * " +
+             l(sa.c) + "]);\n";
+        for (int j = 0; j < tnv; ++j) {
+          const std::string acc = acc_name(i, j);
+          o += ind + "  " + acc + " = fma(a, w" + std::to_string(j) + ", " + acc + ");\n";
+        }
+        o += ind + "}\n";
+      }
+      return o;
+    };
+    s += "  long k = 0;\n";
+    s += "  for (; k + " + std::to_string(ku) + " <= " + l(K) + "; k += " + std::to_string(ku) +
+         ") {\n";
+    for (int u = 0; u < ku; ++u) {
+      s += "    {\n" + step("k + " + std::to_string(u), "      ") + "    }\n";
+    }
+    s += "  }\n";
+    if (K % ku != 0) {
+      s += "  for (; k < " + l(K) + "; ++k) {\n" + step("k", "    ") + "  }\n";
+    }
+    for (int i = 0; i < c.tile_m; ++i) {
+      for (int j = 0; j < tnv; ++j) {
+        const std::string acc = acc_name(i, j);
+        const std::string at = "&o[" + std::to_string(i) + "][" + std::to_string(j * v) + "]";
+        to_o += v == 1 ? "  *(" + at + ") = " + acc + ";\n"
+                       : "  vstore" + std::to_string(v) + "(" + acc + ", 0, " + at + ");\n";
+      }
+    }
   }
 
   // Store: bias, then the post-ops in order, then dst.
   const int dn = p.dst.ndims();
+  s += "  float o[TM][TN];\n" + to_o;
   s += "  for (int i = 0; i < TM; ++i) {\n";
   s += "    const long m = m0 + lm + i * WGM;\n";
   s += "    if (m >= " + l(M) + ") break;\n";
-  for (int t = 0; t < c.tile_n; ++t) {
-    const std::string n = "(n0 + ln * TN + " + std::to_string(t) + ")";
-    s += "    if (" + n + " < " + l(N) + ") {\n";
-    s += "      const long n = " + n + ";\n";
-    s += "      float v = acc[i][" + std::to_string(t / v) + "]" +
-         (v == 1 ? std::string() : "." + std::string(lane(t % v))) + ";\n";
-    if (!p.bias.is_zero()) {
-      const int bn_ = p.bias.ndims();
-      s += "      v += bias[" + l(p.bias.offset0()) + " + n * " + l(p.bias.strides()[bn_ - 1]) +
-           "];\n";
-    }
-    s += post_op_statements(p.post_ops, dn == 3 ? std::vector<std::string>{"b", "m", "n"}
-                                                : std::vector<std::string>{"m", "n"});
-    s += "      C[" + l(p.dst.offset0()) + " + b * " + l(sd.b) + " + m * " + l(sd.r) + " + n * " +
-         l(sd.c) + "] = v;\n    }\n";
+  s += "    for (int t = 0; t < TN; ++t) {\n";
+  s += "      if (!(" + keep_col + ")) continue;\n";
+  s += "      const long n = " + col0 + " + t;\n";
+  s += "      float v = o[i][t];\n";
+  if (!p.bias.is_zero()) {
+    const int bn_ = p.bias.ndims();
+    s += "      v += bias[" + l(p.bias.offset0()) + " + n * " + l(p.bias.strides()[bn_ - 1]) +
+         "];\n";
   }
-  s += "  }\n}\n";
+  s += post_op_statements(p.post_ops, dn == 3 ? std::vector<std::string>{"b", "m", "n"}
+                                              : std::vector<std::string>{"m", "n"});
+  s += "      C[" + l(p.dst.offset0()) + " + b * " + l(sd.b) + " + m * " + l(sd.r) + " + n * " +
+       l(sd.c) + "] = v;\n";
+  s += "    }\n  }\n";
+  s += "}\n";
 
   if (p.packed_weights) {
     // The packing kernel: user weights (any plain strides) to the packed
