@@ -5,7 +5,7 @@
 //   primcache set-capacity NAME N        change a cache's capacity (needs the token)
 //   primcache flush NAME                 drop every entry of a cache (needs the token)
 //   primcache cache ...                  a persistent cache directory (cache_command.hpp)
-//   primcache tune WORKLOAD -o TABLE     tune a workload's CPU primitives (tune_command.hpp)
+//   primcache tune WORKLOAD -o TABLE     tune a workload's matmuls and convolutions (tune_command.hpp)
 //
 // Options: --admin HOST:PORT (default 127.0.0.1:8477), --token-file PATH
 // (default: where primcached writes it). Errors are one line on stderr and
@@ -40,7 +40,7 @@ constexpr const char* usage =
     "  flush NAME             drop every entry of cache NAME\n"
     "  cache ...              a persistent cache directory: stats, verify, clear, export,\n"
     "                         import (primcache cache --help)\n"
-    "  tune WORKLOAD -o TABLE tune a workload's CPU primitives into a tune table\n"
+    "  tune WORKLOAD -o TABLE tune a workload's matmuls and convolutions into a tune table\n"
     "                         (primcache tune --help)\n";
 
 struct failure {

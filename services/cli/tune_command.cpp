@@ -3,14 +3,18 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
+#include "primcache/graph/graph_json.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 #include "primcache/runtime/runtime.hpp"
 #include "primcache/runtime/tuning.hpp"
 #include "primcache/runtime/version.hpp"
+#include "runner.hpp"
 #include "workload.hpp"
 
 namespace primcache::cli {
@@ -18,34 +22,14 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: primcache tune WORKLOAD.json -o TABLE.json [--max-nconfigs N]\n"
-    "  tunes every CPU matmul and convolution of a primcached workload file and\n"
-    "  writes the winners into TABLE.json (merged with what it holds)\n";
+    "  tunes every matmul and convolution of a primcached workload file, on the\n"
+    "  CPU and on the first OpenCL device (\"engine\": \"gpu\"), its graphs' too\n"
+    "  (one run each), and writes the winners into TABLE.json (merged with what\n"
+    "  it holds)\n";
 
 struct usage_error {
   std::string message;
 };
-
-// Zero-filled buffers for every argument of the descriptor (tuning runs on
-// its own synthetic data; these are for the execution that follows it).
-primitive::args make_args(const primcached::primitive_spec& spec, const primitive_desc& pd) {
-  primitive::args args;
-  auto zeroed = [&](const memory::desc& md) {
-    memory m(md, pd.get_engine());
-    if (void* p = m.get_data_handle(); p != nullptr) std::memset(p, 0, md.size_bytes());
-    return m;
-  };
-  for (int arg :
-       {PRIMCACHE_ARG_SRC, PRIMCACHE_ARG_WEIGHTS, PRIMCACHE_ARG_BIAS, PRIMCACHE_ARG_DST}) {
-    const memory::desc md = pd.query_md(arg);
-    if (md.size_bytes() != 0) args.emplace(arg, zeroed(md));
-  }
-  for (std::size_t i = 0; i < spec.post_ops.size(); ++i) {
-    if (!spec.post_ops[i].binary) continue;
-    args.emplace(PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | PRIMCACHE_ARG_SRC_1,
-                 zeroed(spec.post_ops[i].src1.desc()));
-  }
-  return args;
-}
 
 struct row {
   std::string name, status, config;
@@ -103,7 +87,9 @@ int run_tune_command(const std::vector<std::string>& args, std::FILE* out, std::
     }
     std::ostringstream text;
     text << in.rdbuf();
-    w = primcached::load_workload(text.str(), workload_path);
+    // Graph files are relative to the workload's folder, as in primcached.
+    w = primcached::load_workload(text.str(), workload_path,
+                                  std::filesystem::path(workload_path).parent_path().string());
   } catch (const std::exception& e) {
     std::fprintf(err, "primcache tune: %s\n", e.what());
     return 1;
@@ -121,7 +107,7 @@ int run_tune_command(const std::vector<std::string>& args, std::FILE* out, std::
   }
   set_tune_max_nconfigs(max_nconfigs);
   set_tune(true);
-  const std::size_t n = w.primitives.size();
+  const std::size_t n = w.primitives.size() + w.graphs.size();
   std::size_t current = 0;
   set_tune_progress_listener([&](const tune_progress_event& p) {
     constexpr int kWidth = 24;
@@ -132,22 +118,34 @@ int run_tune_command(const std::vector<std::string>& args, std::FILE* out, std::
     std::fflush(err);
   });
 
+  // Engines are made on first use: a workload without OpenCL primitives
+  // needs no OpenCL device.
+  std::optional<engine> cpu, gpu;
+  auto engine_for = [&](engine_kind kind) -> const engine& {
+    std::optional<engine>& e = kind == engine_kind::cpu ? cpu : gpu;
+    if (!e) e.emplace(kind, 0);
+    return *e;
+  };
   std::vector<row> rows;
-  for (current = 0; current < n; ++current) {
+  for (current = 0; current < w.primitives.size(); ++current) {
     const primcached::primitive_spec& spec = w.primitives[current];
     row r;
     r.name = spec.name;
-    if (spec.engine != engine_kind::cpu || (spec.kind != primcached::primitive_kind::matmul &&
-                                            spec.kind != primcached::primitive_kind::convolution)) {
-      r.status = "not tuned (CPU matmul and convolution only)";
+    if (spec.kind != primcached::primitive_kind::matmul &&
+        spec.kind != primcached::primitive_kind::convolution) {
+      r.status = "not tuned (matmul and convolution only)";
       rows.push_back(std::move(r));
       continue;
     }
     try {
-      const engine eng(engine_kind::cpu, 0);
+      const engine& eng = engine_for(spec.engine);
       const primitive_desc pd = primcached::make_primitive_desc(spec, eng);
       const tune_stats before = get_tune_stats();
-      primcached::make_primitive(pd).execute(stream(eng), make_args(spec, pd));
+      // Tuning runs inside the first execution; on an OpenCL stream the
+      // execution is asynchronous, so wait for it before reading the table.
+      stream strm(eng);
+      primcached::make_primitive(pd).execute(strm, primcached::make_zeroed_args(spec, pd));
+      strm.wait();
       const tune_stats after = get_tune_stats();
       std::fputs("\r\033[K", err);
       auto entry =
@@ -166,6 +164,28 @@ int run_tune_command(const std::vector<std::string>& args, std::FILE* out, std::
       r.status = std::string("failed: ") + e.what();
     }
     rows.push_back(std::move(r));
+  }
+  // A graph's matmuls and convolutions tune on their first execution: one
+  // run of the graph on its "init" inputs tunes them all.
+  for (const primcached::graph_entry& g : w.graphs) {
+    row r;
+    r.name = "graph " + g.name;
+    try {
+      const tune_stats before = get_tune_stats();
+      g.exec->run(make_inputs(*g.graph));
+      const tune_stats after = get_tune_stats();
+      std::fputs("\r\033[K", err);
+      const std::uint64_t tuned = after.tuned - before.tuned;
+      const std::uint64_t failed = after.failed - before.failed;
+      r.status = std::to_string(tuned) + (tuned == 1 ? " primitive" : " primitives") + " tuned";
+      if (failed != 0) r.status += ", " + std::to_string(failed) + " failed (see above)";
+      if (tuned == 0 && failed == 0) r.status += " (in the table already, or nothing to tune)";
+    } catch (const std::exception& e) {
+      std::fputs("\r\033[K", err);
+      r.status = std::string("failed: ") + e.what();
+    }
+    rows.push_back(std::move(r));
+    ++current;
   }
   set_tune_progress_listener({});
   set_tune(false);

@@ -38,7 +38,7 @@ TEST_CASE("primcache tune writes a table and prints default against tuned time",
   REQUIRE(r.status == 0);
   CHECK(r.out.find("speed-up") != std::string::npos);
   CHECK(r.out.find("relu 8x8") != std::string::npos);
-  CHECK(r.out.find("not tuned (CPU matmul and convolution only)") != std::string::npos);
+  CHECK(r.out.find("not tuned (matmul and convolution only)") != std::string::npos);
   CHECK(r.out.find("wrote 2 entries to " + table) != std::string::npos);
   CHECK(r.err.find("configurations, best") != std::string::npos);  // the progress bar
   primcache::tune_table t;
@@ -54,6 +54,73 @@ TEST_CASE("primcache tune writes a table and prints default against tuned time",
     CHECK(again.out.find("wrote 2 entries") != std::string::npos);
   }
 }
+
+TEST_CASE("primcache tune tunes a graph workload's matmuls in one run of the graph",
+          "[services][cli][tune][graph]") {
+  // The shipped MLP workload names its graph relative to its own folder.
+  const std::string workload = PRIMCACHE_SOURCE_DIR "/configs/workloads/graph_mlp.json";
+  const std::string table = temp_path("graph_tune.json");
+  const run_result r = tune({workload, "-o", table, "--max-nconfigs", "2"});
+  INFO(r.out << r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("graph mlp") != std::string::npos);
+  CHECK(r.out.find("3 primitives tuned") != std::string::npos);  // fc1, fc2, fc3
+  CHECK(r.out.find("wrote 3 entries to " + table) != std::string::npos);
+  SECTION("a second run finds them in the table") {
+    const run_result again = tune({workload, "-o", table, "--max-nconfigs", "2"});
+    INFO(again.out << again.err);
+    REQUIRE(again.status == 0);
+    CHECK(again.out.find("0 primitives tuned (in the table already") != std::string::npos);
+    CHECK(again.out.find("wrote 3 entries") != std::string::npos);
+  }
+}
+
+#if PRIMCACHE_CLI_HAS_OCL
+TEST_CASE("primcache tune tunes OpenCL matmuls and convolutions beside CPU ones",
+          "[services][cli][tune][ocl]") {
+  // PoCL is the OpenCL device everywhere the suite runs (scripts/install-deps).
+  const std::string workload = temp_path("ocl_workload.json"), table = temp_path("ocl_tune.json");
+  write_text(workload, R"({"name": "ocl tune test", "primitives": [
+    {"name": "gpu mm 16x24x32", "kind": "matmul", "engine": "gpu",
+     "shapes": {"src": [16, 32], "weights": [32, 24], "dst": [16, 24]}},
+    {"name": "gpu conv 3x3 4->8 6x6", "kind": "convolution", "engine": "gpu",
+     "shapes": {"src": [1, 4, 6, 6], "weights": [8, 4, 3, 3]}, "padding": [1, 1]},
+    {"name": "cpu mm 16x24x32", "kind": "matmul",
+     "shapes": {"src": [16, 32], "weights": [32, 24], "dst": [16, 24]}}
+  ]})");
+  const run_result r = tune({workload, "-o", table, "--max-nconfigs", "3"});
+  INFO(r.out << r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("wrote 3 entries to " + table) != std::string::npos);
+  primcache::tune_table t;
+  REQUIRE(t.load_file(table, PRIMCACHE_VERSION));
+  int ocl_rows = 0, cpu_rows = 0;
+  for (const auto& row : t.rows()) {
+    INFO(row.device);
+    CHECK(row.entry.time_ns <= row.entry.default_time_ns);
+    if (row.device.starts_with("ocl:")) {
+      ++ocl_rows;
+    } else {
+      ++cpu_rows;
+    }
+  }
+  CHECK(ocl_rows == 2);
+  CHECK(cpu_rows == 1);
+  SECTION("a second run finds the OpenCL entries in the table") {
+    const run_result again = tune({workload, "-o", table, "--max-nconfigs", "3"});
+    INFO(again.out << again.err);
+    REQUIRE(again.status == 0);
+    std::size_t found = 0;
+    for (std::size_t at = again.out.find("in the table already"); at != std::string::npos;
+         at = again.out.find("in the table already", at + 1)) {
+      ++found;
+    }
+    CHECK(found == 3);  // nothing is tuned again
+    CHECK(again.out.find("wrote 3 entries") != std::string::npos);
+  }
+}
+
+#endif  // PRIMCACHE_CLI_HAS_OCL
 
 TEST_CASE("primcache tune refuses bad usage and reports failures", "[services][cli][tune]") {
   const std::string workload = temp_path("workload.json");
