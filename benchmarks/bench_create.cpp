@@ -212,6 +212,53 @@ void BM_CreateMiss_onednn_conv(benchmark::State& s) {
   create_miss(s, dnnl_conv, dnnl_clear);
 }
 
+// An eltwise (gelu_erf) and a reorder (nchw to nhwc) of ResNet-50's
+// conv2_x activations, 1x64x56x56 f32: the walks' tiered creation.
+pc::primitive pc_eltwise() {
+  pc::memory::desc md({1, 64, 56, 56}, pc::data_type::f32, pc::format_tag::nchw);
+  return pc::eltwise_forward(pc::eltwise_forward::primitive_desc(
+      pc::eltwise_forward::desc(pc::prop_kind::forward_inference, pc::algorithm::eltwise_gelu_erf,
+                                md),
+      pc_cpu()));
+}
+pc::primitive pc_reorder() {
+  pc::memory::desc from({1, 64, 56, 56}, pc::data_type::f32, pc::format_tag::nchw);
+  pc::memory::desc to({1, 64, 56, 56}, pc::data_type::f32, pc::format_tag::nhwc);
+  return pc::reorder(pc::reorder::primitive_desc(pc_cpu(), from, pc_cpu(), to));
+}
+dnnl::primitive dnnl_eltwise() {
+  using tag = dnnl::memory::format_tag;
+  dnnl::memory::desc md({1, 64, 56, 56}, dnnl::memory::data_type::f32, tag::nchw);
+  return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference,
+                                  dnnl::algorithm::eltwise_gelu_erf, md),
+      onednn_engine()));
+}
+dnnl::primitive dnnl_reorder() {
+  using tag = dnnl::memory::format_tag;
+  dnnl::memory::desc from({1, 64, 56, 56}, dnnl::memory::data_type::f32, tag::nchw);
+  dnnl::memory::desc to({1, 64, 56, 56}, dnnl::memory::data_type::f32, tag::nhwc);
+  return dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to));
+}
+void BM_CreateMiss_primcache_sync_eltwise(benchmark::State& s) {
+  create_miss_in_mode(s, pc::jit_mode::sync, pc_eltwise);
+}
+void BM_CreateMiss_primcache_tiered_eltwise(benchmark::State& s) {
+  create_miss_in_mode(s, pc::jit_mode::tiered, pc_eltwise);
+}
+void BM_CreateMiss_onednn_eltwise(benchmark::State& s) {
+  create_miss(s, dnnl_eltwise, dnnl_clear);
+}
+void BM_CreateMiss_primcache_sync_reorder(benchmark::State& s) {
+  create_miss_in_mode(s, pc::jit_mode::sync, pc_reorder);
+}
+void BM_CreateMiss_primcache_tiered_reorder(benchmark::State& s) {
+  create_miss_in_mode(s, pc::jit_mode::tiered, pc_reorder);
+}
+void BM_CreateMiss_onednn_reorder(benchmark::State& s) {
+  create_miss(s, dnnl_reorder, dnnl_clear);
+}
+
 }  // namespace
 
 BENCHMARK(BM_CreateHit_primcache_matmul)->Name("BM_CreateHit/primcache/matmul");
@@ -250,6 +297,31 @@ BENCHMARK(BM_TimeToSpecialized_conv)
     ->Iterations(5);
 BENCHMARK(BM_CreateMiss_onednn_conv)
     ->Name("BM_CreateMiss/onednn/conv3x3")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+
+BENCHMARK(BM_CreateMiss_primcache_sync_eltwise)
+    ->Name("BM_CreateMiss/primcache_sync/eltwise_gelu")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_CreateMiss_primcache_tiered_eltwise)
+    ->Name("BM_CreateMiss/primcache_tiered/eltwise_gelu")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_CreateMiss_onednn_eltwise)
+    ->Name("BM_CreateMiss/onednn/eltwise_gelu")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_CreateMiss_primcache_sync_reorder)
+    ->Name("BM_CreateMiss/primcache_sync/reorder_nchw_nhwc")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_CreateMiss_primcache_tiered_reorder)
+    ->Name("BM_CreateMiss/primcache_tiered/reorder_nchw_nhwc")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5);
+BENCHMARK(BM_CreateMiss_onednn_reorder)
+    ->Name("BM_CreateMiss/onednn/reorder_nchw_nhwc")
     ->Unit(benchmark::kMillisecond)
     ->Iterations(5);
 

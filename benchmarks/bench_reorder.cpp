@@ -3,6 +3,14 @@
 // one binary and one run. Counters: bytes_per_second counts the bytes read
 // plus the bytes written.
 //
+// BM_Reorder/primcache creates its primitive in sync mode, so it measures
+// the specialized kernel. BM_Reorder/primcache_generic: the shape-generic
+// walk a tiered reorder runs until its specialized kernel is installed
+// (kernels/generic_reorder_kernel.hpp), on the same problem, tensors and
+// thread pool, with the configuration the primitive's heuristic gives.
+// BM_Eltwise/primcache and BM_Eltwise/primcache_generic: the same pair for
+// the eltwise (kernels/generic_eltwise_kernel.hpp), which shares the walk.
+//
 //   OMP_WAIT_POLICY=PASSIVE build/<dir>/benchmarks/bench_reorder
 //
 // Arguments: the thread count (1 or 2), the same for both libraries (ours
@@ -14,10 +22,15 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kernels/eltwise_config.hpp"
+#include "kernels/generic_eltwise_kernel.hpp"
+#include "kernels/generic_reorder_kernel.hpp"
+#include "kernels/reorder_config.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 namespace {
@@ -124,6 +137,7 @@ void bm_primcache(benchmark::State& state, const reorder_case& c) {
   pc::memory src_mem(src_md, eng, src.data()), dst_mem(dst_md, eng, dst.data());
   pc::reorder prim;
   try {
+    pc::set_jit_mode(pc::jit_mode::sync);  // the specialized kernel
     prim = pc::reorder(src_mem, dst_mem, attr);
   } catch (const pc::error& e) {
     state.SkipWithError(e.what());
@@ -135,6 +149,141 @@ void bm_primcache(benchmark::State& state, const reorder_case& c) {
     benchmark::DoNotOptimize(dst.data());
   }
   state.SetBytesProcessed(state.iterations() * bytes_moved(c));
+}
+
+// The generic walk on the problem bm_primcache's primitive holds.
+void bm_primcache_generic(benchmark::State& state, const reorder_case& c) {
+  namespace pc = primcache;
+  namespace ci = primcache::cpu_internal;
+  const int nthr = static_cast<int>(state.range(0));
+  pc::set_num_threads(nthr);
+  const pc::cpu_isa isa = pc::effective_isa();
+  ci::reorder_problem p;
+  p.src = pc::memory_desc(c.dims, c.src_dt, c.src_tag);
+  p.dst = pc::memory_desc(c.dims, c.dst_dt, c.dst_tag);
+  p.scales = c.scale ? ci::reorder_scales::common : ci::reorder_scales::none;
+  p.nthr = nthr;
+  auto kernel = ci::generic_reorder_kernel::create(p, ci::default_reorder_config(p, isa), isa);
+  if (!kernel) {
+    state.SkipWithError(kernel.why().message.c_str());
+    return;
+  }
+  state.SetLabel("generic:" + std::string(pc::to_string(kernel.value()->isa())));
+  auto src = filled(p.src.size_bytes());
+  std::vector<char> dst(p.dst.size_bytes());
+  const float scale = 0.5f;
+  const ci::reorder_args args{src.data(), dst.data(), &scale};
+  for (auto _ : state) {
+    kernel.value()->execute(args, nullptr, pc::default_thread_pool());
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes_moved(c));
+}
+
+struct eltwise_case {
+  std::string name;
+  std::vector<std::int64_t> dims;
+  format_tag tag;
+  primcache::algorithm alg;
+  bool binary;  // a dst-shaped binary add after the algorithm
+};
+
+const std::vector<eltwise_case>& eltwise_cases() {
+  using primcache::algorithm;
+  static const std::vector<eltwise_case> c = {
+      {"relu_nchw_1x256x56x56", {1, 256, 56, 56}, format_tag::nchw, algorithm::eltwise_relu, false},
+      {"gelu_erf_nc_128x3072", {128, 3072}, format_tag::ab, algorithm::eltwise_gelu_erf, false},
+      {"tanh_nChw16c_1x64x56x56",
+       {1, 64, 56, 56},
+       format_tag::nChw16c,
+       algorithm::eltwise_tanh,
+       false},
+      {"relu_add_nhwc_1x64x56x56",
+       {1, 64, 56, 56},
+       format_tag::nhwc,
+       algorithm::eltwise_relu,
+       true},
+  };
+  return c;
+}
+
+std::int64_t eltwise_bytes(const eltwise_case& c) {
+  std::int64_t n = 1;
+  for (auto d : c.dims) n *= d;
+  return n * 4 * (c.binary ? 3 : 2);
+}
+
+void bm_eltwise(benchmark::State& state, const eltwise_case& c) {
+  namespace pc = primcache;
+  pc::set_num_threads(static_cast<int>(state.range(0)));
+  static pc::engine eng(pc::engine_kind::cpu, 0);
+  const pc::memory::desc md(c.dims, data_type::f32, c.tag);
+  pc::primitive_attr attr;
+  if (c.binary) {
+    pc::post_ops ops;
+    ops.append_binary(pc::algorithm::binary_add, md);
+    attr.set_post_ops(ops);
+  }
+  auto src = filled(md.size_bytes());
+  auto addend = filled(md.size_bytes());
+  std::vector<char> dst(md.size_bytes());
+  pc::memory src_mem(md, eng, src.data()), dst_mem(md, eng, dst.data()),
+      addend_mem(md, eng, addend.data());
+  pc::eltwise_forward prim;
+  try {
+    pc::set_jit_mode(pc::jit_mode::sync);  // the specialized kernel
+    prim = pc::eltwise_forward(pc::eltwise_forward::primitive_desc(
+        pc::eltwise_forward::desc(pc::prop_kind::forward_inference, c.alg, md), attr, eng));
+  } catch (const pc::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  pc::stream strm(eng);
+  std::unordered_map<int, pc::memory> args = {{PRIMCACHE_ARG_SRC, src_mem},
+                                              {PRIMCACHE_ARG_DST, dst_mem}};
+  if (c.binary) args[PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(0) | PRIMCACHE_ARG_SRC_1] = addend_mem;
+  for (auto _ : state) {
+    prim.execute(strm, args);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(state.iterations() * eltwise_bytes(c));
+}
+
+void bm_eltwise_generic(benchmark::State& state, const eltwise_case& c) {
+  namespace pc = primcache;
+  namespace ci = primcache::cpu_internal;
+  const int nthr = static_cast<int>(state.range(0));
+  pc::set_num_threads(nthr);
+  const pc::cpu_isa isa = pc::effective_isa();
+  ci::eltwise_problem p;
+  p.src = p.dst = pc::memory_desc(c.dims, data_type::f32, c.tag);
+  switch (c.alg) {
+    case pc::algorithm::eltwise_gelu_erf: p.op.alg = ci::eltwise_alg::gelu_erf; break;
+    case pc::algorithm::eltwise_tanh: p.op.alg = ci::eltwise_alg::tanh; break;
+    default: p.op.alg = ci::eltwise_alg::relu; break;
+  }
+  if (c.binary) {
+    ci::post_op op;
+    op.what = ci::post_op::kind::binary_add;
+    p.post_ops.push_back(op);
+  }
+  p.nthr = nthr;
+  auto kernel = ci::generic_eltwise_kernel::create(p, ci::default_eltwise_config(p, isa), isa);
+  if (!kernel) {
+    state.SkipWithError(kernel.why().message.c_str());
+    return;
+  }
+  state.SetLabel("generic:" + std::string(pc::to_string(kernel.value()->isa())));
+  auto src = filled(p.src.size_bytes());
+  auto addend = filled(p.src.size_bytes());
+  std::vector<char> dst(p.dst.size_bytes());
+  const float* operands[] = {reinterpret_cast<const float*>(addend.data())};
+  const ci::eltwise_args args{src.data(), dst.data(), operands};
+  for (auto _ : state) {
+    kernel.value()->execute(args, nullptr, pc::default_thread_pool());
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(state.iterations() * eltwise_bytes(c));
 }
 
 dnnl::memory::data_type dnnl_dt(data_type dt) {
@@ -200,12 +349,28 @@ int register_all() {
         ->Arg(1)
         ->Arg(2)
         ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Reorder/primcache_generic/" + c.name).c_str(),
+                                 bm_primcache_generic, c)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(("BM_Reorder/onednn/" + c.name).c_str(), bm_onednn, c)
         ->Arg(1)
         ->Arg(2)
         ->UseRealTime();
     benchmark::RegisterBenchmark(("BM_Reorder/memcpy/" + c.name).c_str(), bm_memcpy, c)
         ->Arg(1)
+        ->UseRealTime();
+  }
+  for (const auto& c : eltwise_cases()) {
+    benchmark::RegisterBenchmark(("BM_Eltwise/primcache/" + c.name).c_str(), bm_eltwise, c)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Eltwise/primcache_generic/" + c.name).c_str(),
+                                 bm_eltwise_generic, c)
+        ->Arg(1)
+        ->Arg(2)
         ->UseRealTime();
   }
   return 0;

@@ -60,12 +60,32 @@ llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm
   llvm::Value* d = b.CreateAlignedLoad(vt, b.CreateGEP(f32, base, index), llvm::Align(4));
   b.CreateBr(done);
   b.SetInsertPoint(gather_bb);
-  llvm::Value* g = llvm::PoisonValue::get(vt);
-  for (int e = 0; e < n; ++e) {
-    llvm::Value* i =
-        b.CreateAdd(index, b.CreateMul(step, b.getInt64(static_cast<std::uint64_t>(e))));
-    g = b.CreateInsertElement(g, scalar_at(i), static_cast<std::uint64_t>(e));
+  // Single loads in a function of their own: inline, their n addresses
+  // (invariant in a post-op loop) were hoisted out of it by LICM and
+  // computed, and spilled, for every vector, gather or not.
+  llvm::Module* m = fn->getParent();
+  const std::string helper = "gw_gather_f32_" + std::to_string(n);
+  llvm::Function* gather = m->getFunction(helper);
+  if (gather == nullptr) {
+    llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
+    llvm::Type* i64 = b.getInt64Ty();
+    gather = llvm::Function::Create(llvm::FunctionType::get(vt, {ptr, i64, i64}, false),
+                                    llvm::Function::InternalLinkage, helper, m);
+    gather->addFnAttr(llvm::Attribute::NoInline);
+    gather->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::IRBuilder<> gb(llvm::BasicBlock::Create(ctx, "entry", gather));
+    llvm::Value* g = llvm::PoisonValue::get(vt);
+    for (int e = 0; e < n; ++e) {
+      llvm::Value* i =
+          gb.CreateAdd(gather->getArg(1),
+                       gb.CreateMul(gather->getArg(2), gb.getInt64(static_cast<std::uint64_t>(e))));
+      g = gb.CreateInsertElement(
+          g, gb.CreateAlignedLoad(f32, gb.CreateGEP(f32, gather->getArg(0), i), llvm::Align(4)),
+          static_cast<std::uint64_t>(e));
+    }
+    gb.CreateRet(g);
   }
+  llvm::Value* g = b.CreateCall(gather, {base, index, step});
   llvm::BasicBlock* gather_end = b.GetInsertBlock();
   b.CreateBr(done);
 
@@ -303,7 +323,11 @@ void generic_walk_emitter::stream(llvm::Value* s0, llvm::Value* s1) {
         }
         const int n = s_.lanes;
         llvm::Value* j = s0;
-        if (s_.unroll > 1) {
+        if (v_.wide > 1) {
+          j = loop(
+              j, s1, std::int64_t{n} * v_.wide, [&](llvm::Value* at) { vector(at, n * v_.wide); },
+              loop_test::step_within_end);
+        } else if (s_.unroll > 1) {
           j = loop(
               j, s1, std::int64_t{n} * s_.unroll,
               [&](llvm::Value* at) {

@@ -110,9 +110,13 @@ using generic_walk_transform = std::function<llvm::Value*(llvm::IRBuilderBase&, 
 struct generic_walk_variant {
   data_type src_dt = data_type::f32;
   data_type dst_dt = data_type::f32;
-  bool raw = false;                  // a bit copy (src_dt == dst_dt, no scales, no transform)
-  bool tile = false;                 // the transposing form
-  bool scales = false;               // multiplies by the scales gw_scales names
+  bool raw = false;     // a bit copy (src_dt == dst_dt, no scales, no transform)
+  bool tile = false;    // the transposing form
+  bool scales = false;  // multiplies by the scales gw_scales names
+  // > 1: the dense loop steps by one vector of lanes * wide (instead of
+  // `unroll` vectors), so a transform's run-time dispatch (the post-op
+  // chain) runs once per wide vector; full vectors of lanes follow.
+  int wide = 1;
   generic_walk_transform transform;  // on f32 values; may be empty
 };
 
