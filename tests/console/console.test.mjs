@@ -139,7 +139,7 @@ let exitCode = 0;
 try {
   await page.goto(host.url);
   await eventually("the page goes live", async () => (await page.getByTestId("status").textContent()).startsWith("Live"));
-  await eventually("four cache cards", async () => (await page.locator("[data-cache]").count()) === 4);
+  await eventually("five cache cards", async () => (await page.locator("[data-cache]").count()) === 5);
   assert.equal(await card("constant.cpu").count(), 1, "the CPU constant tensor cache has a card");
   await page.waitForTimeout(1500); // a couple of polls: points on the charts
   await shot("01-loaded.png");
@@ -303,6 +303,43 @@ try {
     assert.equal(await health.getAttribute("data-level"), "ok");
   });
   log("persistent: healthy, breaker open while the remote tier was down, healthy again");
+
+  // A store with three Redis shards: shard 1 goes away (the host's switch
+  // "shard1_down"). The combined breaker is then half-open (the shards
+  // disagree); the card names the unreachable shard instead, and is healthy
+  // again once the shard is back.
+  const shardCard = card("persistent.shards");
+  const shardHealth = shardCard.getByTestId("health");
+  const shardDetail = shardCard.getByTestId("health-detail");
+  const setShard1Down = (on) =>
+    api("/api/v1/switches/shard1_down", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${host.token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ on }),
+    });
+  await eventually("persistent.shards is healthy", async () => {
+    assert.equal(await shardHealth.textContent(), "Healthy");
+    assert.equal(await shardHealth.getAttribute("data-level"), "ok");
+  });
+  await setShard1Down(true);
+  await eventually("the card says shard 1 of 3 is unreachable", async () => {
+    assert.equal((await apiCache("persistent.shards")).extra.breaker_state, 2, "the combined breaker is half-open");
+    assert.equal(await shardHealth.textContent(), "1 of 3 Redis shards unreachable");
+    assert.equal(await shardHealth.getAttribute("data-level"), "bad");
+    assert.match(
+      await shardDetail.textContent(),
+      /^Circuit breaker open on shard 1: its keys skip Redis and fall back to the local directory or a compilation \(opened 1 time, \d+ requests? skipped\)\.$/,
+    );
+    assert.equal(await shardCard.locator('[data-extra="shard1_breaker_state"]').textContent(), "1");
+    assert.equal(await shardCard.locator('[data-extra="shard0_breaker_state"]').textContent(), "0");
+  });
+  await shot("02d-store-shard-unreachable.png");
+  await setShard1Down(false);
+  await eventually("persistent.shards is healthy again", async () => {
+    assert.equal(await shardHealth.textContent(), "Healthy");
+    assert.equal(await shardHealth.getAttribute("data-level"), "ok");
+  });
+  log("persistent.shards: healthy, 1 of 3 Redis shards unreachable while shard 1 was down, healthy again");
 
   // A setting, through its editor.
   const threadsRow = page.locator('[data-setting="threads"]');

@@ -2,7 +2,9 @@
 // console's browser test (console.test.mjs): two caches, the process's CPU
 // constant tensor cache (constant.cpu: capacity 64 MB, three 256 KiB
 // tensors, a few hits), a kernel store double ("persistent", with a switch
-// "remote_down" that opens its breaker), three switches, two settings and a few creation
+// "remote_down" that opens its breaker), a store double with a Redis tier of
+// three shards ("persistent.shards", with a switch "shard1_down" that opens
+// shard 1's breaker), four switches, two settings and a few creation
 // events in primcache::control(), the admin server on an ephemeral loopback
 // port with a known token; and the primcache_graph_* series of two graph
 // executors (an MLP, a ResNet-50 bottleneck) for the "Graph transforms" panel.
@@ -21,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -78,6 +81,80 @@ class store_double {
   std::atomic<std::uint64_t> breaker_{0};
   std::atomic<std::uint64_t> opens_{0};
   std::atomic<std::uint64_t> remote_errors_{0};
+};
+
+// A kernel store with a sharded Redis tier, as the runtime's registration
+// shows one (libs/persist/src/registration.cpp): `shards` and each shard's
+// shard<i>_<stat>, and the combined breaker_state (closed only if every
+// shard's is, open only if every shard's is, else half-open). While the
+// switch "shard1_down" is on, shard 1's breaker is open, it counts remote
+// errors and skipped requests; shards 0 and 2 stay up.
+class sharded_store_double {
+ public:
+  static constexpr std::size_t shard_count = 3;
+  std::uint64_t capacity() const { return 256; }
+  void set_capacity(std::uint64_t) {}
+  std::uint64_t size() const { return 9; }
+  primcache::cache_counters stats() const {
+    primcache::cache_counters c;
+    c.hits = 30;
+    c.misses = 9;
+    return c;
+  }
+  void clear() {}
+  std::vector<std::pair<std::string, std::uint64_t>> extra_stats() const {
+    std::uint64_t open = 0;
+    std::uint64_t remote_errors = 0;
+    std::uint64_t opens = 0;
+    std::uint64_t rejections = 0;
+    for (const shard& s : shards_) {
+      open += s.breaker.load() == 1 ? 1 : 0;
+      remote_errors += s.remote_errors.load();
+      opens += s.opens.load();
+      rejections += s.rejections.load();
+    }
+    const std::uint64_t combined = open == 0 ? 0 : open == shard_count ? 1 : 2;
+    std::vector<std::pair<std::string, std::uint64_t>> out{{"breaker_state", combined},
+                                                           {"breaker_opens", opens},
+                                                           {"breaker_rejections", rejections},
+                                                           {"remote_errors", remote_errors},
+                                                           {"timeouts", 0},
+                                                           {"corrupt_entries", 0},
+                                                           {"shards", shard_count}};
+    for (std::size_t i = 0; i < shard_count; ++i) {
+      const std::string p = "shard" + std::to_string(i) + "_";
+      out.emplace_back(p + "hits", 10);
+      out.emplace_back(p + "remote_errors", shards_[i].remote_errors.load());
+      out.emplace_back(p + "timeouts", 0);
+      out.emplace_back(p + "breaker_state", shards_[i].breaker.load());
+      out.emplace_back(p + "breaker_opens", shards_[i].opens.load());
+      out.emplace_back(p + "breaker_rejections", shards_[i].rejections.load());
+    }
+    return out;
+  }
+  // One worker tick: shard 1 down or up.
+  void tick(bool shard1_down) {
+    shard& s = shards_[1];
+    if (shard1_down) {
+      if (s.breaker.exchange(1) != 1) {
+        s.opens.fetch_add(1);
+        s.remote_errors.fetch_add(1);
+      } else {
+        s.rejections.fetch_add(1);
+      }
+    } else {
+      s.breaker.store(0);
+    }
+  }
+
+ private:
+  struct shard {
+    std::atomic<std::uint64_t> breaker{0};
+    std::atomic<std::uint64_t> opens{0};
+    std::atomic<std::uint64_t> remote_errors{0};
+    std::atomic<std::uint64_t> rejections{0};
+  };
+  shard shards_[shard_count];
 };
 
 extern "C" void on_signal(int) {
@@ -140,6 +217,12 @@ int main(int argc, char** argv) {
         control.register_cache("persistent", store, primcache::capacity_unit::megabytes);
     primcache::switch_registration remote_down = control.register_switch(
         "remote_down", "Simulate an unreachable Redis tier for the persistent card", false);
+    sharded_store_double sharded;
+    primcache::cache_registration sharded_reg =
+        control.register_cache("persistent.shards", sharded, primcache::capacity_unit::megabytes);
+    primcache::switch_registration shard1_down = control.register_switch(
+        "shard1_down", "Simulate an unreachable Redis shard 1 for the persistent.shards card",
+        false);
     primcache::switch_registration traffic = control.register_switch(
         "traffic", "Simulated lookups and creations in this test host", true);
     primcache::switch_registration tune =
@@ -202,6 +285,7 @@ int main(int argc, char** argv) {
       while (!done.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         store.tick(control.get_switch("remote_down"));
+        sharded.tick(control.get_switch("shard1_down"));
         if (!control.get_switch("traffic")) continue;
         const int key = static_cast<int>(random() % 48);
         primitive.get_or_add(key, [key] { return key * 2; });

@@ -29,10 +29,21 @@ const store = { name: "persistent", unit: "MB", capacity: 256, size: 3, weight_b
                 extra: { breaker_state: 0, breaker_opens: 0, remote_errors: 0, timeouts: 0, corrupt_entries: 0 },
                 stats: { hits: 20, misses: 6, waits: 0, evictions: 0, failures: 0 } };
 caches.push(store);
+// A store with three Redis shards, as console_host's "persistent.shards": the
+// switch shard1_down opens shard 1's breaker (the combined one is then half-open).
+const shardExtra = { breaker_state: 0, breaker_opens: 0, breaker_rejections: 0, remote_errors: 0, timeouts: 0, corrupt_entries: 0, shards: 3 };
+for (let i = 0; i < 3; i++) {
+  Object.assign(shardExtra, { [`shard${i}_hits`]: 10, [`shard${i}_remote_errors`]: 0, [`shard${i}_timeouts`]: 0,
+                              [`shard${i}_breaker_state`]: 0, [`shard${i}_breaker_opens`]: 0, [`shard${i}_breaker_rejections`]: 0 });
+}
+const sharded = { name: "persistent.shards", unit: "MB", capacity: 256, size: 9, weight_bytes: null, extra: shardExtra,
+                  stats: { hits: 30, misses: 9, waits: 0, evictions: 0, failures: 0 } };
+caches.push(sharded);
 const switches = [
   { name: "traffic", description: "Simulated lookups and creations", on: true, initial: true },
   { name: "tune", description: "Tune kernels on first use", on: false, initial: false },
   { name: "remote_down", description: "Simulate an unreachable Redis tier for the persistent card", on: false, initial: false },
+  { name: "shard1_down", description: "Simulate an unreachable Redis shard 1 for the persistent.shards card", on: false, initial: false },
 ];
 const settings = [
   { name: "jit_mode", description: "How kernels are compiled", type: "enum", value: "tiered", choices: ["tiered", "sync"] },
@@ -52,6 +63,19 @@ setInterval(() => {
     store.extra.breaker_state = 1;
     store.extra.remote_errors++;
   } else store.extra.breaker_state = 0;
+  if (switches[3].on) {
+    if (shardExtra.shard1_breaker_state !== 1) {
+      shardExtra.shard1_breaker_opens++;
+      shardExtra.shard1_remote_errors++;
+    } else shardExtra.shard1_breaker_rejections++;
+    shardExtra.shard1_breaker_state = 1;
+  } else shardExtra.shard1_breaker_state = 0;
+  shardExtra.breaker_opens = shardExtra.shard0_breaker_opens + shardExtra.shard1_breaker_opens + shardExtra.shard2_breaker_opens;
+  shardExtra.breaker_rejections =
+    shardExtra.shard0_breaker_rejections + shardExtra.shard1_breaker_rejections + shardExtra.shard2_breaker_rejections;
+  shardExtra.remote_errors = shardExtra.shard0_remote_errors + shardExtra.shard1_remote_errors + shardExtra.shard2_remote_errors;
+  const open = [0, 1, 2].filter((i) => shardExtra[`shard${i}_breaker_state`] === 1).length;
+  shardExtra.breaker_state = open === 0 ? 0 : open === 3 ? 1 : 2;
   if (!switches[0].on) return;
   const c = caches[1];
   // 48 keys looked up at random: a miss while fewer than 48 are in.
