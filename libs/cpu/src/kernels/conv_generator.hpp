@@ -33,13 +33,14 @@ inline constexpr const char* conv_entry_symbol = "conv_fwd_f32";
 // layer of bench_conv spilled in its input-channel loop and ran 1.3-2x
 // slower). No instcombine: the generator's IR has little for it to fold
 // (the object is the same size without it) and it was a third of the
-// pipeline's time. No machine scheduler: the kernels ran as fast without it
-// (third pass, docs/PERFORMANCE.md). Loop strength reduction depends on the
-// addressing: conv_compile_settings_for.
+// pipeline's time. The machine scheduler stays: without it bench_conv's
+// conv3_3x3_128to128_28 ran 3-14% slower (it never reached its fast mode in
+// nine processes; third pass, docs/PERFORMANCE.md). Loop strength reduction
+// depends on the addressing: conv_compile_settings_for.
 inline constexpr compile_settings conv_compile_settings{
     "function(mem2reg,early-cse<memssa>,simplifycfg,loop(loop-rotate),loop-mssa(licm),"
     "early-cse<memssa>)",
-    2, false, false};
+    2, false, true};
 
 // Whether the generator steps the input-channel loop's addresses itself:
 // when the channels of each reduction step [ic, ic + ic_unroll) lie at one
