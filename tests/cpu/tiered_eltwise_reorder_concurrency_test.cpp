@@ -4,12 +4,15 @@
 // caller can see changes but the speed — outputs bit-identical across the
 // swap over random shapes, layouts, data types, scales, algorithms and
 // post-ops, executions racing with the swap (ThreadSanitizer runs this:
-// label concurrency), and the layouts the generic walk declines (padding)
-// created synchronously.
+// label concurrency), the persistent cache holding only specialized code,
+// and the layouts the generic walk declines (padding) created synchronously.
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -282,4 +285,43 @@ TEST_CASE("eltwise and reorder over padded layouts are created synchronously in 
         .execute(stream(cpu()), {{PRIMCACHE_ARG_FROM, src}, {PRIMCACHE_ARG_TO, dst}});
     CHECK(tiered_bytes == bytes_of(dst));
   }
+}
+
+TEST_CASE(
+    "the persistent cache stores and loads only an eltwise's and a reorder's specialized code",
+    "[cpu][tiered][eltwise][reorder][persistent]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  char dir_template[] = "/tmp/primcache_tiered_walk_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);  // mode 0700, as the store requires
+  const std::string dir = dir_template;
+  set_persistent_cache(open_persistent_cache_dir(dir, 64));
+  set_primitive_cache_capacity(0);
+  set_primitive_cache_capacity(16);
+  std::mt19937 rng(8);
+  const eltwise_case e(rng, 400);
+  const reorder_case r(rng, 401);
+  const persistent_cache_stats before = get_persistent_cache_stats();
+  // Store misses: tiered; their writes wait for the specialized code.
+  eltwise_forward e_first(e.pd);
+  reorder r_first(r.pd);
+  const auto e_out = e.run(e_first);
+  const auto r_out = r.run(r_first);
+  flush_persistent_cache_writes();
+  const persistent_cache_stats written = get_persistent_cache_stats();
+  CHECK(written.writes_stored == before.writes_stored + 2);
+  CHECK(e_first.specialized());
+  CHECK(r_first.specialized());
+  set_primitive_cache_capacity(0);
+  set_primitive_cache_capacity(16);
+  // Store hits: specialized at once, no generic tier.
+  eltwise_forward e_loaded(e.pd);
+  reorder r_loaded(r.pd);
+  CHECK(get_persistent_cache_stats().hits == written.hits + 2);
+  CHECK(e_loaded.specialized());
+  CHECK(r_loaded.specialized());
+  CHECK(e_out == e.run(e_loaded));
+  CHECK(r_out == r.run(r_loaded));
+  set_persistent_cache(nullptr);
+  std::filesystem::remove_all(dir);
 }
