@@ -16,6 +16,8 @@ export class CacheCard {
   private readonly hitChart: LiveChart;
   private readonly capacityInput: HTMLInputElement;
   private readonly extraList: HTMLElement;
+  // A sharded store's shards: a line each, under the extra statistics.
+  private readonly shardList: HTMLElement;
   // Kernel stores only: a badge in the header and a line under the meter.
   private readonly healthBadge: HTMLElement | null = null;
   private readonly healthLine: HTMLElement | null = null;
@@ -60,6 +62,7 @@ export class CacheCard {
     const flush = h("button", { class: "btn btn-danger-outline", type: "button", "data-testid": "flush" }, "Flush");
     flush.addEventListener("click", () => void this.flush());
     this.extraList = h("dl", { class: "extra" });
+    this.shardList = h("div", { class: "shards", "data-testid": "shards" });
     if (isStore(initial)) {
       this.healthBadge = h("span", { class: "badge health", "data-testid": "health", "aria-live": "polite" });
       this.healthLine = h("p", { class: "health-detail", "data-testid": "health-detail" });
@@ -118,6 +121,7 @@ export class CacheCard {
         h("figure", {}, h("figcaption", {}, "Hit rate", h("span", { class: "key key-hit" }, "% of lookups")), hitHost),
       ),
       this.extraList,
+      this.shardList,
       h("footer", { class: "card-actions" }, capacityForm, flush),
     );
 
@@ -193,7 +197,30 @@ export class CacheCard {
       setText(this.healthLine, health.detail);
       this.healthLine.dataset.level = health.level;
     }
-    const extras = Object.entries(c.extra ?? {});
+    // A sharded store's shard<i>_<stat> extras: one compact line a shard
+    // (its breaker first, coloured as the health line), not in the list.
+    const shardCount = c.extra?.["shards"] ?? 0;
+    const shardStat = /^shard(\d+)_(.+)$/;
+    const perShard: Array<Array<[string, number]>> = Array.from({ length: shardCount }, () => []);
+    const extras: Array<[string, number]> = [];
+    for (const [k, v] of Object.entries(c.extra ?? {})) {
+      const m = shardStat.exec(k);
+      const i = m ? Number(m[1]) : -1;
+      if (m && i < shardCount) perShard[i].push([m[2], v]);
+      else extras.push([k, v]);
+    }
+    const breakerWords = ["closed", "open", "half-open"];
+    const shardLevels = ["ok", "bad", "warn"];
+    const shardLines = perShard.map((stats, i) => {
+      const state = stats.find(([k]) => k === "breaker_state")?.[1] ?? 0;
+      const breaker = breakerWords[state] ?? String(state);
+      const rest = stats.filter(([k]) => k !== "breaker_state").map(([k, v]) => `${k} ${formatCount(v)}`);
+      const line = [`shard ${i}: breaker ${breaker}`, ...rest].join(" · ");
+      const attrs = { class: "health-detail", "data-shard": i, "data-breaker": breaker };
+      return h("p", { ...attrs, "data-level": shardLevels[state] ?? "warn" }, line);
+    });
+    this.shardList.hidden = shardLines.length === 0;
+    this.shardList.replaceChildren(...shardLines);
     this.extraList.hidden = extras.length === 0;
     if (extras.length) {
       this.extraList.replaceChildren(

@@ -306,8 +306,9 @@ try {
 
   // A store with three Redis shards: shard 1 goes away (the host's switch
   // "shard1_down"). The combined breaker is then half-open (the shards
-  // disagree); the card names the unreachable shard instead, and is healthy
-  // again once the shard is back.
+  // disagree); the card names the unreachable shard instead, lists each
+  // shard's counters on a line of its own, and is healthy again once the
+  // shard is back.
   const shardCard = card("persistent.shards");
   const shardHealth = shardCard.getByTestId("health");
   const shardDetail = shardCard.getByTestId("health-detail");
@@ -330,8 +331,15 @@ try {
       await shardDetail.textContent(),
       /^Circuit breaker open on shard 1: its keys skip Redis and fall back to the local directory or a compilation \(opened 1 time, \d+ requests? skipped\)\.$/,
     );
-    assert.equal(await shardCard.locator('[data-extra="shard1_breaker_state"]').textContent(), "1");
-    assert.equal(await shardCard.locator('[data-extra="shard0_breaker_state"]').textContent(), "0");
+    // One compact line a shard, its breaker first; no shard<i>_* in the flat list.
+    assert.equal(await shardCard.locator("[data-shard]").count(), 3);
+    const shard1 = await shardCard.locator('[data-shard="1"]').textContent();
+    assert.match(shard1, /^shard 1: breaker open · /);
+    assert.match(shard1, / · breaker_opens 1 · /);
+    assert.match(shard1, / · hits 10( · |$)/);
+    assert.equal(await shardCard.locator('[data-shard="1"]').getAttribute("data-level"), "bad");
+    assert.equal(await shardCard.locator('[data-shard="0"]').getAttribute("data-breaker"), "closed");
+    assert.equal(await shardCard.locator('[data-extra^="shard"]').count(), 1, "only the shards count");
   });
   await shot("02d-store-shard-unreachable.png");
   await setShard1Down(false);
