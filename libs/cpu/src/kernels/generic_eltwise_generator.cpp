@@ -134,6 +134,42 @@ llvm::Value* apply_post_op(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* 
   return out;
 }
 
+// float chain(<n x float> x, i64 count, ptr params, ptr operands, i64
+// dst_offset, i64 dst_step, i64 track, i64 track_step): the post-op chain
+// applied to x (internal, not inlined: one copy per width and module).
+llvm::Function* chain_function(llvm::Module& m, int n) {
+  const std::string name = "gw_eltwise_chain_" + std::to_string(n);
+  if (llvm::Function* f = m.getFunction(name)) return f;
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::Type* f32 = llvm::Type::getFloatTy(ctx);
+  llvm::Type* vt = n == 1 ? f32 : llvm::FixedVectorType::get(f32, static_cast<unsigned>(n));
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
+  llvm::Function* f = llvm::Function::Create(
+      llvm::FunctionType::get(vt, {vt, i64, ptr, ptr, i64, i64, i64, i64}, false),
+      llvm::Function::InternalLinkage, name, m);
+  f->addFnAttr(llvm::Attribute::NoInline);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
+  generic_walk_lanes lanes;
+  lanes.params = f->getArg(2);
+  lanes.operands = f->getArg(3);
+  lanes.dst_offset = f->getArg(4);
+  lanes.dst_step = f->getArg(5);
+  lanes.track_index = f->getArg(6);
+  lanes.track_step = f->getArg(7);
+  lanes.lanes = n;
+  llvm::Value* y = emit_counted_loop(
+                       b, b.getInt64(0), f->getArg(1), 1, {f->getArg(0)},
+                       [&](llvm::Value* i, const ir_values& cur) {
+                         return ir_values{apply_post_op(b, cur[0], i, lanes)};
+                       },
+                       loop_test::index_below_end, "ops")
+                       .carried[0];
+  b.CreateRet(y);
+  return f;
+}
+
 llvm::Value* apply_form(llvm::IRBuilderBase& b, llvm::Value* x, generic_eltwise_form f,
                         llvm::Value* params) {
   auto alpha = [&] { return param_f32(b, params, b.getInt64(gw_alpha)); };
@@ -201,13 +237,24 @@ void generate_generic_eltwise(cpu_isa isa, llvm::Module& m) {
                              const generic_walk_lanes& lanes) {
           llvm::Value* y = apply_form(b, x, form, lanes.params);
           llvm::Value* count = param_i64(b, lanes.params, b.getInt64(gw_post_op_count));
-          return emit_counted_loop(
-                     b, b.getInt64(0), count, 1, {y},
-                     [&](llvm::Value* i, const ir_values& cur) {
-                       return ir_values{apply_post_op(b, cur[0], i, lanes)};
-                     },
-                     loop_test::index_below_end, "ops")
-              .carried[0];
+          // The chain, when there is one, in a function shared by every
+          // algorithm form and data type pair of this width (inline, each
+          // of the 36 functions carried every post-op's code).
+          llvm::BasicBlock* from = b.GetInsertBlock();
+          llvm::Function* fn = from->getParent();
+          auto* call_bb = llvm::BasicBlock::Create(b.getContext(), "chain", fn);
+          auto* done = llvm::BasicBlock::Create(b.getContext(), "chain.done", fn);
+          b.CreateCondBr(b.CreateICmpSGT(count, b.getInt64(0)), call_bb, done);
+          b.SetInsertPoint(call_bb);
+          llvm::Value* z = b.CreateCall(chain_function(*fn->getParent(), lanes.lanes),
+                                        {y, count, lanes.params, lanes.operands, lanes.dst_offset,
+                                         lanes.dst_step, lanes.track_index, lanes.track_step});
+          b.CreateBr(done);
+          b.SetInsertPoint(done);
+          llvm::PHINode* out = b.CreatePHI(y->getType(), 2);
+          out->addIncoming(y, from);
+          out->addIncoming(z, call_bb);
+          return static_cast<llvm::Value*>(out);
         };
         emit_generic_walk(m, generic_eltwise_symbol(form, src, dst), shape, v);
       }
