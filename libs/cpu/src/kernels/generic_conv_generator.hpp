@@ -39,6 +39,7 @@
 #include <string>
 
 #include "jit/compiler.hpp"
+#include "kernels/generic_post_ops.hpp"
 #include "primcache/cpu/cpu.hpp"
 
 namespace llvm {
@@ -95,12 +96,11 @@ enum generic_conv_slot : int {
   gc_post_op_count,
   gc_post_ops,  // gc_post_op_slots per post-op
 };
-// Per post-op: code (0..7 the eltwise_alg, 8 binary add), binary operand
-// index, broadcast (binary_broadcast), alpha, beta, scale (floats).
-inline constexpr int gc_post_op_slots = 6;
-inline constexpr int gc_max_post_ops = 16;
+// The post-op chain: generic_post_op_slots per post-op (generic_post_ops.hpp).
+inline constexpr int gc_post_op_slots = generic_post_op_slots;
+inline constexpr int gc_max_post_ops = generic_max_post_ops;
 inline constexpr int gc_slot_count = gc_post_ops + gc_post_op_slots * gc_max_post_ops;
-inline constexpr std::int64_t gc_binary_code = 8;
+inline constexpr std::int64_t gc_binary_code = generic_binary_code;
 
 enum generic_conv_tile : int {
   gt_ih0,    // oh * sh - pt

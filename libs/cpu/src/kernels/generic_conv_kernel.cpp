@@ -19,11 +19,6 @@ namespace {
 
 constexpr int lanes = conv_lanes;
 
-void put_f32(std::int64_t& slot, float v) {
-  slot = 0;
-  std::memcpy(&slot, &v, sizeof v);  // the low four bytes (little-endian x86-64)
-}
-
 failure unimplemented(const std::string& message) {
   return kernel_unimplemented("generic convolution", message);
 }
@@ -76,21 +71,7 @@ generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geome
   // whose groups split a 16-channel block is stored lane by lane.
   v[gc_dst_contiguous] = f.dst.vector_contiguous(f.g == 1 ? lanes : f.ocg) ? 1 : 0;
   v[gc_with_bias] = f.has_bias ? 1 : 0;
-  v[gc_post_op_count] = static_cast<std::int64_t>(p.post_ops.size());
-  for (std::size_t i = 0; i < p.post_ops.size(); ++i) {
-    std::int64_t* op = &v[gc_post_ops + gc_post_op_slots * i];
-    const post_op& po = p.post_ops[i];
-    if (po.what == post_op::kind::eltwise) {
-      op[0] = static_cast<std::int64_t>(po.eltwise.alg);
-      put_f32(op[3], po.eltwise.alpha);
-      put_f32(op[4], po.eltwise.beta);
-      put_f32(op[5], po.eltwise.scale);
-    } else {
-      op[0] = gc_binary_code;
-      op[1] = po.binary.arg_index;
-      op[2] = static_cast<std::int64_t>(po.binary.broadcast);
-    }
-  }
+  write_generic_post_ops(p.post_ops, v[gc_post_op_count], &v[gc_post_ops]);
   auto pref = preferred_weights_desc(p);
   const bool in_place = pref && f.g == 1 && p.weights.ndims() == 4 && pref.value() == p.weights &&
                         p.weights.offset0() == 0;

@@ -10,15 +10,6 @@
 #include "tiered/generic_code.hpp"
 
 namespace primcache::cpu_internal {
-namespace {
-
-void put_f32(std::int64_t& slot, float v) {
-  slot = 0;
-  std::memcpy(&slot, &v, sizeof v);  // the low four bytes (little-endian x86-64)
-}
-
-}  // namespace
-
 result<std::unique_ptr<generic_eltwise_kernel>> generic_eltwise_kernel::create(
     const eltwise_problem& p, const eltwise_config& specialized, cpu_isa isa) {
   if (isa < cpu_isa::avx2) {
@@ -65,23 +56,9 @@ result<std::unique_ptr<generic_eltwise_kernel>> generic_eltwise_kernel::create(
   k->work_items_ = w.work_items(chunk);
   k->params_ = std::move(params).value();
   auto& v = k->params_;
-  put_f32(v[gw_alpha], p.op.alpha);
-  put_f32(v[gw_beta], p.op.beta);
-  v[gw_post_op_count] = static_cast<std::int64_t>(p.post_ops.size());
-  for (std::size_t i = 0; i < p.post_ops.size(); ++i) {
-    std::int64_t* op = &v[gw_post_ops + gw_post_op_slots * i];
-    const post_op& po = p.post_ops[i];
-    if (po.what == post_op::kind::eltwise) {
-      op[0] = static_cast<std::int64_t>(po.eltwise.alg);
-      put_f32(op[3], po.eltwise.alpha);
-      put_f32(op[4], po.eltwise.beta);
-      put_f32(op[5], po.eltwise.scale);
-    } else {
-      op[0] = gw_binary_code;
-      op[1] = po.binary.arg_index;
-      op[2] = static_cast<std::int64_t>(po.binary.broadcast);
-    }
-  }
+  put_generic_f32(v[gw_alpha], p.op.alpha);
+  put_generic_f32(v[gw_beta], p.op.beta);
+  write_generic_post_ops(p.post_ops, v[gw_post_op_count], &v[gw_post_ops]);
   return k;
 }
 

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/generic_post_ops.hpp"
 #include "primcache/cpu/cpu.hpp"
 
 namespace llvm {
@@ -74,12 +75,11 @@ enum generic_matmul_slot : int {
   gm_post_op_count,
   gm_post_ops,  // gm_post_op_slots per post-op
 };
-// Per post-op: code (0..7 the eltwise_alg, 8 binary add), binary operand
-// index, broadcast (binary_broadcast), alpha, beta, scale (floats).
-inline constexpr int gm_post_op_slots = 6;
-inline constexpr int gm_max_post_ops = 16;
+// The post-op chain: generic_post_op_slots per post-op (generic_post_ops.hpp).
+inline constexpr int gm_post_op_slots = generic_post_op_slots;
+inline constexpr int gm_max_post_ops = generic_max_post_ops;
 inline constexpr int gm_slot_count = gm_post_ops + gm_post_op_slots * gm_max_post_ops;
-inline constexpr std::int64_t gm_binary_code = 8;
+inline constexpr std::int64_t gm_binary_code = generic_binary_code;
 
 // Defines generic_matmul_symbol in m, for `isa` (avx2 or above).
 void generate_generic_matmul(cpu_isa isa, llvm::Module& m);

@@ -12,11 +12,6 @@
 namespace primcache::cpu_internal {
 namespace {
 
-void put_f32(std::int64_t& slot, float v) {
-  slot = 0;
-  std::memcpy(&slot, &v, sizeof v);  // the low four bytes (little-endian x86-64)
-}
-
 // The blocking of the generic kernel: the specialized heuristic's rules
 // (matmul_config.cpp, packing branch) for the generic register block.
 matmul_config generic_config(const matmul_problem& p, const matmul_config& specialized,
@@ -60,21 +55,7 @@ generic_matmul_kernel::generic_matmul_kernel(const matmul_problem& p, const matm
   v[gm_kc] = c.kc;
   v[gm_mc_blocks] = c.mc / c.mr;
   v[gm_nc_blocks] = c.nc / c.nr;
-  v[gm_post_op_count] = static_cast<std::int64_t>(p.post_ops.size());
-  for (std::size_t i = 0; i < p.post_ops.size(); ++i) {
-    std::int64_t* op = &v[gm_post_ops + gm_post_op_slots * i];
-    const post_op& po = p.post_ops[i];
-    if (po.what == post_op::kind::eltwise) {
-      op[0] = static_cast<std::int64_t>(po.eltwise.alg);
-      put_f32(op[3], po.eltwise.alpha);
-      put_f32(op[4], po.eltwise.beta);
-      put_f32(op[5], po.eltwise.scale);
-    } else {
-      op[0] = gm_binary_code;
-      op[1] = po.binary.arg_index;
-      op[2] = static_cast<std::int64_t>(po.binary.broadcast);
-    }
-  }
+  write_generic_post_ops(p.post_ops, v[gm_post_op_count], &v[gm_post_ops]);
 }
 
 result<std::unique_ptr<generic_matmul_kernel>> generic_matmul_kernel::create(

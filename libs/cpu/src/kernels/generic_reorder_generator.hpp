@@ -36,6 +36,7 @@
 #include <string>
 
 #include "jit/compiler.hpp"
+#include "kernels/generic_post_ops.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/tensor/data_type.hpp"
 
@@ -77,12 +78,11 @@ enum generic_walk_slot : int {
 inline constexpr int gw_level_slots = 4;
 inline constexpr int gw_max_levels = 16;
 inline constexpr int gw_post_ops = gw_level0 + gw_level_slots * gw_max_levels;
-// Per post-op (as the generic matmul's): code (0..7 the eltwise_alg, 8
-// binary add), binary operand index, broadcast, alpha, beta, scale.
-inline constexpr int gw_post_op_slots = 6;
-inline constexpr int gw_max_post_ops = 16;
+// The post-op chain: generic_post_op_slots per post-op (generic_post_ops.hpp).
+inline constexpr int gw_post_op_slots = generic_post_op_slots;
+inline constexpr int gw_max_post_ops = generic_max_post_ops;
 inline constexpr int gw_slot_count = gw_post_ops + gw_post_op_slots * gw_max_post_ops;
-inline constexpr std::int64_t gw_binary_code = 8;
+inline constexpr std::int64_t gw_binary_code = generic_binary_code;
 
 // The vector shapes of an ISA's generic walks: the specialized defaults'
 // (default_reorder_config, default_eltwise_config).

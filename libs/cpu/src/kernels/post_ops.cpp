@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "jit/ir_math.hpp"
+#include "kernels/generic_post_ops.hpp"
 
 namespace primcache::cpu_internal {
 
@@ -120,6 +122,30 @@ float apply_post_ops_reference(float x, const post_op_chain& chain, const float*
     x = op.what == post_op::kind::eltwise ? eltwise_reference(x, op.eltwise) : x + operands[i];
   }
   return x;
+}
+
+void put_generic_f32(std::int64_t& slot, float v) {
+  slot = 0;
+  std::memcpy(&slot, &v, sizeof v);
+}
+
+void write_generic_post_ops(const std::vector<post_op>& chain, std::int64_t& count,
+                            std::int64_t* slots) {
+  count = static_cast<std::int64_t>(chain.size());
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    std::int64_t* op = slots + generic_post_op_slots * i;
+    const post_op& po = chain[i];
+    if (po.what == post_op::kind::eltwise) {
+      op[0] = static_cast<std::int64_t>(po.eltwise.alg);
+      put_generic_f32(op[3], po.eltwise.alpha);
+      put_generic_f32(op[4], po.eltwise.beta);
+      put_generic_f32(op[5], po.eltwise.scale);
+    } else {
+      op[0] = generic_binary_code;
+      op[1] = po.binary.arg_index;
+      op[2] = static_cast<std::int64_t>(po.binary.broadcast);
+    }
+  }
 }
 
 }  // namespace primcache::cpu_internal
