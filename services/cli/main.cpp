@@ -5,7 +5,7 @@
 //   primcache set-capacity NAME N        change a cache's capacity (needs the token)
 //   primcache flush NAME                 drop every entry of a cache (needs the token)
 //   primcache cache ...                  a persistent cache directory (cache_command.hpp)
-//   primcache tune WORKLOAD -o TABLE     tune a workload's matmuls and convolutions (tune_command.hpp)
+//   primcache tune WORKLOAD -o TABLE     tune matmuls and convolutions (tune_command.hpp)
 //
 // Options: --admin HOST:PORT (default 127.0.0.1:8477), --token-file PATH
 // (default: where primcached writes it). Errors are one line on stderr and
