@@ -70,6 +70,35 @@ TEST_CASE("the mixed CPU/OpenCL graph equals the all-CPU run", "[graph][ocl]") {
   }
 }
 
+TEST_CASE("a depthwise convolution on the device equals the CPU's", "[graph][ocl][conv]") {
+  if (engine::get_count(engine_kind::gpu) == 0) {
+    WARN("no OpenCL device: skipped");
+    return;
+  }
+  graph g("dw");
+  const memory x = add_with_data(g, tensor("x", {2, 16, 9, 9}, tensor_role::input), 3);
+  add_with_data(g, tensor("w", {16, 1, 1, 3, 3}, tensor_role::constant), 4);
+  add_with_data(g, tensor("b", {16}, tensor_role::constant), 5);
+  g.add_tensor(produced("y"));
+  op_spec op{.name = "dw", .kind = "convolution", .inputs = {"x", "w", "b"}, .outputs = {"y"}};
+  op.attributes["padding"] = std::vector<std::int64_t>{1, 1};
+  op.attributes["strides"] = std::vector<std::int64_t>{2, 2};
+  op.attributes["post_ops"] = std::vector<std::string>{"relu"};
+  op.place = place::gpu(0);
+  g.add_op(op);
+  executor cpu_only(g, {.ignore_op_places = true});
+  executor device(g);
+  CHECK(device.op_type("dw").place.to_string() == "gpu:0");
+  const auto want = logical(cpu_only.run({{"x", x}}).at("y"));
+  const auto got = logical(device.run({{"x", x}}).at("y"));
+  REQUIRE(got.size() == want.size());
+  REQUIRE(got.size() == 2 * 16 * 5 * 5);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(std::abs(got[i] - want[i]) <= 1e-5 * (1 + std::abs(want[i])));
+  }
+}
+
 TEST_CASE("an op forced onto a device that does not exist is refused", "[graph][ocl]") {
   graph g("far");
   add_with_data(g, tensor("x", {4}, tensor_role::input), 1);

@@ -87,6 +87,84 @@ TEST_CASE("convolution with strides, padding and relu matches loops", "[graph][o
   }
 }
 
+// Grouped weights G x O/G x C/G x KH x KW: group g's outputs read only
+// group g's input channels. Depthwise is G = C with one channel per group.
+TEST_CASE("grouped and depthwise convolutions match loops", "[graph][ops][conv]") {
+  struct grouping {
+    int groups, oc_per_group, ic_per_group;
+  };
+  const grouping gr = GENERATE(grouping{2, 3, 2}, grouping{8, 1, 1}, grouping{4, 2, 1});
+  const std::string op_layout = GENERATE(std::string("abcd"), std::string("aBcd16b"));
+  INFO("groups " << gr.groups << " x " << gr.oc_per_group << "/" << gr.ic_per_group << ", "
+                 << op_layout);
+  const int C = gr.groups * gr.ic_per_group, O = gr.groups * gr.oc_per_group;
+  const int H = 7, W = 6, OH = 7, OW = 6;  // 3x3, padding 1, stride 1
+  graph g("gconv");
+  const memory x = add_with_data(g, tensor("x", {1, C, H, W}, tensor_role::input), 8);
+  const memory w = add_with_data(
+      g, tensor("w", {gr.groups, gr.oc_per_group, gr.ic_per_group, 3, 3}, tensor_role::constant),
+      9);
+  const memory b = add_with_data(g, tensor("b", {O}, tensor_role::constant), 10);
+  g.add_tensor(produced("y"));
+  op_spec op{.name = "conv", .kind = "convolution", .inputs = {"x", "w", "b"}, .outputs = {"y"}};
+  op.attributes["padding"] = std::vector<std::int64_t>{1, 1};
+  op.layout = layout::parse(op_layout);
+  g.add_op(op);
+  executor exec(g);
+  const auto y = exec.run({{"x", x}}).at("y");
+  const auto dims = y.get_desc().dims();
+  REQUIRE(std::vector<std::int64_t>(dims.begin(), dims.end()) ==
+          std::vector<std::int64_t>{1, O, OH, OW});
+  const auto X = logical(x), Wt = logical(w), B = logical(b);
+  std::vector<double> want;
+  for (int o = 0; o < O; ++o) {
+    const int grp = o / gr.oc_per_group, og = o % gr.oc_per_group;
+    for (int oh = 0; oh < OH; ++oh) {
+      for (int ow = 0; ow < OW; ++ow) {
+        double acc = B[o];
+        for (int cg = 0; cg < gr.ic_per_group; ++cg) {
+          const int c = grp * gr.ic_per_group + cg;
+          for (int kh = 0; kh < 3; ++kh) {
+            for (int kw = 0; kw < 3; ++kw) {
+              const int ih = oh - 1 + kh, iw = ow - 1 + kw;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+              const int wi =
+                  (((grp * gr.oc_per_group + og) * gr.ic_per_group + cg) * 3 + kh) * 3 + kw;
+              acc += double(X[(c * H + ih) * W + iw]) * Wt[wi];
+            }
+          }
+        }
+        want.push_back(acc);
+      }
+    }
+  }
+  check_close(logical(y), want);
+}
+
+TEST_CASE("convolution weights that do not fit the input are refused", "[graph][ops][conv]") {
+  auto refusal = [](std::vector<std::int64_t> wdims, std::vector<std::int64_t> bias) {
+    graph g("bad");
+    g.add_tensor(tensor("x", {1, 4, 5, 5}, tensor_role::input));
+    add_with_data(g, tensor("w", std::move(wdims), tensor_role::constant), 1);
+    op_spec op{.name = "c", .kind = "convolution", .inputs = {"x", "w"}, .outputs = {"y"}};
+    if (!bias.empty()) {
+      add_with_data(g, tensor("b", std::move(bias), tensor_role::constant), 2);
+      op.inputs.push_back("b");
+    }
+    g.add_tensor(produced("y"));
+    g.add_op(op);
+    return error_of([&] { executor e(g); });
+  };
+  CHECK(refusal({4, 4, 3}, {}) ==
+        "op 'c' (convolution): weights 'w' are 4x4x3: they must be O x C x KH x KW, or G x O/G x "
+        "C/G x KH x KW for a grouped convolution");
+  CHECK(refusal({3, 2, 2, 3, 3}, {}) ==
+        "op 'c' (convolution): src 'x' has 4 channels, weights 'w' take 6 (3 groups of 2)");
+  CHECK(refusal({4, 3, 3, 3}, {}) ==
+        "op 'c' (convolution): src 'x' has 4 channels, weights 'w' take 3");
+  CHECK(refusal({2, 3, 2, 3, 3}, {3}) == "op 'c' (convolution): bias 'b' is 3, it must be 6");
+}
+
 TEST_CASE("eltwise algorithms match their formulas", "[graph][ops][eltwise]") {
   struct algo {
     const char* name;

@@ -262,17 +262,28 @@ std::vector<tensor_shape> conv_shapes(const op_spec& op, std::span<const tensor_
   const auto& w = in[1].dims;
   if (s.size() != 4)
     fail(op, "src '" + op.inputs[0] + "' is " + dims_string(s) + ": it must be N x C x H x W");
-  if (w.size() != 4) {
+  // Weights are O x C x KH x KW, or grouped G x O/G x C/G x KH x KW (a
+  // depthwise convolution is G = C with O/G = C/G = 1).
+  if (w.size() != 4 && w.size() != 5) {
     fail(op, "weights '" + op.inputs[1] + "' are " + dims_string(w) +
-                 ": they must be O x C x KH x KW (groups are not supported)");
+                 ": they must be O x C x KH x KW, or G x O/G x C/G x KH x KW for a grouped "
+                 "convolution");
   }
-  if (s[1] != w[1]) {
-    fail(op, "src '" + op.inputs[0] + "' has " + std::to_string(s[1]) + " channels, weights '" +
-                 op.inputs[1] + "' take " + std::to_string(w[1]));
+  const bool grouped = w.size() == 5;
+  const std::int64_t groups = grouped ? w[0] : 1;
+  const std::int64_t out_channels = grouped ? w[0] * w[1] : w[0];
+  const std::int64_t in_channels = grouped ? w[0] * w[2] : w[1];
+  const std::size_t k0 = grouped ? 3 : 2;  // index of KH in w
+  if (s[1] != in_channels) {
+    fail(op,
+         "src '" + op.inputs[0] + "' has " + std::to_string(s[1]) + " channels, weights '" +
+             op.inputs[1] + "' take " + std::to_string(in_channels) +
+             (grouped ? " (" + std::to_string(groups) + " groups of " + std::to_string(w[2]) + ")"
+                      : std::string()));
   }
-  std::vector<std::int64_t> dst{s[0], w[0], 0, 0};
+  std::vector<std::int64_t> dst{s[0], out_channels, 0, 0};
   for (int d = 0; d < 2; ++d) {
-    const std::int64_t ext = (w[2 + d] - 1) * (g.dilation[d] + 1) + 1;
+    const std::int64_t ext = (w[k0 + d] - 1) * (g.dilation[d] + 1) + 1;
     const std::int64_t span = s[2 + d] + g.padding_l[d] + g.padding_r[d] - ext;
     if (span < 0) {
       fail(op, "the kernel (" + std::to_string(ext) +
@@ -282,9 +293,9 @@ std::vector<tensor_shape> conv_shapes(const op_spec& op, std::span<const tensor_
     }
     dst[2 + d] = span / g.strides[d] + 1;
   }
-  if (bias && in[2].dims != std::vector<std::int64_t>{w[0]}) {
+  if (bias && in[2].dims != std::vector<std::int64_t>{out_channels}) {
     fail(op, "bias '" + op.inputs[2] + "' is " + dims_string(in[2].dims) + ", it must be " +
-                 std::to_string(w[0]));
+                 std::to_string(out_channels));
   }
   check_add_operands(op, in, 2 + bias, dst);
   return {{dst, result_type(op, in)}};
@@ -298,7 +309,7 @@ class conv_kernel final : public op_kernel {
     if (index == 1) {
       k.layout = op.has_attribute("weights_layout")
                      ? layout::parse(op.string_attribute("weights_layout", ""))
-                     : plain_layout(4);
+                     : plain_layout(static_cast<int>(shape.dims.size()));
     }
     return k;
   }
