@@ -94,6 +94,22 @@ TEST_CASE("a tensor read by two ops in one kernel type is transformed once per r
   CHECK(s.transforms[0].executions == 1);
 }
 
+TEST_CASE("transformed bytes count the padding of blocked layouts",
+          "[graph][executor][transform]") {
+  graph g("padded");
+  const memory x = add_with_data(g, tensor("x", {1, 3, 4, 4}, tensor_role::input), 5);
+  g.add_tensor(produced("y"));
+  op_spec r = relu("r", "x", "y");
+  r.layout = layout::parse("aBcd16b");  // 3 channels padded to 16
+  g.add_op(r);
+  executor exec(g);
+  exec.run({{"x", x}});
+  const auto s = exec.stats();
+  REQUIRE(s.transforms.size() == 1);
+  CHECK(s.transforms[0].bytes == (3u + 16u) * 4 * 4 * 4);  // read nchw, write nChw16c
+  CHECK(s.bytes_transformed == s.transforms[0].bytes);
+}
+
 TEST_CASE("data types: an op forcing bf16 gets its input narrowed, in one fused reorder",
           "[graph][executor][transform]") {
   graph g("types");

@@ -157,6 +157,50 @@ TEST_CASE("plans move fewer bytes than the fixed layout, type, place order", "[t
   CHECK(down->bytes_per_element() == 10);
 }
 
+TEST_CASE("plans made for dims count the padding of blocked layouts", "[transform][plan]") {
+  transform_registry reg;
+  const kernel_type host = kt("cpu/f32/abcd/jit"), device = kt("gpu:0/f32/aBcd16b/jit");
+  // Per element both chains move 16 bytes: the fixed order relays out on
+  // the host first, then copies the blocked data.
+  CHECK(kinds(*reg.plan(host, device)) == std::vector<tk>{tk::layout, tk::place});
+  // With 3 channels padded to 16 the blocked tensor is 16/3 times larger:
+  // copy the plain data, relay out on the device.
+  const std::int64_t plain = 2 * 3 * 8 * 8 * 4, blocked = 2 * 16 * 8 * 8 * 4;
+  const auto padded = reg.plan(host, device, {2, 3, 8, 8});
+  INFO(padded->to_string());
+  CHECK(kinds(*padded) == std::vector<tk>{tk::place, tk::layout});
+  CHECK(padded->bytes() == std::size_t(2 * plain + plain + blocked));
+  CHECK(padded->steps[0].bytes == std::size_t(2 * plain));
+  CHECK(padded->dims == std::vector<std::int64_t>{2, 3, 8, 8});
+  CHECK(padded->steps[1].to_string() ==
+        "layout gpu:0/f32/abcd/jit -> gpu:0/f32/aBcd16b/jit (8 B/elem, " +
+            std::to_string(plain + blocked) + " B)");
+  check_chained(*padded);
+  // The same download: relay out on the device, then copy the plain data.
+  CHECK(kinds(*reg.plan(device, host, {2, 3, 8, 8})) == std::vector<tk>{tk::layout, tk::place});
+  // 32 channels fill two blocks: no padding, the per-element order again.
+  const auto full = reg.plan(host, device, {2, 32, 8, 8});
+  CHECK(kinds(*full) == std::vector<tk>{tk::layout, tk::place});
+  CHECK(full->bytes() == std::size_t(4 * 2 * 32 * 8 * 8 * 4));
+  // A plan without dims weighs nothing in bytes.
+  CHECK(reg.plan(host, device)->bytes() == 0);
+  // Each dims has its own cached plan.
+  CHECK(reg.plan(host, device, {2, 3, 8, 8}) == padded);
+  CHECK(reg.plan(host, device, {2, 32, 8, 8}) == full);
+}
+
+TEST_CASE("dims that a kernel type cannot lay out are refused", "[transform][plan]") {
+  transform_registry reg;
+  try {
+    (void)reg.plan(kt("cpu/f32/abcd/jit"), kt("cpu/f32/acdb/jit"), {4, 4});
+    FAIL("planned");
+  } catch (const error& e) {
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK(std::string(e.what()).find("kernel type cpu/f32/abcd/jit cannot lay out a tensor of 2 "
+                                     "dims") != std::string::npos);
+  }
+}
+
 TEST_CASE("a pair with no path is an error naming both kernel types", "[transform][plan]") {
   transform_registry reg;
   SECTION("layouts of different ranks") {

@@ -126,14 +126,13 @@ std::size_t executor::state::add_site(std::size_t tensor, const std::string& op,
   s->from = from;
   s->to = to;
   try {
-    s->plan = transforms.plan(from, to);
+    s->plan = transforms.plan(from, to, t.shape.dims);
   } catch (const error& e) {
     fail(e.code(),
          (op.empty() ? "output '" + t.name + "'" : "op '" + op + "' input '" + t.name + "'") +
              ": " + e.message());
   }
-  const auto nelems = static_cast<std::uint64_t>(t.desc.nelems());
-  s->bytes = s->plan->bytes_per_element() * nelems;
+  s->bytes = s->plan->bytes();  // padding of blocked layouts included
   for (const auto& st : s->plan->steps) {
     if (st.kind != transform_kind::library) s->moves_data = true;
   }

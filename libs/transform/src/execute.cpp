@@ -31,13 +31,21 @@ std::string_view to_string(transform_kind kind) noexcept {
 std::string transform_step::to_string() const {
   std::string s(primcache::to_string(kind));
   if (kind == transform_kind::user) s += ":" + user_name;
-  return s + " " + from.to_string() + " -> " + to.to_string() + " (" +
-         std::to_string(bytes_per_element) + " B/elem)";
+  s += " " + from.to_string() + " -> " + to.to_string() + " (" + std::to_string(bytes_per_element) +
+       " B/elem";
+  if (bytes != 0) s += ", " + std::to_string(bytes) + " B";
+  return s + ")";
 }
 
 std::size_t transform_plan::bytes_per_element() const noexcept {
   std::size_t b = 0;
   for (const auto& s : steps) b += s.bytes_per_element;
+  return b;
+}
+
+std::size_t transform_plan::bytes() const noexcept {
+  std::size_t b = 0;
+  for (const auto& s : steps) b += s.bytes;
   return b;
 }
 

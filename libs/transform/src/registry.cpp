@@ -39,11 +39,14 @@ using user_map = std::unordered_map<pair_key, user_entry, pair_hash>;
 struct plan_key {
   pair_key pair;
   std::uint64_t generation = 0;
+  std::vector<std::int64_t> dims;  // empty: per logical element
   friend bool operator==(const plan_key&, const plan_key&) = default;
 };
 struct plan_key_hash {
   std::size_t operator()(const plan_key& k) const noexcept {
-    return pair_hash()(k.pair) ^ (k.generation * 0x9e3779b97f4a7c15ULL);
+    std::size_t h = pair_hash()(k.pair) ^ (k.generation * 0x9e3779b97f4a7c15ULL);
+    for (std::int64_t d : k.dims) h = h * 1099511628211ULL + static_cast<std::size_t>(d);
+    return h;
   }
 };
 
@@ -123,8 +126,19 @@ void add_unique(std::vector<T>& v, const T& x) {
               "no transform from " + a.to_string() + " to " + e.to_string() + ": " + why);
 }
 
+// The bytes a tensor of `dims` takes in kernel type `t`, padding included;
+// nullopt when t's layout cannot describe dims.
+std::optional<std::size_t> padded_bytes(const kernel_type& t, dims_view dims) {
+  if (t.layout.ndims() != static_cast<int>(dims.size())) return std::nullopt;
+  try {
+    return t.layout.desc_for(dims, t.data_type).size_bytes();
+  } catch (const error&) {
+    return std::nullopt;
+  }
+}
+
 transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
-                         const user_map& users) {
+                         const user_map& users, dims_view dims) {
   transform_plan plan;
   plan.from = actual;
   plan.to = expected;
@@ -148,7 +162,29 @@ transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
                 " lay out " + std::to_string(actual.layout.ndims()) + " and " +
                 std::to_string(expected.layout.ndims()) + " dimensions");
   }
+  plan.dims.assign(dims.begin(), dims.end());
+  if (!dims.empty()) {
+    for (const kernel_type* t : {&actual, &expected}) {
+      if (!padded_bytes(*t, dims)) {
+        throw error(status::invalid_arguments, "kernel type " + t->to_string() +
+                                                   " cannot lay out a tensor of " +
+                                                   std::to_string(dims.size()) + " dims");
+      }
+    }
+  }
   if (actual == expected) return plan;
+  // A step's weight: bytes per logical element, or with dims the bytes it
+  // reads and writes, padding included.
+  const auto weigh = [&](transform_step& s) -> bool {
+    if (dims.empty() || s.kind == transform_kind::library) return true;
+    const auto in = padded_bytes(s.from, dims), out = padded_bytes(s.to, dims);
+    if (!in || !out) return false;
+    s.bytes = *in + *out;
+    return true;
+  };
+  const auto weight = [&](const transform_step& s) {
+    return dims.empty() ? s.bytes_per_element : s.bytes;
+  };
   auto make_user_step = [](const pair_key& k, const user_entry& u) {
     transform_step s;
     s.kind = transform_kind::user;
@@ -162,6 +198,7 @@ transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
   // A user transform for exactly this pair is the whole plan.
   if (auto it = users.find({actual, expected}); it != users.end()) {
     plan.steps.push_back(make_user_step(it->first, it->second));
+    weigh(plan.steps.back());
     return plan;
   }
   // The kernel types a chain may pass through: the two ends' places, types,
@@ -226,9 +263,9 @@ transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
       } else {
         step = builtin_step(nodes[u], nodes[v]);
       }
-      if (!step) continue;
+      if (!step || !weigh(*step)) continue;
       path_cost c = cost[u];
-      c.bytes += step->bytes_per_element;
+      c.bytes += weight(*step);
       c.ranks.push_back(rank_of(step->kind));
       if (c < cost[v]) {
         cost[v] = std::move(c);
@@ -322,6 +359,12 @@ bool transform_registry::remove(const kernel_type& from, const kernel_type& to) 
 
 std::shared_ptr<const transform_plan> transform_registry::plan(const kernel_type& actual,
                                                                const kernel_type& expected) {
+  return plan(actual, expected, dims_view());
+}
+
+std::shared_ptr<const transform_plan> transform_registry::plan(const kernel_type& actual,
+                                                               const kernel_type& expected,
+                                                               dims_view dims) {
   // The generation and its map are read together, so a plan is made from
   // exactly the user transforms its key's generation names.
   std::shared_ptr<const user_map> users;
@@ -331,13 +374,13 @@ std::shared_ptr<const transform_plan> transform_registry::plan(const kernel_type
     users = state_->users;
     generation = state_->generation;
   }
-  const plan_key key{{actual, expected}, generation};
+  plan_key key{{actual, expected}, generation, {dims.begin(), dims.end()}};
   return state_->plans
-      .get_or_add(
-          key,
-          [&] {
-            return std::make_shared<const transform_plan>(make_plan(actual, expected, *users));
-          })
+      .get_or_add(key,
+                  [&] {
+                    return std::make_shared<const transform_plan>(
+                        make_plan(actual, expected, *users, dims));
+                  })
       .value;
 }
 

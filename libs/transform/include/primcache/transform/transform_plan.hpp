@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -55,11 +56,15 @@ struct PRIMCACHE_API transform_step {
   kernel_type to;
   // Bytes read plus bytes written per logical element (padding not counted).
   std::size_t bytes_per_element = 0;
+  // For a plan made for dims: the bytes this step reads plus writes, the
+  // padding of blocked layouts included (0 in a plan made without dims).
+  std::size_t bytes = 0;
   // For user steps: the name it was registered with, and the function.
   std::string user_name;
   std::shared_ptr<const transform_function> function;
 
-  // "layout cpu/f32/abcd/jit -> cpu/f32/acdb/jit (8 B/elem)".
+  // "layout cpu/f32/abcd/jit -> cpu/f32/acdb/jit (8 B/elem)", with
+  // ", 12800 B" after B/elem in a plan made for dims.
   std::string to_string() const;
 };
 
@@ -67,8 +72,13 @@ struct PRIMCACHE_API transform_plan {
   kernel_type from;
   kernel_type to;
   std::vector<transform_step> steps;  // empty when from == to
+  // The dims the plan was made for; empty for a plan made per logical
+  // element (transform_registry::plan without dims).
+  std::vector<std::int64_t> dims;
 
   std::size_t bytes_per_element() const noexcept;
+  // Bytes read plus written by all steps, padding included (0 without dims).
+  std::size_t bytes() const noexcept;
   std::string to_string() const;  // one step per line
 };
 

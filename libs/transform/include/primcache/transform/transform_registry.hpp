@@ -73,8 +73,16 @@ class PRIMCACHE_API transform_registry {
   // Removes the user transform for (from, to); false when there was none.
   bool remove(const kernel_type& from, const kernel_type& to);
 
+  // The cheapest chain by bytes read plus written per logical element.
   std::shared_ptr<const transform_plan> plan(const kernel_type& actual,
                                              const kernel_type& expected);
+  // The same for a tensor of `dims`, weighing each step by the bytes it
+  // really moves: a blocked layout's padding counts (nChw16c with 3
+  // channels moves 16/3 times the bytes of nchw), so a chain may relay out
+  // before a copy where the per-element plan would copy the padded data.
+  // Throws invalid_arguments when a layout cannot describe `dims`.
+  std::shared_ptr<const transform_plan> plan(const kernel_type& actual, const kernel_type& expected,
+                                             dims_view dims);
   // Counters of the plan cache (hits, misses, size).
   cache_stats plan_cache_stats() const noexcept;
   void clear_plan_cache();
