@@ -14,7 +14,9 @@
 // drift falls on both alike; the summary after the run gives each subject's
 // median of the repetitions, tuned/default speed-up, and per group (cpu
 // matmul, cpu conv, ocl matmul, ocl conv) the geometric mean and the
-// smallest speed-up. Each iteration executes and waits for the stream.
+// smallest speed-up; tune_warm is default / winner in the tuner's own warm
+// confirmation (from the tune table's entry), rejected the candidates that
+// confirmation turned down. Each iteration executes and waits for the stream.
 //
 //   bench_tune [--reps=N] [--subjects=ocl/,cpu/matmul] [--max-nconfigs=N]
 //              [google benchmark flags]
@@ -96,6 +98,11 @@ struct subject {
   pc::primitive def, tuned;
   std::string default_config, tuned_config;
   double tuning_seconds = 0;
+  // From the tune table's entry: the tuner's warm confirmation of the
+  // winner against the default (0 when the default stood cold), and the
+  // candidates the confirmation rejected while tuning this subject.
+  double warm_default_ns = 0, warm_tuned_ns = 0;
+  std::uint64_t rejected = 0;
 };
 
 std::string config_of(const pc::primitive_desc& pd) {
@@ -129,13 +136,20 @@ std::unique_ptr<subject> prepare(std::unique_ptr<subject> x, MakePd make_pd) {
   pc::stream strm(x->eng);
   pc::primitive_attr tunable;
   tunable.set_tunable(true);
+  const std::uint64_t rejected_before = pc::get_tune_stats().rejected_candidates;
   const auto start = std::chrono::steady_clock::now();
   Prim(make_pd(tunable)).execute(strm, x->args);
   strm.wait();
   x->tuning_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  x->rejected = pc::get_tune_stats().rejected_candidates - rejected_before;
   const auto tuned_pd = make_pd(pc::primitive_attr());
   x->tuned_config = config_of(tuned_pd);
+  if (auto e = pc::global_tune_table().find(pc::tune_device_of(x->eng),
+                                            pc::backend::impl_of(tuned_pd).problem_key())) {
+    x->warm_default_ns = e->warm_default_time_ns;
+    x->warm_tuned_ns = e->warm_time_ns;
+  }
   x->tuned = Prim(tuned_pd);
   return x;
 }
@@ -317,8 +331,8 @@ int main(int argc, char** argv) {
       "\nmedians of %d interleaved repetitions (real time per iteration, us), "
       "max_nconfigs %zu\n",
       reps, max_nconfigs);
-  std::printf("%-36s %12s %12s %9s %12s  %s -> %s\n", "subject", "default", "tuned", "speedup",
-              "tuning_ms", "default config", "tuned config");
+  std::printf("%-36s %12s %12s %9s %12s %9s %8s  %s -> %s\n", "subject", "default", "tuned",
+              "speedup", "tuning_ms", "tune_warm", "rejected", "default config", "tuned config");
   struct group_stats {
     double log_sum = 0, min = 1e300;
     int n = 0;
@@ -328,8 +342,15 @@ int main(int argc, char** argv) {
     const double d = reporter.median("BM_Tuned/default/" + x->name);
     const double t = reporter.median("BM_Tuned/tuned/" + x->name);
     const double speedup = t > 0 ? d / t : 0.0;
-    std::printf("%-36s %12.1f %12.1f %8.3fx %12.0f  %s -> %s\n", x->name.c_str(), d, t, speedup,
-                x->tuning_seconds * 1e3, x->default_config.c_str(), x->tuned_config.c_str());
+    // tune_warm: default / winner in the tuner's warm confirmation ("-": none).
+    char warm[16] = "-";
+    if (x->warm_tuned_ns > 0) {
+      std::snprintf(warm, sizeof warm, "%.3fx", x->warm_default_ns / x->warm_tuned_ns);
+    }
+    std::printf("%-36s %12.1f %12.1f %8.3fx %12.0f %9s %8llu  %s -> %s\n", x->name.c_str(), d, t,
+                speedup, x->tuning_seconds * 1e3, warm,
+                static_cast<unsigned long long>(x->rejected), x->default_config.c_str(),
+                x->tuned_config.c_str());
     if (speedup > 0) {
       group_stats& g = groups[x->group];
       g.log_sum += std::log(speedup);
@@ -344,10 +365,11 @@ int main(int argc, char** argv) {
   const pc::tune_stats st = pc::get_tune_stats();
   std::printf(
       "tuned %llu primitives, %llu replaced the default, %llu wrong candidates, "
-      "%llu failed candidates\n",
+      "%llu failed candidates, %llu rejected by the warm confirmation\n",
       static_cast<unsigned long long>(st.tuned), static_cast<unsigned long long>(st.replaced),
       static_cast<unsigned long long>(st.wrong_candidates),
-      static_cast<unsigned long long>(st.failed_candidates));
+      static_cast<unsigned long long>(st.failed_candidates),
+      static_cast<unsigned long long>(st.rejected_candidates));
   benchmark::Shutdown();
   return 0;
 }

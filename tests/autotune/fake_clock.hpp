@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "primcache/autotune/tuner.hpp"
@@ -22,12 +24,18 @@ class fake_clock {
 };
 
 // Candidate i's k-th run takes times[i][k % size] ns; counts what ran.
+// A run that no flush() preceded (a warm run) takes warm_times[i] instead,
+// when warm_times has candidate i; flusher() is the flush that says so.
 struct scripted_candidates {
   fake_clock& clk;
   std::vector<std::vector<std::int64_t>> times;
   std::vector<int> built, runs, released, compared;
   std::map<std::size_t, bool> wrong;        // candidate -> its output differs
   std::map<std::size_t, bool> fails_build;  // candidate -> build throws
+  std::map<std::size_t, std::vector<std::int64_t>> warm_times;
+  std::map<std::size_t, int> warm_runs;           // runs that took warm_times
+  std::vector<std::pair<std::size_t, bool>> log;  // every run: candidate, after a flush
+  bool flushed = false;                           // the next run follows a flush
 
   scripted_candidates(fake_clock& c, std::vector<std::vector<std::int64_t>> t)
       : clk(c),
@@ -45,8 +53,15 @@ struct scripted_candidates {
       if (fails_build.count(i)) throw std::runtime_error("cannot build candidate");
     };
     cb.run = [this](std::size_t i) {
-      const auto& t = times[i];
-      clk.advance(t[static_cast<std::size_t>(runs[i]) % t.size()]);
+      const bool cold = flushed;
+      flushed = false;
+      log.emplace_back(i, cold);
+      if (auto w = warm_times.find(i); !cold && w != warm_times.end()) {
+        clk.advance(w->second[static_cast<std::size_t>(warm_runs[i]++) % w->second.size()]);
+      } else {
+        const auto& t = times[i];
+        clk.advance(t[static_cast<std::size_t>(runs[i]) % t.size()]);
+      }
       ++runs[i];
     };
     cb.compare = [this](std::size_t i) {
@@ -61,6 +76,9 @@ struct scripted_candidates {
     cb.release = [this](std::size_t i) { ++released[i]; };
     cb.describe = [](std::size_t i) { return "{\"c\":" + std::to_string(i) + "}"; };
     return cb;
+  }
+  std::function<void()> flusher() {
+    return [this] { flushed = true; };
   }
 };
 

@@ -184,6 +184,17 @@ TEST_CASE("the first execution of a tunable matmul tunes it, later descriptors g
   CHECK(entry->time_ns > 0);
   CHECK(entry->time_ns <= entry->default_time_ns);
   CHECK(entry->description.rfind("matmul src:", 0) == 0);
+  // A winner that replaced the default passed the warm confirmation (both
+  // built at once, run by index): it was not slower warm. When the default
+  // stood there is no warm figure.
+  REQUIRE(backend::impl_of(before_pd).config());
+  if (winner != backend::impl_of(before_pd).config()->to_json()) {
+    CHECK(entry->warm_time_ns > 0);
+    CHECK(entry->warm_time_ns <= entry->warm_default_time_ns);
+  } else {
+    CHECK(entry->warm_time_ns == 0);
+    CHECK(entry->warm_default_time_ns == 0);
+  }
 
   // Later executions never tune again, of this primitive or another of
   // the same problem.

@@ -101,16 +101,20 @@ TEST_CASE("tables round-trip through JSON and files", "[autotune][table]") {
   t.put("cpu:avx2", make_key(1), entry(123.5, R"({"mr":6,"nr":16,"kc":256})"));
   t.put("cpu:avx512_core", make_key(1), entry(99));
   t.put("gpu:pocl \"x\"", make_key(7), tune_entry{"ocl:matmul", "wg=16\n", 5, 0, ""});
+  // The warm confirmation's figures (tuner.hpp) travel with the entry.
+  t.put("cpu:avx2", make_key(2), tune_entry{"jit:conv", "{}", 600, 1000, "conv", 401.5, 415});
   const std::string json = t.to_json("0.1.0");
+  CHECK(json.find(R"("warm_time_ns":4.015E2,"warm_default_time_ns":4.15E2)") != std::string::npos);
   INFO(json);
   tune_table back;
   auto r = back.merge_json(json, "0.1.0");
   REQUIRE(r);
-  CHECK(r.value().entries == 3);
-  CHECK(r.value().taken == 3);
+  CHECK(r.value().entries == 4);
+  CHECK(r.value().taken == 4);
   CHECK(r.value().file_version == "0.1.0");
   CHECK(back.to_json("0.1.0") == json);
-  REQUIRE(back.rows().size() == 3);
+  REQUIRE(back.rows().size() == 4);
+  CHECK(back.find("cpu:avx2", make_key(2))->warm_default_time_ns == 415);
   for (const tune_row& row : t.rows()) {
     auto e = back.find(row.device, row.key);
     REQUIRE(e);
@@ -121,11 +125,11 @@ TEST_CASE("tables round-trip through JSON and files", "[autotune][table]") {
     const std::string path = d.file("tune.json");
     auto saved = t.save_file(path, "0.1.0");
     REQUIRE(saved);
-    CHECK(saved.value() == 3);
+    CHECK(saved.value() == 4);
     tune_table loaded;
     auto l = loaded.load_file(path, "0.1.0");
     REQUIRE(l);
-    CHECK(l.value().taken == 3);
+    CHECK(l.value().taken == 4);
     CHECK(loaded.to_json("0.1.0") == json);
     // Nothing but the table is left in the directory.
     CHECK(std::distance(fs::directory_iterator(d.path), fs::directory_iterator()) == 1);
@@ -236,6 +240,14 @@ TEST_CASE("a corrupt table is reported and changes nothing", "[autotune][table]"
         "tune table: entry 0: \"time_ns\" is not a number");
   CHECK(message_of(head + R"({"device":"cpu","key":"0a","implementation":"x","config":"{}"}]})") ==
         "tune table: entry 0 has no \"time_ns\"");
+  CHECK(message_of(head +
+                   R"({"device":"cpu","key":"0a","implementation":"x","config":"{}","time_ns":5,)"
+                   R"("warm_time_ns":-1}]})") ==
+        "tune table: entry 0: \"warm_time_ns\" is not a positive finite number of ns");
+  CHECK(message_of(head +
+                   R"({"device":"cpu","key":"0a","implementation":"x","config":"{}","time_ns":5,)"
+                   R"("warm_default_time_ns":"4"}]})") ==
+        "tune table: entry 0: \"warm_default_time_ns\" is not a number");
   CHECK(message_of(head + valid_entry + "," + valid_entry + "]}") ==
         "tune table: entry 1 repeats the device and key of an earlier entry");
   SECTION("from a file: the message names the path") {

@@ -141,7 +141,9 @@ result<parsed_file> parse(std::string_view text) {
                      text_field("config", true, p.entry.config),
                      text_field("description", false, p.entry.description),
                      time_field("time_ns", true, p.entry.time_ns),
-                     time_field("default_time_ns", false, p.entry.default_time_ns)}) {
+                     time_field("default_time_ns", false, p.entry.default_time_ns),
+                     time_field("warm_time_ns", false, p.entry.warm_time_ns),
+                     time_field("warm_default_time_ns", false, p.entry.warm_default_time_ns)}) {
       if (err) return *err;
     }
     auto key = from_hex(key_hex);
@@ -322,6 +324,8 @@ std::string tune_table::to_json(std::string_view library_version) const {
     e["config"] = r.entry.config;
     e["time_ns"] = r.entry.time_ns;
     if (r.entry.default_time_ns > 0) e["default_time_ns"] = r.entry.default_time_ns;
+    if (r.entry.warm_time_ns > 0) e["warm_time_ns"] = r.entry.warm_time_ns;
+    if (r.entry.warm_default_time_ns > 0) e["warm_default_time_ns"] = r.entry.warm_default_time_ns;
     if (!r.entry.description.empty()) e["description"] = r.entry.description;
     entries.push_back(std::move(e));
   }

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <optional>
+#include <utility>
 
 #include "primcache/autotune/cold_cache.hpp"
 #include "primcache/base/error.hpp"
@@ -29,6 +31,13 @@ std::string what_of(std::exception_ptr e) {
   }
 }
 
+// "450 ns", "422.5 ns".
+std::string ns_text(double ns) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, ns == std::floor(ns) ? "%.0f ns" : "%.1f ns", ns);
+  return buf;
+}
+
 }  // namespace
 
 tune_clock steady_tune_clock() {
@@ -46,6 +55,7 @@ std::string_view to_string(candidate_outcome o) noexcept {
     case candidate_outcome::wrong_output: return "wrong_output";
     case candidate_outcome::failed: return "failed";
     case candidate_outcome::pruned: return "pruned";
+    case candidate_outcome::rejected: return "rejected";
   }
   return "unknown";
 }
@@ -72,6 +82,10 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
   if (opt.runs < 1) throw error(status::invalid_arguments, "tune: runs must be at least 1");
   if (opt.max_nconfigs == 0) {
     throw error(status::invalid_arguments, "tune: max_nconfigs must be at least 1");
+  }
+  if (opt.confirm && (opt.confirm_runs < 1 || opt.max_confirmations == 0)) {
+    throw error(status::invalid_arguments,
+                "tune: confirm_runs and max_confirmations must be at least 1");
   }
   const tune_clock clock = opt.clock ? opt.clock : steady_tune_clock();
   std::optional<cold_cache> flusher;
@@ -215,21 +229,111 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     }
   }
 
-  // The winner: faster than the default by more than the noise; the fastest such.
+  // Candidate i against the default, warm and interleaved (tuner.hpp).
+  auto confirm_warm = [&](std::size_t i) {
+    confirmation_report conf;
+    conf.index = i;
+    bool candidate_tried = false;
+    bool on_default = true;  // whose step is under way
+    std::string step = "build";
+    try {
+      cb.build(0);
+      on_default = false;
+      candidate_tried = true;
+      cb.build(i);
+      step = "run";
+      for (int k = 0; k < opt.confirm_runs; ++k) {
+        for (const bool first : {true, false}) {
+          on_default = (k % 2 == 0) == first;
+          const std::size_t j = on_default ? 0 : i;
+          cb.run(j);  // untimed: that candidate's own data into cache
+          (on_default ? conf.default_times_ns : conf.candidate_times_ns).push_back(timed_run(j));
+        }
+      }
+    } catch (...) {
+      conf.message =
+          (on_default ? "the default's " : "") + step + ": " + what_of(std::current_exception());
+      (on_default ? conf.default_failed : conf.candidate_failed) = true;
+    }
+    // Released as after a measurement, whether or not its build went through.
+    for (const std::size_t j : {i, std::size_t{0}}) {
+      if (j == i && !candidate_tried) continue;
+      try {
+        release(j);
+      } catch (...) {
+        // As after a measurement: the figures stand.
+      }
+    }
+    if (!conf.message.empty()) return conf;
+    conf.default_min_ns =
+        *std::min_element(conf.default_times_ns.begin(), conf.default_times_ns.end());
+    conf.default_median_ns = median_of(conf.default_times_ns);
+    conf.candidate_min_ns =
+        *std::min_element(conf.candidate_times_ns.begin(), conf.candidate_times_ns.end());
+    conf.candidate_median_ns = median_of(conf.candidate_times_ns);
+    conf.passed = conf.candidate_min_ns <= conf.default_min_ns &&
+                  conf.candidate_median_ns <= conf.default_median_ns;
+    if (!conf.passed) {
+      conf.message = "slower than the default warm: minimum " + ns_text(conf.candidate_min_ns) +
+                     " against " + ns_text(conf.default_min_ns) + ", median " +
+                     ns_text(conf.candidate_median_ns) + " against " +
+                     ns_text(conf.default_median_ns);
+    }
+    return conf;
+  };
+
+  // The contenders: faster than the default by more than the noise,
+  // fastest first.
   const candidate_report& def = r.candidates[0];
   r.default_ns = def.min_ns;
   r.winner_ns = def.min_ns;
-  std::size_t best_slot = 0;
+  struct contender {
+    std::size_t slot;
+    double noise;
+  };
+  std::vector<contender> contenders;
   for (std::size_t slot = 1; slot < order.size(); ++slot) {
     const candidate_report& c = r.candidates[slot];
     if (c.outcome != candidate_outcome::measured) continue;
     const double noise = std::max({def.median_ns - def.min_ns, c.median_ns - c.min_ns,
                                    opt.min_margin * def.min_ns, drift_ns});
-    if (c.min_ns < def.min_ns - noise && c.min_ns < r.winner_ns) {
-      best_slot = slot;
-      r.winner_ns = c.min_ns;
-      r.noise_ns = noise;
+    if (c.min_ns < def.min_ns - noise) contenders.push_back({slot, noise});
+  }
+  std::stable_sort(contenders.begin(), contenders.end(),
+                   [&](const contender& a, const contender& b) {
+                     return r.candidates[a.slot].min_ns < r.candidates[b.slot].min_ns;
+                   });
+
+  // The winner: the fastest contender, confirmed warm against the default
+  // when opt.confirm (a rejected one gives way to the next).
+  std::size_t best_slot = 0;
+  for (const contender& k : contenders) {
+    candidate_report& c = r.candidates[k.slot];
+    if (opt.confirm) {
+      if (r.confirmations.size() == opt.max_confirmations) break;
+      r.confirmations.push_back(confirm_warm(c.index));
+      const confirmation_report& conf = r.confirmations.back();
+      r.warm_default_ns = conf.default_min_ns;
+      r.warm_winner_ns = conf.candidate_min_ns;
+      if (!conf.passed) {
+        if (conf.default_failed) break;  // nothing to compare against
+        if (conf.candidate_failed) {
+          c.outcome = candidate_outcome::failed;
+          c.message = "confirmation: " + conf.message;
+          --r.measured;
+          ++r.failed;
+        } else {
+          c.outcome = candidate_outcome::rejected;
+          c.message = conf.message;
+          ++r.rejected;
+        }
+        continue;
+      }
     }
+    best_slot = k.slot;
+    r.winner_ns = c.min_ns;
+    r.noise_ns = k.noise;
+    break;
   }
   r.winner = r.candidates[best_slot].index;
   r.candidates[best_slot].outcome = candidate_outcome::won;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -48,14 +49,14 @@ struct tune_state {
   std::atomic<std::size_t> max_nconfigs{40};
   // Metrics (docs/metrics.md, "Tuning"), registered with the state.
   metric_counter primitives_kept, primitives_replaced, primitives_failed, primitives_skipped;
-  metric_counter candidates_measured, candidates_wrong, candidates_failed;
+  metric_counter candidates_measured, candidates_wrong, candidates_failed, candidates_rejected;
   metric_histogram tuning_seconds;
   metric_gauge table_entries;
   std::atomic<bool> dirty{false};  // the table changed since it was loaded or saved
   mutex mu;
   std::set<std::string> in_flight PRIMCACHE_GUARDED_BY(mu);  // problems being tuned
   std::atomic<std::uint64_t> tuned{0}, replaced{0}, failed{0}, skipped{0}, wrong{0},
-      failed_candidates{0}, device_timed_runs{0};
+      failed_candidates{0}, device_timed_runs{0}, rejected{0};
   std::atomic<std::int64_t> tuning_ns{0};
   // Replaced whole, read as a snapshot: the listener runs with no lock held.
   mutex listener_mu;
@@ -102,6 +103,8 @@ void register_tune_metrics(tune_state& st) {
       c.counter("primcache_tune_candidates_total", cand_help, {{"result", "wrong"}});
   st.candidates_failed =
       c.counter("primcache_tune_candidates_total", cand_help, {{"result", "failed"}});
+  st.candidates_rejected =
+      c.counter("primcache_tune_candidates_total", cand_help, {{"result", "rejected"}});
   st.tuning_seconds =
       c.histogram("primcache_tune_seconds", "Time to tune one primitive (builds included)", {},
                   {0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800});
@@ -329,9 +332,14 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   const backend::config_space space = pdi.config_candidates();
   auto config_at = [&](std::size_t i) { return i == 0 ? *def : space.at(i - 1); };
   std::vector<float> expected;
-  std::shared_ptr<const backend::primitive_impl> impl;
-  std::unique_ptr<backend::resource_mapper> resources;
-  std::unique_ptr<void, aligned_free> scratch;
+  // What a built candidate runs with; two at once while the tuner confirms
+  // a winner against the default (tuner.hpp).
+  struct built_candidate {
+    std::shared_ptr<const backend::primitive_impl> impl;
+    std::unique_ptr<backend::resource_mapper> resources;
+    std::unique_ptr<void, aligned_free> scratch;
+  };
+  std::map<std::size_t, built_candidate> built;
   // A stream of its own on the caller's engine: candidates are timed by the
   // device where it can (OpenCL profiling events: the kernels alone, not
   // the launch and the wait), and the measurement must not disturb one the
@@ -343,21 +351,24 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   cb.count = static_cast<std::size_t>(space.size()) + 1;
   cb.build = [&](std::size_t i) {
     const private_cache_scope scope;
-    impl = pdi.create_impl_with(eng, config_at(i));
-    resources = std::make_unique<backend::resource_mapper>();
-    impl->create_resource(eng, *resources);
-    const std::size_t bytes = impl->scratchpad_bytes();
-    scratch.reset(bytes ? std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095}) : nullptr);
-    if (bytes && !scratch) throw error(status::out_of_memory, "cannot allocate a scratchpad");
+    built_candidate& b = built[i];
+    b.impl = pdi.create_impl_with(eng, config_at(i));
+    b.resources = std::make_unique<backend::resource_mapper>();
+    b.impl->create_resource(eng, *b.resources);
+    const std::size_t bytes = b.impl->scratchpad_bytes();
+    b.scratch.reset(bytes ? std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095})
+                          : nullptr);
+    if (bytes && !b.scratch) throw error(status::out_of_memory, "cannot allocate a scratchpad");
     if (dst_count != 0) {
       mapped_floats host(*dst);
       fill_nan(host.data(), dst_count);  // what a candidate does not write stays NaN
     }
   };
-  cb.run = [&](std::size_t) {
-    const backend::exec_ctx ctx{&s, &args, resources.get(), scratch.get(), &pdi.attr()};
+  cb.run = [&](std::size_t i) {
+    const built_candidate& b = built.at(i);
+    const backend::exec_ctx ctx{&s, &args, b.resources.get(), b.scratch.get(), &pdi.attr()};
     s.reset_profiling();
-    impl->execute(ctx);
+    b.impl->execute(ctx);
     s.wait();
   };
   cb.device_time = [&](std::size_t) -> std::optional<std::int64_t> {
@@ -371,13 +382,13 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
     return compare_outputs(expected, got, tolerance);
   };
   cb.release = [&](std::size_t i) {
-    if (i == 0) {
+    // The default's output of its first measurement is the reference (later
+    // releases of the default may follow another candidate's run).
+    if (i == 0 && expected.empty()) {
       read_dst();
       expected = got;
     }
-    impl.reset();
-    resources.reset();
-    scratch.reset();
+    built.erase(i);
   };
   cb.describe = [&](std::size_t i) { return config_at(i).to_json(); };
 
@@ -402,20 +413,23 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   const tune_result r = tune(cb, o);
 
   const backend::kernel_config winner = config_at(r.winner);
-  st.table.put(
-      device, pdi.problem_key(),
-      tune_entry{pdi.name(), winner.to_json(), r.winner_ns, r.default_ns, describe_problem(pdi)});
+  st.table.put(device, pdi.problem_key(),
+               tune_entry{pdi.name(), winner.to_json(), r.winner_ns, r.default_ns,
+                          describe_problem(pdi), r.default_replaced() ? r.warm_winner_ns : 0,
+                          r.default_replaced() ? r.warm_default_ns : 0});
   st.dirty.store(true);
   st.tuned.fetch_add(1, std::memory_order_relaxed);
   if (r.default_replaced()) st.replaced.fetch_add(1, std::memory_order_relaxed);
   st.wrong.fetch_add(r.wrong, std::memory_order_relaxed);
   st.failed_candidates.fetch_add(r.failed, std::memory_order_relaxed);
   st.device_timed_runs.fetch_add(r.device_timed_runs, std::memory_order_relaxed);
+  st.rejected.fetch_add(r.rejected, std::memory_order_relaxed);
   st.tuning_ns.fetch_add(static_cast<std::int64_t>(r.tuning_ns), std::memory_order_relaxed);
   (r.default_replaced() ? st.primitives_replaced : st.primitives_kept).add();
   st.candidates_measured.add(r.measured);
   st.candidates_wrong.add(r.wrong);
   st.candidates_failed.add(r.failed);
+  st.candidates_rejected.add(r.rejected);
   st.tuning_seconds.observe(r.tuning_ns / 1e9);
   st.table_entries.set(static_cast<double>(st.table.size()));
   // A wrong candidate is a kernel bug: always said.
@@ -426,10 +440,17 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
     }
   }
   if (verbose_level() >= 1) {
-    char line[160];
-    std::snprintf(line, sizeof line, ",%.4f,%.4f,%zu,%zu,%zu,%.1f", r.default_ns / 1e6,
-                  r.winner_ns / 1e6, r.measured + r.wrong + r.failed, r.wrong, r.failed,
-                  r.tuning_ns / 1e6);
+    // A winner the warm confirmation rejected: faster cold, slower warm.
+    for (const candidate_report& c : r.candidates) {
+      if (c.outcome != candidate_outcome::rejected) continue;
+      verbose_print("primcache_verbose,tune:rejected," + describe_problem(pdi) + "," + pdi.name() +
+                    "," + c.description + "," + c.message);
+    }
+    char line[224];
+    std::snprintf(line, sizeof line, ",%.4f,%.4f,%zu,%zu,%zu,%.1f,%zu,%.4f,%.4f",
+                  r.default_ns / 1e6, r.winner_ns / 1e6, r.measured + r.wrong + r.failed, r.wrong,
+                  r.failed, r.tuning_ns / 1e6, r.rejected, r.warm_default_ns / 1e6,
+                  r.warm_winner_ns / 1e6);
     verbose_print("primcache_verbose,tune," + describe_problem(pdi) + "," + pdi.name() + "," +
                   winner.to_json() + line);
   }
@@ -560,6 +581,7 @@ tune_stats get_tune_stats() {
   s.wrong_candidates = st.wrong.load(std::memory_order_relaxed);
   s.failed_candidates = st.failed_candidates.load(std::memory_order_relaxed);
   s.device_timed_runs = st.device_timed_runs.load(std::memory_order_relaxed);
+  s.rejected_candidates = st.rejected.load(std::memory_order_relaxed);
   s.seconds = static_cast<double>(st.tuning_ns.load(std::memory_order_relaxed)) / 1e9;
   return s;
 }

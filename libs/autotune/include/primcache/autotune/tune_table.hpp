@@ -21,7 +21,10 @@
 //    "entries": [{"device": "cpu:avx512_core", "key": "<hex of the key bytes>",
 //                 "implementation": "jit:matmul", "config": "{\"mr\":6,...}",
 //                 "time_ns": 812.0, "default_time_ns": 990.5,
+//                 "warm_time_ns": 401.0, "warm_default_time_ns": 415.5,
 //                 "description": "matmul 64x64x64"}]}
+// (default_time_ns, warm_time_ns, warm_default_time_ns and description are
+// optional; merging compares time_ns alone.)
 // A file of another library version is ignored as a whole (configurations
 // may mean something else there) and reported in the load report, not as
 // a failure. Entries of another device are skipped when the loader names
@@ -70,6 +73,10 @@ struct tune_entry {
   double time_ns = 0;          // the winner's minimum time over its runs
   double default_time_ns = 0;  // the default configuration's, same measurement; 0 if unknown
   std::string description;     // what the problem is, for people reading the file
+  // The winner's and the default's minimums in the tuner's warm
+  // confirmation (tuner.hpp); 0 when none ran (the default stood cold).
+  double warm_time_ns = 0;
+  double warm_default_time_ns = 0;
   friend bool operator==(const tune_entry&, const tune_entry&) = default;
 };
 

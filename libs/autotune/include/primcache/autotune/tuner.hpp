@@ -39,12 +39,35 @@
 // within the noise never replaces the default, so tuning cannot pick a
 // regression that measurement jitter made look like a gain.
 //
+// The confirmation (confirm, on by default): a cold measurement is not
+// what a loop that runs a primitive again and again sees (a small tile
+// that wins with its operands in memory can lose with them in cache), so
+// before the winner replaces the default both are built again, at once,
+// and measured warm: confirm_runs rounds, default and candidate
+// alternating which goes first, each visit an untimed run (it brings that
+// candidate's own data into cache) and a timed one. The candidate passes
+// when neither its warm minimum nor its warm median is above the
+// default's (the noise margin was demanded once, cold; warm the default
+// gets the benefit of the doubt). One that does not pass is rejected
+// (outcome rejected, not installed) and the next fastest that cleared the
+// noise is confirmed in its place, max_confirmations in all; when none
+// passes, the default stands. A build or run that throws during the
+// confirmation fails that candidate (the default's: nothing more is
+// confirmed). When the candidates were measured warm as well (cold_cache
+// off and no flush) the confirmation is a second warm measurement,
+// interleaved.
+//
+// Callbacks: during the confirmation the default and one candidate are
+// built at once (build(0), build(i), runs of both, release(i), release(0));
+// run(i) must run candidate i. Elsewhere one candidate is built at a time.
+//
 // Thread-safety: tune() keeps no state between calls; any number of
 // threads may tune different problems at once (the callbacks must allow
 // what they share). The default flusher is made per call. Exceptions: tune
 // throws primcache::error (runtime_error) when the default itself cannot be
 // built, run, or measured (nothing to compare against), with its message;
-// invalid_arguments for count 0, runs < 1 or max_nconfigs 0.
+// invalid_arguments for count 0, runs < 1 or max_nconfigs 0, and with
+// confirm for confirm_runs < 1 or max_confirmations 0.
 #pragma once
 
 #include <cstddef>
@@ -106,14 +129,21 @@ struct tune_options {
   // Called on the tuning thread after each candidate (a progress bar);
   // what it throws is ignored.
   std::function<void(const tune_progress&)> on_progress;
+  // Confirm the winner against the default warm before it replaces it
+  // (see above): timed runs of each, and how many candidates may be
+  // confirmed before the default stands.
+  bool confirm = true;
+  int confirm_runs = 10;
+  std::size_t max_confirmations = 3;
 };
 
 enum class candidate_outcome {
   measured,      // correct, ran, did not win
   won,           // the winner (the default when nothing beat it)
   wrong_output,  // its output differed from the default's: discarded
-  failed,        // build, run or compare threw: discarded
+  failed,        // build, run or compare threw (or its confirmation's build or run): discarded
   pruned,        // dropped by the pruning hook before it was built
+  rejected,      // beat the default cold, was slower than it warm (the confirmation): not installed
 };
 PRIMCACHE_API std::string_view to_string(candidate_outcome o) noexcept;
 
@@ -127,12 +157,32 @@ struct candidate_report {
   std::string message;  // why it was discarded; empty otherwise
 };
 
+// One warm confirmation of a candidate against the default.
+struct confirmation_report {
+  std::size_t index = 0;  // the candidate confirmed
+  bool passed = false;    // not slower warm: it may replace the default
+  std::vector<double> default_times_ns, candidate_times_ns;  // the timed warm runs, in order
+  double default_min_ns = 0, default_median_ns = 0;
+  double candidate_min_ns = 0, candidate_median_ns = 0;
+  std::string message;  // why it did not pass; empty when it did
+  // A build or run threw during the confirmation: the default's, or the
+  // candidate's (then it is failed, not rejected).
+  bool default_failed = false, candidate_failed = false;
+};
+
 struct PRIMCACHE_API tune_result {
   std::size_t winner = 0;  // index of the winner; 0: the default stands
   double default_ns = 0;   // the default's minimum
   double winner_ns = 0;    // the winner's minimum
   double noise_ns = 0;     // the noise the winner cleared (0 when the default stands)
   double drift_ns = 0;     // |first - second minimum| of the default (remeasure_default)
+  // The last confirmation's warm minimums (the winner's when one passed):
+  // the default's and the candidate's; 0 when nothing was confirmed.
+  double warm_default_ns = 0, warm_winner_ns = 0;
+  std::vector<confirmation_report> confirmations;  // in the order they ran
+  std::size_t rejected = 0;                        // candidates the confirmation rejected
+  // measured: correct and timed (the rejected included; a candidate whose
+  // confirmation threw counts as failed instead).
   std::size_t measured = 0, wrong = 0, failed = 0, pruned = 0;
   std::size_t device_timed_runs = 0;         // runs timed by device_time rather than the clock
   double tuning_ns = 0;                      // the whole tuning, by the clock (builds included)

@@ -22,7 +22,9 @@
 // synthetic inputs in the primitive's own descriptors, checked against the
 // default's output (autotune/output_check.hpp), and the fastest correct one
 // that beats the default by more than the noise wins
-// (autotune/tuner.hpp). The winner — the default when nothing beat it —
+// (autotune/tuner.hpp) — once it is confirmed against the default warm
+// (interleaved runs, not slower by minimum or median; a rejected one gives
+// way to the next fastest, three at most). The winner — the default when nothing beat it —
 // goes into the table under (device, problem key); the primitive
 // descriptors cached so far are invalidated, so the next creation of that
 // descriptor (tuning on or off) gets the winner's configuration and its own
@@ -96,6 +98,9 @@ struct tune_stats {
   std::uint64_t skipped = 0;            // tunable primitives with nothing to tune
   std::uint64_t wrong_candidates = 0;   // candidates discarded for wrong output
   std::uint64_t failed_candidates = 0;  // candidates that failed to build or run
+  // Candidates that beat the default cold but were slower than it warm
+  // (the tuner's confirmation, autotune/tuner.hpp): not installed.
+  std::uint64_t rejected_candidates = 0;
   // Timed runs measured by the device (OpenCL profiling events: the kernels
   // alone) rather than by the host's clock (launch and wait included).
   std::uint64_t device_timed_runs = 0;
