@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "jit/object_symbols.hpp"
+#include "kernels/reorder_config.hpp"
 #include "kernels/reorder_kernel.hpp"
 #include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
@@ -361,6 +364,65 @@ TEST_CASE("one reorder kernel executes from many threads at once", "[cpu][reorde
   }
   for (auto& t : threads) t.join();
   for (const auto& g : got) CHECK(same_bytes(g, want));
+}
+
+TEST_CASE(
+    "reorder past the last-level cache writes non-temporally, aligned or not, like the "
+    "reference",
+    "[cpu][reorder][streaming]") {
+  const cpu_isa isa = primcache::effective_isa();
+  // Just past the cache for src and dst together; W odd, so that the
+  // transposing walks end in a partial block (4 KiB of src rows) and a
+  // partial tile.
+  const std::int64_t llc = ci::reorder_streaming_bytes;
+  auto past_cache = [&](data_type s, data_type d, std::int64_t c) {
+    const auto es = static_cast<std::int64_t>(primcache::size_of(s) + primcache::size_of(d));
+    const std::int64_t w = (llc / es / (c * 64) + 1) | 1;
+    return std::vector<std::int64_t>{1, c, 64, w};
+  };
+  struct streaming_case {
+    data_type s;
+    data_type d;
+    format_tag from;
+    format_tag to;
+    std::int64_t c;
+  };
+  const streaming_case cases[] = {
+      {data_type::f32, data_type::f32, format_tag::nchw, format_tag::nhwc, 32},
+      {data_type::f32, data_type::f32, format_tag::nhwc, format_tag::nchw, 48},
+      {data_type::f32, data_type::f32, format_tag::nchw, format_tag::nChw16c, 32},
+      {data_type::f32, data_type::bf16, format_tag::nchw, format_tag::nchw, 16},
+      {data_type::bf16, data_type::f32, format_tag::nchw, format_tag::nchw, 16},
+      {data_type::f32, data_type::s8, format_tag::nchw, format_tag::nchw, 16},
+  };
+  const int nthr = GENERATE(1, 2);
+  for (const auto& c : cases) {
+    const auto dims = past_cache(c.s, c.d, c.c);
+    auto p = problem(memory_desc(dims, c.s, c.from), memory_desc(dims, c.d, c.to), nthr);
+    INFO(p.src.to_string() << " -> " << p.dst.to_string() << " nthr " << nthr);
+    REQUIRE(ci::reorder_streams_past_cache(p));
+    auto k = make_kernel(p, ci::default_reorder_config(p, isa), isa);
+    auto src = random_buffer(p.src, 13);
+    std::vector<std::byte> want(p.dst.size_bytes(), std::byte{0x5a});
+    cpu_test::naive_reorder(p, {src.data(), want.data(), nullptr});
+    // dst at a 64-byte boundary (the non-temporal stores), then one element
+    // past it (the ordinary ones).
+    const std::size_t es = primcache::size_of(c.d);
+    std::vector<std::byte> buf(p.dst.size_bytes() + 128 + es, std::byte{0x5a});
+    const auto base = reinterpret_cast<std::uintptr_t>(buf.data());
+    std::byte* aligned = buf.data() + ((64 - base % 64) % 64);
+    for (std::byte* dst : {aligned, aligned + es}) {
+      std::fill(buf.begin(), buf.end(), std::byte{0x5a});
+      k->execute({src.data(), dst, nullptr}, nullptr, pool());
+      CHECK(std::memcmp(dst, want.data(), want.size()) == 0);
+    }
+  }
+
+  SECTION("tensors that fit in the cache are written as before") {
+    auto p = problem(memory_desc({1, 16, 8, 8}, data_type::f32, format_tag::nchw),
+                     memory_desc({1, 16, 8, 8}, data_type::f32, format_tag::nhwc), nthr);
+    CHECK_FALSE(ci::reorder_streams_past_cache(p));
+  }
 }
 
 TEST_CASE("reorder refuses invalid problems and configurations", "[cpu][reorder][errors]") {

@@ -11,6 +11,7 @@
 #include "jit/ir_loop.hpp"
 #include "jit/ir_math.hpp"
 #include "kernels/layout_walk.hpp"
+#include "kernels/layout_walk_ir.hpp"
 
 namespace primcache::cpu_internal {
 
@@ -112,17 +113,7 @@ class generic_walk_emitter {
   llvm::Type* shaped(llvm::Type* t, int n) {
     return n == 1 ? t : static_cast<llvm::Type*>(llvm::FixedVectorType::get(t, n));
   }
-  llvm::Type* storage_type(data_type dt) {
-    if (v_.raw) return b_.getIntNTy(static_cast<unsigned>(size_of(dt) * 8));
-    switch (dt) {
-      case data_type::f32: return b_.getFloatTy();
-      case data_type::bf16:
-      case data_type::f16: return b_.getInt16Ty();
-      case data_type::s8:
-      case data_type::u8: return b_.getInt8Ty();
-      default: return b_.getInt32Ty();
-    }
-  }
+  llvm::Type* storage_type(data_type dt) { return walk_storage_type(b_, dt, v_.raw); }
   llvm::Value* param(llvm::Value* slot) {
     return b_.CreateAlignedLoad(b_.getInt64Ty(), b_.CreateGEP(b_.getInt64Ty(), params_, slot),
                                 llvm::Align(8));
@@ -167,32 +158,9 @@ class generic_walk_emitter {
     const llvm::Align align(ety->getPrimitiveSizeInBits() / 8);
     b_.CreateAlignedStore(v, b_.CreateGEP(ety, base, off), align);
   }
-  // As walk_emitter::to_value / from_value.
-  llvm::Value* to_value(llvm::Value* x) {
-    if (v_.raw) return x;
-    llvm::Type* f = x->getType()->isVectorTy()
-                        ? static_cast<llvm::Type*>(llvm::VectorType::get(
-                              b_.getFloatTy(), llvm::cast<llvm::VectorType>(x->getType())))
-                        : b_.getFloatTy();
-    switch (v_.src_dt) {
-      case data_type::f32: return x;
-      case data_type::bf16: return emit_bf16_to_f32(b_, x);
-      case data_type::f16: return emit_f16_to_f32(b_, x);
-      case data_type::u8: return b_.CreateUIToFP(x, f);
-      default: return b_.CreateSIToFP(x, f);  // s8, s32
-    }
-  }
-  llvm::Value* from_value(llvm::Value* v) {
-    if (v_.raw) return v;
-    switch (v_.dst_dt) {
-      case data_type::f32: return v;
-      case data_type::bf16: return emit_f32_to_bf16(b_, v);
-      case data_type::f16: return emit_f32_to_f16(b_, v);
-      case data_type::s8: return emit_f32_to_s8(b_, v);
-      case data_type::u8: return emit_f32_to_u8(b_, v);
-      default: return emit_f32_to_s32(b_, v);
-    }
-  }
+  // The specialized walk's conversions (layout_walk_ir.hpp).
+  llvm::Value* to_value(llvm::Value* x) { return walk_to_f32(b_, v_.src_dt, v_.raw, x); }
+  llvm::Value* from_value(llvm::Value* v) { return walk_from_f32(b_, v_.dst_dt, v_.raw, v); }
 
   // Scale (only where the specialized code scales) and transform.
   llvm::Value* finish_value(llvm::Value* v, int n, llvm::Value* dst_off, llvm::Value* dst_step,
@@ -352,20 +320,7 @@ void generic_walk_emitter::tile(llvm::Value* i, llvm::Value* j) {
     llvm::Value* off = b_.CreateAdd(src_off, b_.CreateMul(c64(r), j_ss_));
     rows[r] = to_value(load_lanes(src_, src_ty_, off, t));
   }
-  for (int h = 1; h < t; h <<= 1) {
-    std::vector<int> lo_mask(t), hi_mask(t);
-    for (int c = 0; c < t; ++c) {
-      lo_mask[c] = (c & h) ? t + (c ^ h) : c;
-      hi_mask[c] = (c & h) ? t + c : (c ^ h);
-    }
-    for (int r = 0; r < t; ++r) {
-      if (r & h) continue;
-      llvm::Value* a = rows[r];
-      llvm::Value* c = rows[r | h];
-      rows[r] = b_.CreateShuffleVector(a, c, lo_mask);
-      rows[r | h] = b_.CreateShuffleVector(a, c, hi_mask);
-    }
-  }
+  walk_transpose(b_, rows);
   llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
   llvm::Value* track0 = b_.CreateAdd(track_base_, b_.CreateMul(j, j_tr_));
   for (int q = 0; q < t; ++q) {

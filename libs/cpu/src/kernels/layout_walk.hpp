@@ -98,6 +98,14 @@ struct walk_codegen {
   int unroll = 1;
   std::int64_t chunk = 0;  // rounded: a multiple of tile (tile walk) or vector_lanes
   bool use_memcpy = true;
+  // Tile walk: I elements per block (> tile: each block is walked J tile by
+  // J tile, so that src rows are read in runs of a block; otherwise a row of
+  // tiles along the whole J loop at a time).
+  std::int64_t tile_block = 0;
+  // Full vectors written to consecutive dst elements go out with
+  // non-temporal stores where aligned (for outputs that do not stay in
+  // cache); the function ends with a store fence.
+  bool nontemporal = false;
   walk_transform transform;  // on f32 values (scalar or vector) after scaling; may be empty
 };
 

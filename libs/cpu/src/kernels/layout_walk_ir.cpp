@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <numeric>
@@ -5,12 +6,16 @@
 
 #include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
 
 #include "jit/ir_loop.hpp"
 #include "jit/ir_math.hpp"
 #include "kernels/integer_math.hpp"
 #include "kernels/layout_walk.hpp"
+#include "kernels/layout_walk_ir.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -29,17 +34,7 @@ class walk_emitter {
   llvm::Type* shaped(llvm::Type* t, int n) {
     return n == 1 ? t : static_cast<llvm::Type*>(llvm::FixedVectorType::get(t, n));
   }
-  llvm::Type* storage_type(data_type dt) {
-    if (raw_) return b_.getIntNTy(static_cast<unsigned>(size_of(dt) * 8));
-    switch (dt) {
-      case data_type::f32: return b_.getFloatTy();
-      case data_type::bf16:
-      case data_type::f16: return b_.getInt16Ty();
-      case data_type::s8:
-      case data_type::u8: return b_.getInt8Ty();
-      default: return b_.getInt32Ty();
-    }
-  }
+  llvm::Type* storage_type(data_type dt) { return walk_storage_type(b_, dt, raw_); }
 
   llvm::Value* emit_loop(llvm::Value* start, llvm::Value* end, std::int64_t step,
                          const body_fn& body);
@@ -50,6 +45,14 @@ class walk_emitter {
                           std::int64_t stride);
   void store_lanes(llvm::Value* v, llvm::Value* base, llvm::Type* ety, llvm::Value* off, int n,
                    std::int64_t stride);
+  // A full vector's store to consecutive dst elements: non-temporal (and
+  // vector-aligned) inside the aligned copy of a non-temporal walk.
+  void store_dense(llvm::Value* v, llvm::Value* off, int n);
+  // Whether element `off` of dst starts a `bytes`-aligned address.
+  llvm::Value* dst_aligned(llvm::Value* off, std::int64_t bytes);
+  // Emits `body` twice behind a test of `aligned`: once with non-temporal
+  // stores (aligned true), once with ordinary ones.
+  void emit_nt_versions(llvm::Value* aligned, const std::function<void()>& body);
   llvm::Value* to_value(llvm::Value* x);
   llvm::Value* from_value(llvm::Value* v);
   llvm::Value* splat(llvm::Value* s, int n) { return n == 1 ? s : b_.CreateVectorSplat(n, s); }
@@ -76,6 +79,7 @@ class walk_emitter {
   const walk_codegen& g_;
   bool raw_ = false;
   bool checks_ = false;  // some dimension is not exact
+  bool nt_ = false;      // dense full-vector stores are non-temporal (and aligned)
   llvm::Type* src_ty_ = nullptr;
   llvm::Type* dst_ty_ = nullptr;
   llvm::Function* fn_ = nullptr;
@@ -149,31 +153,44 @@ void walk_emitter::store_lanes(llvm::Value* v, llvm::Value* base, llvm::Type* et
   }
 }
 
-llvm::Value* walk_emitter::to_value(llvm::Value* x) {
-  if (raw_) return x;
-  llvm::Type* f = x->getType()->isVectorTy()
-                      ? static_cast<llvm::Type*>(llvm::VectorType::get(
-                            b_.getFloatTy(), llvm::cast<llvm::VectorType>(x->getType())))
-                      : b_.getFloatTy();
-  switch (g_.src_dt) {
-    case data_type::f32: return x;
-    case data_type::bf16: return emit_bf16_to_f32(b_, x);
-    case data_type::f16: return emit_f16_to_f32(b_, x);
-    case data_type::u8: return b_.CreateUIToFP(x, f);
-    default: return b_.CreateSIToFP(x, f);  // s8, s32
+void walk_emitter::store_dense(llvm::Value* v, llvm::Value* off, int n) {
+  if (!nt_) {
+    store_lanes(v, dst_, dst_ty_, off, n, 1);
+    return;
   }
+  const std::uint64_t bytes = static_cast<std::uint64_t>(n) * dst_ty_->getPrimitiveSizeInBits() / 8;
+  // Aligned to the vector, or to a cache line for wider ones (stored as
+  // several). Frozen: the code generator would fold a narrowing conversion
+  // into a truncating store, which has no non-temporal form (the hint is
+  // dropped).
+  auto* st = b_.CreateAlignedStore(b_.CreateFreeze(v), b_.CreateGEP(dst_ty_, dst_, off),
+                                   llvm::Align(std::min<std::uint64_t>(bytes, 64)));
+  st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                  llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1))));
+}
+
+llvm::Value* walk_emitter::dst_aligned(llvm::Value* off, std::int64_t bytes) {
+  llvm::Value* addr = b_.CreatePtrToInt(b_.CreateGEP(dst_ty_, dst_, off), b_.getInt64Ty());
+  return b_.CreateICmpEQ(b_.CreateAnd(addr, c64(bytes - 1)), c64(0));
+}
+
+void walk_emitter::emit_nt_versions(llvm::Value* aligned, const std::function<void()>& body) {
+  emit_if(
+      aligned,
+      [&] {
+        nt_ = true;
+        body();
+        nt_ = false;
+      },
+      body);
+}
+
+llvm::Value* walk_emitter::to_value(llvm::Value* x) {
+  return walk_to_f32(b_, g_.src_dt, raw_, x);
 }
 
 llvm::Value* walk_emitter::from_value(llvm::Value* v) {
-  if (raw_) return v;
-  switch (g_.dst_dt) {
-    case data_type::f32: return v;
-    case data_type::bf16: return emit_f32_to_bf16(b_, v);
-    case data_type::f16: return emit_f32_to_f16(b_, v);
-    case data_type::s8: return emit_f32_to_s8(b_, v);
-    case data_type::u8: return emit_f32_to_u8(b_, v);
-    default: return emit_f32_to_s32(b_, v);
-  }
+  return walk_from_f32(b_, g_.dst_dt, raw_, v);
 }
 
 llvm::Value* walk_emitter::logical(int d, llvm::Value* i, llvm::Value* j) {
@@ -264,8 +281,12 @@ void walk_emitter::emit_vector(llvm::Value* j, int n) {
     llvm::Value* src_off = b_.CreateAdd(src_base_, b_.CreateMul(j, c64(lj_->src_stride)));
     llvm::Value* dst_off = b_.CreateAdd(dst_base_, b_.CreateMul(j, c64(lj_->dst_stride)));
     llvm::Value* v = to_value(load_lanes(src_, src_ty_, src_off, n, lj_->src_stride));
-    store_lanes(finish_value(v, nullptr, j, n, dst_off), dst_, dst_ty_, dst_off, n,
-                lj_->dst_stride);
+    v = finish_value(v, nullptr, j, n, dst_off);
+    if (lj_->dst_stride == 1 && n == g_.vector_lanes) {
+      store_dense(v, dst_off, n);
+    } else {
+      store_lanes(v, dst_, dst_ty_, dst_off, n, lj_->dst_stride);
+    }
   };
   if (!checks_) {
     fast();
@@ -289,18 +310,58 @@ void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
     return;
   }
   const int n = g_.vector_lanes;
-  llvm::Value* j = s0;
-  if (g_.unroll > 1) {
-    j = emit_loop(j, s1, static_cast<std::int64_t>(n) * g_.unroll, [&](llvm::Value* v) {
-      for (int u = 0; u < g_.unroll; ++u) emit_vector(b_.CreateAdd(v, c64(u * n)), n);
-    });
-  }
-  j = emit_loop(j, s1, n, [&](llvm::Value* v) { emit_vector(v, n); });
-  const int rest = static_cast<int>(extent % n);
-  if (rest != 0) {
-    // Only the chunk that ends the loop has a partial vector: chunks are
-    // whole vectors.
-    emit_if(b_.CreateICmpSLT(j, s1), [&] { emit_vector(j, rest); });
+  // Non-temporal unrolled vectors are stored as one (a power of two of them).
+  const bool wide = g_.unroll > 1 && is_pow2(g_.unroll);
+  auto walk = [&] {
+    llvm::Value* j = s0;
+    if (g_.unroll > 1) {
+      j = emit_loop(j, s1, static_cast<std::int64_t>(n) * g_.unroll, [&](llvm::Value* v) {
+        if (!nt_ || !wide) {
+          for (int u = 0; u < g_.unroll; ++u) emit_vector(b_.CreateAdd(v, c64(u * n)), n);
+          return;
+        }
+        // One store of the unrolled vectors together: a narrowing
+        // conversion's vectors would each become a truncating store, which
+        // has no non-temporal form.
+        std::vector<llvm::Value*> parts;
+        for (int u = 0; u < g_.unroll; ++u) {
+          llvm::Value* ju = b_.CreateAdd(v, c64(u * n));
+          llvm::Value* src_off = b_.CreateAdd(src_base_, b_.CreateMul(ju, c64(lj_->src_stride)));
+          llvm::Value* x = to_value(load_lanes(src_, src_ty_, src_off, n, lj_->src_stride));
+          parts.push_back(finish_value(x, nullptr, ju, n, b_.CreateAdd(dst_base_, ju)));
+        }
+        while (parts.size() > 1) {
+          std::vector<llvm::Value*> next;
+          const auto lanes =
+              llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements();
+          std::vector<int> both(2 * lanes);
+          std::iota(both.begin(), both.end(), 0);
+          for (std::size_t k = 0; k < parts.size(); k += 2) {
+            next.push_back(b_.CreateShuffleVector(parts[k], parts[k + 1], both));
+          }
+          parts = std::move(next);
+        }
+        store_dense(parts[0], b_.CreateAdd(dst_base_, v), n * g_.unroll);
+      });
+    }
+    j = emit_loop(j, s1, n, [&](llvm::Value* v) { emit_vector(v, n); });
+    const int rest = static_cast<int>(extent % n);
+    if (rest != 0) {
+      // Only the chunk that ends the loop has a partial vector: chunks are
+      // whole vectors.
+      emit_if(b_.CreateICmpSLT(j, s1), [&] { emit_vector(j, rest); });
+    }
+  };
+  // Non-temporal stores need vector-aligned addresses: the chunk starts at
+  // a whole vector and the vectors follow one another, so the first one's
+  // alignment is every one's.
+  const std::int64_t vbytes = static_cast<std::int64_t>(n) * dst_ty_->getPrimitiveSizeInBits() / 8;
+  const std::int64_t wbytes = wide ? vbytes * g_.unroll : vbytes;
+  if (g_.nontemporal && lj_->dst_stride == 1 && wbytes >= 16 && !checks_) {
+    emit_nt_versions(dst_aligned(b_.CreateAdd(dst_base_, s0), std::min<std::int64_t>(wbytes, 64)),
+                     walk);
+  } else {
+    walk();
   }
 }
 
@@ -328,21 +389,7 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
         rows[r] = x;
       }
     }
-    // Swap bit h of the row and column index, for every bit: (r, c) -> (c, r).
-    for (int h = 1; h < t; h <<= 1) {
-      std::vector<int> lo_mask(t), hi_mask(t);
-      for (int c = 0; c < t; ++c) {
-        lo_mask[c] = (c & h) ? t + (c ^ h) : c;
-        hi_mask[c] = (c & h) ? t + c : (c ^ h);
-      }
-      for (int r = 0; r < t; ++r) {
-        if (r & h) continue;
-        llvm::Value* a = rows[r];
-        llvm::Value* c = rows[r | h];
-        rows[r] = b_.CreateShuffleVector(a, c, lo_mask);
-        rows[r | h] = b_.CreateShuffleVector(a, c, hi_mask);
-      }
-    }
+    walk_transpose(b_, rows);
     std::vector<int> narrow(rj);
     std::iota(narrow.begin(), narrow.end(), 0);
     llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);  // J has dst stride 1
@@ -355,7 +402,12 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
       }
       llvm::Value* iq = b_.CreateAdd(i, c64(q));
       llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, c64(li_->dst_stride)));
-      store_lanes(finish_value(v, iq, j, rj, dst_off), dst_, dst_ty_, dst_off, rj, 1);
+      v = finish_value(v, iq, j, rj, dst_off);
+      if (rj == t) {
+        store_dense(v, dst_off, t);
+      } else {
+        store_lanes(v, dst_, dst_ty_, dst_off, rj, 1);
+      }
     }
   };
   if (!checks_) {
@@ -378,8 +430,44 @@ void walk_emitter::emit_tiles(llvm::Value* s0, llvm::Value* s1) {
         emit_loop(c64(0), c64(lj_->extent), t, [&](llvm::Value* j) { emit_tile(i, j, ri, t); });
     if (rest_j != 0) emit_tile(i, jend, ri, rest_j);
   };
-  llvm::Value* i = emit_loop(s0, s1, t, [&](llvm::Value* iv) { row_of_tiles(iv, t); });
-  if (rest_i != 0) emit_if(b_.CreateICmpSLT(i, s1), [&] { row_of_tiles(i, rest_i); });
+  auto walk = [&] {
+    const std::int64_t block = g_.tile_block;
+    if (block <= t) {
+      llvm::Value* i = emit_loop(s0, s1, t, [&](llvm::Value* iv) { row_of_tiles(iv, t); });
+      if (rest_i != 0) emit_if(b_.CreateICmpSLT(i, s1), [&] { row_of_tiles(i, rest_i); });
+      return;
+    }
+    // Blocks of `block` I elements, each walked J tile by J tile: every src
+    // row of a block is read as one run of block elements, and the tiles of
+    // one J tile write whole dst rows, one after the other.
+    llvm::Value* full_end =
+        b_.CreateAdd(s0, b_.CreateMul(b_.CreateUDiv(b_.CreateSub(s1, s0), c64(t)), c64(t)));
+    emit_counted_loop(
+        b_, s0, full_end, block, {},
+        [&](llvm::Value* ib, const ir_values&) {
+          llvm::Value* next = b_.CreateAdd(ib, c64(block));
+          llvm::Value* ie = b_.CreateSelect(b_.CreateICmpSLT(next, full_end), next, full_end);
+          llvm::Value* jend = emit_loop(c64(0), c64(lj_->extent), t, [&](llvm::Value* j) {
+            emit_loop(ib, ie, t, [&](llvm::Value* i) { emit_tile(i, j, t, t); });
+          });
+          if (rest_j != 0) {
+            emit_loop(ib, ie, t, [&](llvm::Value* i) { emit_tile(i, jend, t, rest_j); });
+          }
+          return ir_values{};
+        },
+        loop_test::index_below_end, "block");
+    if (rest_i != 0) {
+      emit_if(b_.CreateICmpSLT(full_end, s1), [&] { row_of_tiles(full_end, rest_i); });
+    }
+  };
+  // Non-temporal stores: each row of a tile fills whole cache lines, at
+  // addresses that are line-aligned when the first tile's are.
+  const std::int64_t es = dst_ty_->getPrimitiveSizeInBits() / 8;
+  if (g_.nontemporal && (t * es) % 64 == 0 && (li_->dst_stride * es) % 64 == 0) {
+    emit_nt_versions(dst_aligned(dst_base_, 64), walk);
+  } else {
+    walk();
+  }
 }
 
 void walk_emitter::emit(const std::string& symbol) {
@@ -468,10 +556,73 @@ void walk_emitter::emit(const std::string& symbol) {
       carry = wrap;
     }
   });
+  // Non-temporal stores are weakly ordered: fence them before returning, so
+  // that whoever synchronizes with this thread sees them.
+  if (g_.nontemporal) {
+    b_.CreateCall(llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_sse_sfence));
+  }
   b_.CreateRetVoid();
 }
 
 }  // namespace
+
+llvm::Type* walk_storage_type(llvm::IRBuilderBase& b, data_type dt, bool raw) {
+  if (raw) return b.getIntNTy(static_cast<unsigned>(size_of(dt) * 8));
+  switch (dt) {
+    case data_type::f32: return b.getFloatTy();
+    case data_type::bf16:
+    case data_type::f16: return b.getInt16Ty();
+    case data_type::s8:
+    case data_type::u8: return b.getInt8Ty();
+    default: return b.getInt32Ty();
+  }
+}
+
+llvm::Value* walk_to_f32(llvm::IRBuilderBase& b, data_type src_dt, bool raw, llvm::Value* x) {
+  if (raw) return x;
+  llvm::Type* f = x->getType()->isVectorTy()
+                      ? static_cast<llvm::Type*>(llvm::VectorType::get(
+                            b.getFloatTy(), llvm::cast<llvm::VectorType>(x->getType())))
+                      : b.getFloatTy();
+  switch (src_dt) {
+    case data_type::f32: return x;
+    case data_type::bf16: return emit_bf16_to_f32(b, x);
+    case data_type::f16: return emit_f16_to_f32(b, x);
+    case data_type::u8: return b.CreateUIToFP(x, f);
+    default: return b.CreateSIToFP(x, f);  // s8, s32
+  }
+}
+
+llvm::Value* walk_from_f32(llvm::IRBuilderBase& b, data_type dst_dt, bool raw, llvm::Value* v) {
+  if (raw) return v;
+  switch (dst_dt) {
+    case data_type::f32: return v;
+    case data_type::bf16: return emit_f32_to_bf16(b, v);
+    case data_type::f16: return emit_f32_to_f16(b, v);
+    case data_type::s8: return emit_f32_to_s8(b, v);
+    case data_type::u8: return emit_f32_to_u8(b, v);
+    default: return emit_f32_to_s32(b, v);
+  }
+}
+
+void walk_transpose(llvm::IRBuilderBase& b, std::vector<llvm::Value*>& rows) {
+  const int t = static_cast<int>(rows.size());
+  // Swap bit h of the row and column index, for every bit: (r, c) -> (c, r).
+  for (int h = 1; h < t; h <<= 1) {
+    std::vector<int> lo_mask(t), hi_mask(t);
+    for (int c = 0; c < t; ++c) {
+      lo_mask[c] = (c & h) ? t + (c ^ h) : c;
+      hi_mask[c] = (c & h) ? t + c : (c ^ h);
+    }
+    for (int r = 0; r < t; ++r) {
+      if (r & h) continue;
+      llvm::Value* a = rows[r];
+      llvm::Value* c = rows[r | h];
+      rows[r] = b.CreateShuffleVector(a, c, lo_mask);
+      rows[r | h] = b.CreateShuffleVector(a, c, hi_mask);
+    }
+  }
+}
 
 void emit_walk_function(llvm::Module& m, const std::string& symbol, const walk_plan& plan,
                         const walk_codegen& g) {

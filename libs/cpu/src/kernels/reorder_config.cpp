@@ -19,6 +19,18 @@ unsigned reorder_keep_mask(const reorder_problem& p) {
   return p.scales == reorder_scales::per_dim ? (1u << p.scale_dim) : 0u;
 }
 
+std::int64_t reorder_tile_block(const reorder_problem& p, const reorder_config& c) {
+  // 4 KiB of each src row per block: a page, long enough for the hardware
+  // prefetchers to stream every row of a tile.
+  const std::int64_t elems = 4096 / static_cast<std::int64_t>(size_of(p.src.data_type()));
+  return std::max<std::int64_t>(c.tile, elems / c.tile * c.tile);
+}
+
+bool reorder_streams_past_cache(const reorder_problem& p) {
+  const auto bytes = static_cast<std::int64_t>(p.src.size_bytes() + p.dst.size_bytes());
+  return bytes > reorder_streaming_bytes;
+}
+
 namespace {
 
 // Vectors wider than the streamed loop, or unrolling past it, give the same
@@ -62,9 +74,12 @@ reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa) {
   if (w.inner == walk_plan::inner_kind::stream) canonicalize(c, w.loops.back().extent);
   if (p.nthr <= 1) return c;
   // Enough work items for the threads to balance (4 per thread), each at
-  // least a few thousand elements.
+  // least a few thousand elements. A transposing walk takes one per thread:
+  // the threads get contiguous ranges of items anyway (run_walk), and one
+  // long range of I reads every src row in longer runs.
   const std::int64_t outer = w.work_items(w.loops[w.split_loop()].extent);
-  const std::int64_t want = 4 * static_cast<std::int64_t>(p.nthr);
+  const std::int64_t per_thread = w.inner == walk_plan::inner_kind::tile ? 1 : 4;
+  const std::int64_t want = per_thread * static_cast<std::int64_t>(p.nthr);
   if (outer < want) {
     const std::int64_t extent = w.loops[w.split_loop()].extent;
     std::int64_t inner_elems = 1;

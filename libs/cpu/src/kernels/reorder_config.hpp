@@ -9,6 +9,8 @@
 // Thread-safety: pure functions. Exceptions: none.
 #pragma once
 
+#include <cstdint>
+
 #include "kernels/layout_walk.hpp"
 #include "kernels/reorder_kernel.hpp"
 #include "primcache/base/result.hpp"
@@ -25,6 +27,19 @@ unsigned reorder_keep_mask(const reorder_problem& p);
 // The unit a work item's chunk is rounded to: a tile edge or an unrolled
 // vector.
 int reorder_chunk_unit(const walk_plan& plan, const reorder_config& c);
+
+// The I elements of a block of a transposing walk (walk_codegen::tile_block):
+// 4 KiB of src, whole tiles.
+std::int64_t reorder_tile_block(const reorder_problem& p, const reorder_config& c);
+
+// Whether src and dst together exceed reorder_streaming_bytes: the walk then
+// writes dst with non-temporal stores (walk_codegen::nontemporal), which
+// skip reading dst's lines before writing them and leave the cache alone.
+// A fixed figure, a last-level cache of today's x86 parts (32 MiB here; a
+// VM's sysconf reports the host's 320 MiB), so that the code depends on the
+// kernel's key alone, the same on every host that shares a persistent cache.
+inline constexpr std::int64_t reorder_streaming_bytes = std::int64_t{32} << 20;
+bool reorder_streams_past_cache(const reorder_problem& p);
 
 // The configuration as backend fields (tile, vector_lanes, unroll, chunk, use_memcpy) and back;
 // from_fields checks the names and ranges.

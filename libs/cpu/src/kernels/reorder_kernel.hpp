@@ -24,8 +24,14 @@
 // full-width vectors when the walk is unit-stride in both layouts (a memcpy
 // call for plain copies); when dst is unit-stride along one loop and src
 // along another (nchw <-> nhwc, ab <-> ba, blocking), it transposes tiles of
-// tile x tile elements in registers with shuffles. The walk, which the
-// eltwise kernel shares, is kernels/layout_walk.hpp.
+// tile x tile elements in registers with shuffles, a block of 4 KiB of src
+// rows (reorder_tile_block) at a time, J tile by J tile, so that every src
+// row is read in runs of a block and every dst row is written in whole
+// cache lines. When src and dst together exceed reorder_streaming_bytes
+// (reorder_config.hpp) the full vectors go out with non-temporal stores
+// where dst is aligned for them (a second copy of the loops otherwise). A
+// transposing walk's threads each take one range of I (the default chunk).
+// The walk, which the eltwise kernel shares, is kernels/layout_walk.hpp.
 //
 //   reorder_problem p{src_md, dst_md, reorder_scales::common, 0, /*nthr=*/2};
 //   auto k = reorder_kernel::create(p, default_reorder_config(p, isa), isa);
