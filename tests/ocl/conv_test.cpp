@@ -261,7 +261,8 @@ TEST_CASE("every convolution configuration computes the same result", "[ocl][con
       GENERATE(conv_config{1, 1, 1, 1, 1, 1, false}, conv_config{16, 1, 8, 8, 8, 4, false},
                conv_config{4, 4, 3, 5, 1, 2, false}, conv_config{2, 8, 16, 2, 16, 3, false},
                conv_config{8, 2, 4, 3, 4, 5, true}, conv_config{1, 1, 1, 1, 1, 1, true},
-               conv_config{4, 4, 8, 4, 8, 8, true});
+               conv_config{4, 4, 8, 4, 8, 8, true}, conv_config{4, 1, 16, 7, 16, 4, false},
+               conv_config{2, 1, 8, 16, 4, 4, false});
   const auto s =
       GENERATE(make(1, 1, 11, 23, 9, 10, 3, 1, 1, 1), make(2, 3, 9, 12, 7, 7, 3, 2, 1, 0),
                make(1, 1, 6, 37, 6, 13, 1, 1, 0, 0));
@@ -273,6 +274,57 @@ TEST_CASE("every convolution configuration computes the same result", "[ocl][con
   const bool channels_last = ((c.tile_oc + c.tile_ow + s.ic) % 2) == 0;
   const auto tag = channels_last ? ft::nhwc : ft::nchw;
   run_and_check(s, {tag, tag, channels_last, true, true, &c});
+}
+
+// The register-tiled kernel (no local tiling) at each of its edges, against
+// the host reference (dst starts as NaN, so an element no work-item stores
+// fails): a last column block shifted back over its neighbour (13 columns
+// in tiles of 8 or 7) and a tile wider than the row (clamped columns past
+// the output, read through the guarded path); a last channel block shifted
+// back (40 channels in tiles of 16) and a group narrower than the tile
+// (clamped channels); padding on either side and a window past the right
+// edge (guarded taps beside unguarded ones); input channels that leave a
+// remainder after the unrolled loop (19, 3) or fewer than one unroll;
+// strides, dilation, groups; blocked src (channel offsets not linear) and
+// weights whose output channels are not contiguous (per-lane loads, oihw)
+// beside `any` (vector loads).
+TEST_CASE("the register-tiled convolution is exact at every edge", "[ocl][conv][config][edges]") {
+  using ocl_internal::conv_config;
+  using ft = format_tag;
+  const auto c =
+      GENERATE(conv_config{4, 1, 16, 8, 16, 4, false}, conv_config{2, 2, 16, 7, 8, 1, false},
+               conv_config{1, 3, 4, 5, 2, 1, false});
+  struct edge_case {
+    conv_shape s;
+    ft src, dst;
+    bool weights_any;
+  };
+  const auto e = GENERATE(
+      // 13 columns, 40 channels, 19 input channels, pad 1 on both sides
+      edge_case{make(1, 1, 19, 40, 6, 13, 3, 1, 1, 1), ft::nchw, ft::nhwc, true},
+      // a row narrower than every tile, pad 2, 5x5, per-lane weights
+      edge_case{make(2, 1, 3, 5, 4, 4, 5, 1, 2, 2), ft::nhwc, ft::nchw, false},
+      // stride 2, window past the right edge only (no left padding)
+      edge_case{make(1, 1, 9, 33, 9, 17, 3, 2, 0, 2), ft::nChw16c, ft::nchw, true},
+      // dilation with padding, groups of 24 output channels
+      edge_case{make(1, 2, 16, 48, 11, 15, 3, 1, 2, 2, 1), ft::nChw8c, ft::nhwc, true},
+      // 1x1, 70 input channels (remainder 6), negative end padding
+      edge_case{make(1, 1, 70, 17, 9, 9, 1, 2, 0, -1), ft::nhwc, ft::nhwc, false});
+  INFO("config wg " << c.wg_oc << "x" << c.wg_ow << " tile " << c.tile_oc << "x" << c.tile_ow
+                    << " vec " << c.vec_width);
+  const bool extras = (c.tile_ow + e.s.ic) % 2 == 1;  // bias and post-ops on half
+  run_and_check(e.s, {e.src, e.dst, e.weights_any, extras, extras, &c});
+}
+
+TEST_CASE("the convolution's channel unroll keeps an iteration within 128 FMAs and IC/G",
+          "[ocl][conv][config]") {
+  using ocl_internal::conv_config;
+  using ocl_internal::conv_ic_unroll;
+  CHECK(conv_ic_unroll(conv_config{4, 1, 16, 8, 16, 4, false}, 64) == 8);  // 8 FMAs
+  CHECK(conv_ic_unroll(conv_config{4, 1, 16, 16, 8, 4, false}, 64) == 4);  // 32
+  CHECK(conv_ic_unroll(conv_config{4, 1, 16, 16, 1, 4, false}, 64) == 1);  // 256
+  CHECK(conv_ic_unroll(conv_config{4, 1, 16, 8, 16, 4, false}, 3) == 2);
+  CHECK(conv_ic_unroll(conv_config{4, 1, 16, 8, 16, 4, false}, 1) == 1);
 }
 
 TEST_CASE("the default convolution configuration fits the device for ResNet-50's layers",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -64,12 +65,19 @@ std::vector<conv_config> conv_config_candidates(const device_entry& dev, const c
   std::vector<conv_config> out;
   const std::int64_t ocg = p.oc_per_group(), ow = p.ow(), icg = p.ic_per_group();
   const int unused_tile_ic = static_cast<int>(std::min<std::int64_t>(4, icg));
+  // Columns per work-item: the powers of two, and the counts the default
+  // picks to fit the row (7 for 28, 14 and 7 columns).
+  std::vector<int> tile_ows(std::begin(kSizes), std::end(kSizes));
+  for (int t : {conv_best_columns(ow, 4, 8), conv_best_columns(ow, 4, 16)}) {
+    if (std::find(tile_ows.begin(), tile_ows.end(), t) == tile_ows.end()) tile_ows.push_back(t);
+  }
+  std::sort(tile_ows.begin(), tile_ows.end());
   for (bool local : {false, true}) {
     for (int wg_oc : kSizes) {
       for (int wg_ow : kSizes) {
         for (int tile_oc : kSizes) {
           if (!fits(std::int64_t{wg_oc} * tile_oc, ocg)) continue;
-          for (int tile_ow : kSizes) {
+          for (int tile_ow : tile_ows) {
             if (!fits(std::int64_t{wg_ow} * tile_ow, ow)) continue;
             for (int vec : kSizes) {
               if (tile_oc % vec != 0) continue;

@@ -12,7 +12,10 @@
 // check_*_config accepts on the device and whose block does not exceed the
 // problem by more than the heuristic's own shrinking allows (a block of
 // twice the output or more computes mostly padding): work-groups and tiles
-// of 1, 2, 4, 8, 16 per dimension, every vector width that divides the
+// of 1, 2, 4, 8, 16 per dimension (for the convolution's columns per
+// work-item also the counts its default fits to the row,
+// conv_best_columns(OW, 4, 8) and (OW, 4, 16): 7 for ResNet-50's 28, 14
+// and 7 columns), every vector width that divides the
 // vectorized tile, local tiling off and on (on: slices of 8, 16, 32 for
 // the matmul's K; 1, 2, 4, 8, 16 input channels for the convolution,
 // at most the group's). Fields a configuration does not use are canonical

@@ -19,30 +19,59 @@ std::size_t conv_local_bytes(const conv_config& c, const conv_problem& p) {
   return static_cast<std::size_t>(floats) * sizeof(float);
 }
 
+int conv_ic_unroll(const conv_config& c, std::int64_t icg) {
+  const std::int64_t fmas = std::int64_t{c.tile_ow} * (c.tile_oc / std::max(c.vec_width, 1));
+  int u = 8;
+  while (u > 1 && (u * fmas > 128 || u > icg)) u /= 2;
+  return u;
+}
+
+int conv_best_columns(std::int64_t ow, int lo, int hi) {
+  if (ow <= lo) return static_cast<int>(std::max<std::int64_t>(ow, 1));
+  int best = lo;
+  std::int64_t best_total = (ow + lo - 1) / lo * lo;
+  for (int t = lo + 1; t <= hi && t <= ow; ++t) {
+    const std::int64_t total = (ow + t - 1) / t * t;
+    if (total <= best_total) {
+      best = t;
+      best_total = total;
+    }
+  }
+  return best;
+}
+
 conv_config default_conv_config(const device_entry& dev, const conv_problem& p) {
   conv_config c;
-  if (dev.type & CL_DEVICE_TYPE_GPU) {
+  const bool gpu = (dev.type & CL_DEVICE_TYPE_GPU) != 0;
+  if (gpu) {
     c = {16, 8, 4, 4, 4, 8, true};
   } else {
     // CPU devices (PoCL): as for the matmul, local memory is ordinary
     // memory behind the same caches, so the kernel reads global memory
-    // directly; register tiles over channels (8-wide vectors) and columns.
-    c = {16, 1, 8, 8, 8, 4, false};
+    // directly. The register-tiled kernel with 16 output channels in one
+    // float16 by 7-8 output columns per work-item (7-8 zmm accumulators,
+    // one vector load and 7-8 broadcast FMAs per input channel, the
+    // channel loop unrolled 8 times), 4 work-items along the channels
+    // (docs/PERFORMANCE.md, "The register-tiled OpenCL convolution").
+    c = {4, 1, 16, 8, 16, 4, false};
   }
   const std::int64_t ocg = p.oc_per_group(), ow = p.ow();
   // Small shapes: shrink the block toward the output so work-items do not
   // compute mostly padding (depthwise ends with one channel per item).
   // CPU devices keep the register tile and narrow the group first.
-  if (!(dev.type & CL_DEVICE_TYPE_GPU)) {
+  if (!gpu) {
     while (c.wg_oc > 1 && std::int64_t{c.wg_oc} * c.tile_oc / 2 >= ocg) c.wg_oc /= 2;
   }
   while (c.tile_oc > 1 && std::int64_t{c.wg_oc} * c.tile_oc / 2 >= ocg) c.tile_oc /= 2;
   while (c.wg_oc > 1 && std::int64_t{c.wg_oc} * c.tile_oc / 2 >= ocg) c.wg_oc /= 2;
-  while (c.tile_ow > 1 && std::int64_t{c.wg_ow} * c.tile_ow / 2 >= ow) c.tile_ow /= 2;
-  while (c.wg_ow > 1 && std::int64_t{c.wg_ow} * c.tile_ow / 2 >= ow) c.wg_ow /= 2;
-  // Few channels per item: spend the registers on columns instead.
-  if (c.tile_oc < 4 && !(dev.type & CL_DEVICE_TYPE_GPU)) {
-    while (c.tile_ow < 16 && std::int64_t{c.wg_ow} * c.tile_ow < ow) c.tile_ow *= 2;
+  if (gpu) {
+    while (c.tile_ow > 1 && std::int64_t{c.wg_ow} * c.tile_ow / 2 >= ow) c.tile_ow /= 2;
+    while (c.wg_ow > 1 && std::int64_t{c.wg_ow} * c.tile_ow / 2 >= ow) c.wg_ow /= 2;
+  } else {
+    // A work-item's columns are consecutive: 4-8 of them, chosen to fit
+    // the row; with few channels per item, the registers go to columns
+    // (up to 16).
+    c.tile_ow = c.tile_oc < 4 ? conv_best_columns(ow, 4, 16) : conv_best_columns(ow, 4, 8);
   }
   c.vec_width = std::min(c.vec_width, c.tile_oc);
   while (static_cast<std::size_t>(c.wg_oc) * c.wg_ow > dev.max_work_group_size && c.wg_ow > 1) {

@@ -5,10 +5,13 @@
 // A work-group of wg_oc x wg_ow work-items computes, for one (n, oh) output
 // row of one group, a block of (wg_oc * tile_oc) output channels by
 // (wg_ow * tile_ow) output columns. Each work-item keeps tile_oc x tile_ow
-// accumulators: channels contiguous (vectors of vec_width), columns
-// interleaved across the group. With local_tiling, the group stages
-// tile_ic input channels of weights and of the src rows it reads in local
-// memory (zero-filled where the padding is) before computing on them.
+// accumulators: channels contiguous (vectors of vec_width). Without
+// local tiling (the register-tiled kernel, conv_source.cpp) a work-item's
+// columns are consecutive, its accumulators named registers, and tile_ic
+// is unused (canonically min(4, IC/G)); with local_tiling, columns are
+// interleaved across the group, which stages tile_ic input channels of
+// weights and of the src rows it reads in local memory (zero-filled where
+// the padding is) before computing on them.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +38,15 @@ conv_config default_conv_config(const device_entry& dev, const conv_problem& p);
 // memory).
 result<bool> check_conv_config(const conv_config& c, const device_entry& dev,
                                const conv_problem& p);
+// The columns per work-item in [lo, hi] (at most ow) that compute the
+// fewest columns in all (a last block past the output overlaps its
+// neighbour, so every block computes whole), the widest among equals:
+// (4, 8) gives 8 for 56 and 112 columns, 7 for 28, 14 and 7 (ResNet-50's).
+int conv_best_columns(std::int64_t ow, int lo, int hi);
+// How many input channels the register-tiled kernel (no local tiling)
+// unrolls its channel loop by, for a group of `icg` input channels: at
+// most 8 and at most 128 vector FMAs an iteration, no more than icg.
+int conv_ic_unroll(const conv_config& c, std::int64_t icg);
 // Bytes of local memory `c` uses for `p` (0 without local tiling).
 std::size_t conv_local_bytes(const conv_config& c, const conv_problem& p);
 
