@@ -6,6 +6,8 @@
 // many shapes. The mode switch (API, control setting, C API) is here too.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -486,6 +488,63 @@ TEST_CASE("a child forked with compilations pending gets its specialized kernels
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   for (auto& p : prims) p.wait_until_specialized();
+}
+
+// Run by the case below, each time in a fresh process: the process's first
+// compilation (a tiered matmul's specialized kernel) is still running when
+// the process exits, PRIMCACHE_TEST_EXIT_AFTER_US microseconds later.
+TEST_CASE("exit during the process's first compilation", "[.][exit-first]") {
+  set_jit_mode(jit_mode::tiered);
+  static matmul_case c(128, 3072, 768, 900);  // alive at exit
+  static matmul prim(c.pd);
+  const char* after = std::getenv("PRIMCACHE_TEST_EXIT_AFTER_US");
+  std::this_thread::sleep_for(std::chrono::microseconds(after ? std::atoi(after) : 0));
+}
+
+// exit() destroys the statics LLVM made during the compilation still running
+// on the pool thread unless the pool stops first: before the main thread's
+// guard (background_compiler.cpp), 8 processes in 120 died this way (a
+// segfault, or "LLVM ERROR: Invalid size request on a scalable vector").
+TEST_CASE("processes exiting during their first compilation exit cleanly",
+          "[cpu][tiered][exit-race]") {
+  if (!tiered_here()) return;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+#if TIERED_TEST_TSAN || defined(__SANITIZE_ADDRESS__)
+  const int runs = 24;  // sanitized processes start slowly
+#else
+  const int runs = 80;
+#endif
+  std::vector<std::string> failures;
+  for (int i = 0; i < runs; ++i) {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "PRIMCACHE_", 10) != 0) env_strings.emplace_back(*e);
+    }
+    const int after_us = (i % 12) * 1000;  // 0 to 11 ms: across the compilation
+    env_strings.push_back("PRIMCACHE_TEST_EXIT_AFTER_US=" + std::to_string(after_us));
+    std::vector<char*> envp;
+    for (auto& v : env_strings) envp.push_back(v.data());
+    envp.push_back(nullptr);
+    std::string filter = "[exit-first]";
+    char* argv[] = {const_cast<char*>(self.c_str()), filter.data(), nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    REQUIRE(rc == 0);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failures.push_back("exit after " + std::to_string(after_us) + " us: " +
+                         (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                              : "status " + std::to_string(WEXITSTATUS(status))));
+    }
+  }
+  INFO(failures.size() << " of " << runs << " processes failed");
+  for (const auto& f : failures) UNSCOPED_INFO(f);
+  CHECK(failures.empty());
 }
 
 // Run alone by CTest (see tests/cpu/CMakeLists.txt): creates tiered

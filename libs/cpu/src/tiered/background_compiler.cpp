@@ -109,6 +109,35 @@ void register_stop_at_exit() {
 
 background_compiler* g_pool = nullptr;
 
+// exit() runs the exiting thread's thread_local destructors before any
+// std::atexit handler or static destructor (glibc's __run_exit_handlers
+// calls __call_tls_dtors first), so a guard in the main thread's storage
+// stops the pool — and waits for the running compilation — before exit
+// destroys a single LLVM static, however recently the compilation made it.
+// The registrations above still cover exit() called from another thread.
+// Without this, a short-lived process whose first compilation was still
+// running at exit died in LLVM's DAG combiner ("LLVM ERROR: Invalid size
+// request on a scalable vector", or a segfault) about once in 100 runs
+// (cpu_tiered_exit_test).
+struct stop_at_main_thread_exit {
+  ~stop_at_main_thread_exit() {
+    if (g_pool != nullptr) g_pool->stop();
+  }
+};
+
+bool on_main_thread() noexcept {
+  return static_cast<pid_t>(syscall(SYS_gettid)) == ::getpid();
+}
+
+// Plants the guard in the calling thread's storage if it is the main
+// thread. (A guard planted in a thread that is not the process's main
+// thread would stop the pool when that thread ends.)
+void guard_main_thread_exit() noexcept {
+  if (!on_main_thread()) return;
+  thread_local stop_at_main_thread_exit guard;
+  (void)&guard;
+}
+
 }  // namespace
 
 int background_compiler::stop_registrations() noexcept {
@@ -143,7 +172,8 @@ background_compiler& background_compiler::instance() {
 namespace {
 // The pool (no thread yet) and its gauge exist from the backend's load on:
 // the gauge reads 0 before the first tiered creation instead of missing.
-[[maybe_unused]] const bool k_pool_made = (background_compiler::instance(), true);
+[[maybe_unused]] const bool k_pool_made =
+    (background_compiler::instance(), guard_main_thread_exit(), true);
 }  // namespace
 
 void background_compiler::fork_prepare() {
@@ -181,6 +211,7 @@ void background_compiler::pending_add(int d) noexcept {
 }
 
 bool background_compiler::submit(std::shared_ptr<background_job> job) {
+  guard_main_thread_exit();  // when the library was loaded on another thread
   {
     lock_guard guard(mu_);
     if (stopping_) return false;

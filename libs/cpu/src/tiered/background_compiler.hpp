@@ -21,8 +21,8 @@
 // the next submit; queued jobs stay queued. (A job a waiter was running on
 // another thread of the parent stays unfinished in the child.)
 //
-// At exit (the pool's static guard is destroyed, before LLVM's own statics),
-// the pool stops: queued jobs are dropped (their waiters return), running
+// At exit (first of all, from a guard in the main thread's thread_local
+// storage: background_compiler.cpp says why), the pool stops: queued jobs are dropped (their waiters return), running
 // ones finish, the threads are joined; later submits are refused, and their
 // callers compile synchronously. The control gauge
 // primcache_jit_pending_compilations counts jobs queued or running.
