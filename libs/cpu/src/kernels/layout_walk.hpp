@@ -102,6 +102,10 @@ struct walk_codegen {
   // J tile, so that src rows are read in runs of a block; otherwise a row of
   // tiles along the whole J loop at a time).
   std::int64_t tile_block = 0;
+  // Tile walk: J elements per block (> tile: takes precedence; the I range
+  // is walked I tile by I tile inside each block, so that dst rows are
+  // written in runs of a block).
+  std::int64_t tile_block_j = 0;
   // Full vectors written to consecutive dst elements go out with
   // non-temporal stores where aligned (for outputs that do not stay in
   // cache); the function ends with a store fence.

@@ -432,6 +432,36 @@ void walk_emitter::emit_tiles(llvm::Value* s0, llvm::Value* s1) {
   };
   auto walk = [&] {
     const std::int64_t block = g_.tile_block;
+    if (g_.tile_block_j > t) {
+      // Blocks of tile_block_j J elements, each walked I tile by I tile:
+      // every dst row of a block is written as one run of the block, and
+      // the src rows of a block are read while they stay in cache.
+      const std::int64_t bj = g_.tile_block_j;
+      const std::int64_t j_full = lj_->extent / t * t;
+      llvm::Value* full_end =
+          b_.CreateAdd(s0, b_.CreateMul(b_.CreateUDiv(b_.CreateSub(s1, s0), c64(t)), c64(t)));
+      if (j_full > 0) {
+        emit_counted_loop(
+            b_, c64(0), c64(j_full), bj, {},
+            [&](llvm::Value* jb, const ir_values&) {
+              llvm::Value* next = b_.CreateAdd(jb, c64(bj));
+              llvm::Value* je =
+                  b_.CreateSelect(b_.CreateICmpSLT(next, c64(j_full)), next, c64(j_full));
+              emit_loop(s0, full_end, t, [&](llvm::Value* i) {
+                emit_loop(jb, je, t, [&](llvm::Value* j) { emit_tile(i, j, t, t); });
+              });
+              return ir_values{};
+            },
+            loop_test::index_below_end, "jblock");
+      }
+      if (rest_j != 0) {
+        emit_loop(s0, full_end, t, [&](llvm::Value* i) { emit_tile(i, c64(j_full), t, rest_j); });
+      }
+      if (rest_i != 0) {
+        emit_if(b_.CreateICmpSLT(full_end, s1), [&] { row_of_tiles(full_end, rest_i); });
+      }
+      return;
+    }
     if (block <= t) {
       llvm::Value* i = emit_loop(s0, s1, t, [&](llvm::Value* iv) { row_of_tiles(iv, t); });
       if (rest_i != 0) emit_if(b_.CreateICmpSLT(i, s1), [&] { row_of_tiles(i, rest_i); });

@@ -19,11 +19,29 @@ unsigned reorder_keep_mask(const reorder_problem& p) {
   return p.scales == reorder_scales::per_dim ? (1u << p.scale_dim) : 0u;
 }
 
-std::int64_t reorder_tile_block(const reorder_problem& p, const reorder_config& c) {
-  // 4 KiB of each src row per block: a page, long enough for the hardware
-  // prefetchers to stream every row of a tile.
-  const std::int64_t elems = 4096 / static_cast<std::int64_t>(size_of(p.src.data_type()));
-  return std::max<std::int64_t>(c.tile, elems / c.tile * c.tile);
+reorder_tile_blocks tile_blocks_for(const reorder_problem& p, const walk_plan& w,
+                                    const reorder_config& c) {
+  if (w.inner != walk_plan::inner_kind::tile) return {};
+  const walk_loop& li = w.loops[w.split_loop()];
+  const walk_loop& lj = w.loops.back();
+  const auto src_es = static_cast<std::int64_t>(size_of(p.src.data_type()));
+  const auto dst_es = static_cast<std::int64_t>(size_of(p.dst.data_type()));
+  auto tiles = [&](std::int64_t elems) {
+    return std::max<std::int64_t>(c.tile, elems / c.tile * c.tile);
+  };
+  // The side read or written across rows is the one with the shorter row:
+  // walking I tiles innermost writes dst rows li.dst_stride apart (src rows
+  // are read in runs of a block); walking J tiles innermost reads src rows
+  // lj.src_stride apart (dst rows are written in runs of a block).
+  if (li.dst_stride * dst_es <= lj.src_stride * src_es) {
+    // 4 KiB of each src row per block: a page, long enough for the
+    // hardware prefetchers to stream every row of a tile.
+    return {tiles(4096 / src_es), 0};
+  }
+  // The src rows of a block within 256 KiB (they stay in L2 while the I
+  // tiles pass over them), dst runs of up to 4 KiB.
+  const std::int64_t fit = (std::int64_t{256} << 10) / (lj.src_stride * src_es);
+  return {0, tiles(std::min(fit, 4096 / dst_es))};
 }
 
 bool reorder_streams_past_cache(const reorder_problem& p) {

@@ -28,9 +28,16 @@ unsigned reorder_keep_mask(const reorder_problem& p);
 // vector.
 int reorder_chunk_unit(const walk_plan& plan, const reorder_config& c);
 
-// The I elements of a block of a transposing walk (walk_codegen::tile_block):
-// 4 KiB of src, whole tiles.
-std::int64_t reorder_tile_block(const reorder_problem& p, const reorder_config& c);
+// The blocks of a transposing walk (walk_codegen::tile_block and
+// tile_block_j; zeros for a streaming walk): I blocks of 4 KiB of src rows
+// walked J tile by J tile when dst rows are no longer than src rows, J
+// blocks walked I tile by I tile otherwise.
+struct reorder_tile_blocks {
+  std::int64_t i = 0;
+  std::int64_t j = 0;
+};
+reorder_tile_blocks tile_blocks_for(const reorder_problem& p, const walk_plan& w,
+                                    const reorder_config& c);
 
 // Whether src and dst together exceed reorder_streaming_bytes: the walk then
 // writes dst with non-temporal stores (walk_codegen::nontemporal), which

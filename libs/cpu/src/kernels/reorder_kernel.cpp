@@ -53,7 +53,9 @@ result<prepared> prepare(const reorder_problem& p, const reorder_config& c) {
   g.unroll = c.unroll;
   g.chunk = walk_chunk(out.plan, c.chunk, reorder_chunk_unit(out.plan, c));
   g.use_memcpy = c.use_memcpy;
-  g.tile_block = reorder_tile_block(p, c);
+  const reorder_tile_blocks blocks = tile_blocks_for(p, out.plan, c);
+  g.tile_block = blocks.i;
+  g.tile_block_j = blocks.j;
   g.nontemporal = reorder_streams_past_cache(p);
   out.work_items = out.plan.work_items(g.chunk);
   return out;

@@ -24,11 +24,12 @@
 // full-width vectors when the walk is unit-stride in both layouts (a memcpy
 // call for plain copies); when dst is unit-stride along one loop and src
 // along another (nchw <-> nhwc, ab <-> ba, blocking), it transposes tiles of
-// tile x tile elements in registers with shuffles, a block of 4 KiB of src
-// rows (reorder_tile_block) at a time, J tile by J tile, so that every src
-// row is read in runs of a block and every dst row is written in whole
-// cache lines. When src and dst together exceed reorder_streaming_bytes
-// (reorder_config.hpp) the full vectors go out with non-temporal stores
+// tile x tile elements in registers with shuffles, a block at a time
+// (tile_blocks_for): 4 KiB of src rows walked J tile by J tile where dst
+// rows are the shorter (nchw -> nhwc), a run of dst rows walked I tile by I
+// tile where src rows are (nhwc -> nchw), so that one side streams in long
+// runs and the other stays within a few hundred KiB. When src and dst together exceed
+// reorder_streaming_bytes (reorder_config.hpp) the full vectors go out with non-temporal stores
 // where dst is aligned for them (a second copy of the loops otherwise). A
 // transposing walk's threads each take one range of I (the default chunk).
 // The walk, which the eltwise kernel shares, is kernels/layout_walk.hpp.
