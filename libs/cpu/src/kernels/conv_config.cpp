@@ -120,7 +120,14 @@ conv_config default_conv_config(const conv_problem& p, cpu_isa isa) {
       }
     }
   }
-  c.ic_unroll = g.depthwise ? 1 : (g.icg >= 4 ? 4 : 1);
+  // One input channel per reduction-loop iteration (a 3x3 body of
+  // 3 taps x ow_block x oc_blocks FMAs, a quarter of the code to compile)
+  // where that runs as fast as 4: at stride 1. A strided layer keeps 4
+  // (bench_conv's 3x3 stride-2 layer ran at 0.75x with 1 in three processes
+  // of four; 2 was slower than both on the 3x3 stride-1 layers: issue 11,
+  // fourth pass, docs/PERFORMANCE.md).
+  const bool strided = g.sh != 1 || g.sw != 1;
+  c.ic_unroll = g.depthwise || !strided ? 1 : (g.icg >= 4 ? 4 : 1);
   // Weights of all chunks larger than an input row set: keep weights hot.
   const std::int64_t weight_bytes = g.g * g.nb * lanes * g.icg * g.kh * g.kw * 4;
   const std::int64_t row_bytes = g.ic * g.iw * g.kh * 4;

@@ -157,7 +157,10 @@ matmul_config default_matmul_config(const matmul_problem& p, cpu_isa isa) {
     matmul_config c;
     c.mr = static_cast<int>(std::min<std::int64_t>(t.mr, m));
     c.nr = static_cast<int>(std::min<std::int64_t>(t.nv, div_up(n, lanes))) * lanes;
-    c.k_unroll = 4;
+    // One K step per loop iteration when a step is at least 16 FMAs (the
+    // loop's compare and pointer steps hide behind them); thinner tiles (a
+    // matrix-vector product) keep 4 (issue 11, fourth pass).
+    c.k_unroll = c.mr * (c.nr / lanes) >= 16 ? 1 : 4;
     const bool dense_n = p.wei_strides[2] == 1;
     // Packing pays when each weight panel serves several row blocks and the
     // rows of the weights are far apart (cache-set conflicts, TLB misses).
