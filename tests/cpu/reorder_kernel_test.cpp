@@ -415,6 +415,10 @@ TEST_CASE(
       std::fill(buf.begin(), buf.end(), std::byte{0x5a});
       k->execute({src.data(), dst, nullptr}, nullptr, pool());
       CHECK(std::memcmp(dst, want.data(), want.size()) == 0);
+      // Nothing written around dst.
+      CHECK(std::all_of(buf.data(), dst, [](std::byte b) { return b == std::byte{0x5a}; }));
+      CHECK(std::all_of(dst + want.size(), buf.data() + buf.size(),
+                        [](std::byte b) { return b == std::byte{0x5a}; }));
     }
   }
 
