@@ -7,6 +7,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/CommandLine.h>
 
 #include "jit/compiler.hpp"
 #include "jit/jit_module.hpp"
@@ -378,7 +379,7 @@ TEST_CASE(
   SECTION("kernels that state no settings get the defaults by name") {
     CHECK(ci::default_compile_settings("conv_fwd_f32").loop_strength_reduction);
     CHECK(std::string(ci::default_compile_settings("conv_fwd_f32").pipeline) == "O3");
-    CHECK(ci::default_compile_settings("matmul_f32_1x2x3x4").codegen_level == 2);
+    CHECK(ci::default_compile_settings("matmul_f32_1x2x3x4").codegen_level == 0);
     CHECK(std::string(ci::default_compile_settings("matmul_f32_1x2x3x4").pipeline) != "O3");
   }
 }
@@ -446,4 +447,24 @@ TEST_CASE("target machines reused across compilations and ISAs give the same byt
   compile_axpy(cpu_isa::sse41);
   auto again = compile_axpy(isa);
   CHECK(first->object() == again->object());
+}
+
+TEST_CASE(
+    "the process JIT turns on the greedy register allocator for code generation at level None, "
+    "and a kernel compiled at None computes the same",
+    "[cpu][jit][settings]") {
+  namespace ci = primcache::cpu_internal;
+  const cpu_isa isa = primcache::effective_isa();
+  REQUIRE(ci::process_jit().has_value());
+  auto& options = llvm::cl::getRegisteredOptions();
+  REQUIRE(options.count("optimize-regalloc") == 1);
+  CHECK(options["optimize-regalloc"]->getNumOccurrences() == 1);
+  const std::vector<float> x = iota_input(203);
+  const std::vector<float> expected = run_axpy(*compile_axpy(isa), x, 1.5f, -2.0f);
+  ci::compile_probe probe;
+  auto m = jit_module::compile("axpy", isa, ci::compile_settings{"", 0, false, false},
+                               [&](llvm::Module& mod) { cpu_test::build_axpy(mod, isa, "axpy"); });
+  REQUIRE(m.has_value());
+  REQUIRE(probe.profiles.size() == 1);
+  CHECK(bitwise_equal(run_axpy(*m.value(), x, 1.5f, -2.0f), expected));
 }

@@ -45,14 +45,17 @@ namespace {
 // object is the same code without them) and were 40% of the pipeline's
 // time; a second early-cse instead of GVN gives the same object for a third
 // of GVN's time. Less and Aggressive code generation cost what Default
-// does; None halves the time but doubles the code, with spills. Without
-// loop strength reduction (the generator's addresses are already a carried
-// pointer plus a constant) and the machine scheduler, code generation takes
-// a third less time and the kernels run as fast (bench_matmul, alternating
-// runs; docs/PERFORMANCE.md, third pass).
+// does. Code generation runs at None (FastISel, none of the machine-level
+// optimizations) with the greedy register allocator (process_jit.cpp sets
+// it for level None): half the time of Default, and the micro-kernel's K loop
+// is the same instructions (the fast allocator, None's own, spilled the
+// accumulators at every block boundary); the kernels run as fast
+// (bench_matmul, alternating runs; docs/PERFORMANCE.md, fourth pass). No loop
+// strength reduction (the generator's addresses are already a carried
+// pointer plus a constant) and no machine scheduler (None runs neither).
 constexpr std::string_view k_matmul_prefix = "matmul_";
 constexpr compile_settings k_matmul{
-    "function(early-cse<memssa>,simplifycfg,loop-mssa(licm),early-cse<memssa>)", 2, false, false};
+    "function(early-cse<memssa>,simplifycfg,loop-mssa(licm),early-cse<memssa>)", 0, false, false};
 // The shape-generic matmul (compiled ahead of time under a name with this
 // prefix) keeps the settings it was measured with: its generator computes
 // its addresses from run-time strides and leaves loop strength reduction

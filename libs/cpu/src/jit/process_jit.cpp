@@ -10,6 +10,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/SectionMemoryManager.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/Memory.h>
 #include <llvm/Support/TargetSelect.h>
 
@@ -73,12 +74,27 @@ std::string to_message(llvm::Error err) {
   return llvm::toString(std::move(err));
 }
 
+// Code generation at CodeGenOpt::None (the matmul's, compiler.cpp) with
+// LLVM's greedy register allocator instead of its fast one, which spills
+// every accumulator at each block boundary (twice the code). LLVM offers this
+// only as a process-wide option (-optimize-regalloc), read by every code
+// generation at level None in the process; it is set once, here, before any
+// compilation of this library starts (compile_object creates the JIT first),
+// and only where nobody set it on LLVM's command line before.
+void use_greedy_allocator_at_level_none() {
+  auto& options = llvm::cl::getRegisteredOptions();
+  auto it = options.find("optimize-regalloc");
+  if (it == options.end() || it->second->getNumOccurrences() != 0) return;
+  it->second->addOccurrence(0, "optimize-regalloc", "true");
+}
+
 jit_state* create_jit() {
   auto* state = new jit_state;  // never destroyed: see the header
   if (llvm::InitializeNativeTarget() || llvm::InitializeNativeTargetAsmPrinter()) {
     state->error = "LLVM has no native target for this host";
     return state;
   }
+  use_greedy_allocator_at_level_none();
   auto jtmb = target_machine_builder(detected_isa());
   if (!jtmb) {
     state->error = jtmb.why().message;
