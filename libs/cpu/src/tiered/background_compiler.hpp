@@ -22,9 +22,10 @@
 // another thread of the parent stays unfinished in the child.)
 //
 // At exit (first of all, from a guard in the main thread's thread_local
-// storage: background_compiler.cpp says why), the pool stops: queued jobs are dropped (their waiters return), running
-// ones finish, the threads are joined; later submits are refused, and their
-// callers compile synchronously. The control gauge
+// storage: background_compiler.cpp says why), the pool stops: queued jobs
+// are dropped (their waiters return), running ones finish, the threads are
+// joined; later submits are refused, and their callers compile
+// synchronously. The control gauge
 // primcache_jit_pending_compilations counts jobs queued or running.
 //
 // Thread-safety: every member may be called from any thread. Exceptions:
