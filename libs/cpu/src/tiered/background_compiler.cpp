@@ -118,7 +118,8 @@ background_compiler* g_pool = nullptr;
 // Without this, a short-lived process whose first compilation was still
 // running at exit died in LLVM's DAG combiner ("LLVM ERROR: Invalid size
 // request on a scalable vector", or a segfault) about once in 100 runs
-// (cpu_tiered_exit_test).
+// (cpu_tiered_concurrency: "processes exiting during their first
+// compilation exit cleanly").
 struct stop_at_main_thread_exit {
   ~stop_at_main_thread_exit() {
     if (g_pool != nullptr) g_pool->stop();
