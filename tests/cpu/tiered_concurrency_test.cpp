@@ -490,6 +490,80 @@ TEST_CASE("a child forked with compilations pending gets its specialized kernels
   for (auto& p : prims) p.wait_until_specialized();
 }
 
+// A fork waits for the job a pool thread is running, so it comes the moment
+// that job ends, while the pool thread goes on with what follows a job:
+// before the fix, the pool thread's std::atexit registration and the job's
+// release (glibc's exit-list lock, the allocator's locks) ran outside the
+// pool's locks, so a child could start with one of them held by a thread it
+// does not have, and hang on its first submit (a CI run under
+// AddressSanitizer: the child of the case above hung until its alarm). And
+// the child's pool reused condition variables whose waiters (the parent's
+// pool threads) do not exist in the child: glibc's condition variable waits
+// for such waiters to leave before it switches groups, so the child's third
+// or fourth notification hung. Each child here submits several jobs one
+// after the other and waits for each.
+TEST_CASE("forks racing with the end of a background job leave a working pool in the child",
+          "[cpu][tiered][fork]") {
+#if TIERED_TEST_TSAN
+  WARN("skipped under ThreadSanitizer");  // die_after_fork, as above
+  return;
+#endif
+  using cpu_internal::background_compiler;
+  using cpu_internal::background_job;
+  auto& pool = background_compiler::instance();
+#if defined(__SANITIZE_ADDRESS__)
+  const int forks = 60;  // a sanitized fork copies a large shadow mapping
+#else
+  const int forks = 200;
+#endif
+  std::vector<std::string> failures;
+  for (int i = 0; i < forks && failures.size() < 3; ++i) {
+    auto started = std::make_shared<std::atomic<bool>>(false);
+    auto job = background_job::make([started, i] {
+      started->store(true);
+      // Ends 0-99 us after it starts: the fork below waits for it.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(i % 100);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    });
+    REQUIRE(pool.submit(job));
+    // Every fourth fork finds the pool idle: its threads wait on their
+    // condition variables when the child is made.
+    if (i % 4 == 3) {
+      job->wait();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      while (!started->load()) std::this_thread::yield();
+    }
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::alarm(10);  // a hang ends the child with SIGALRM
+      int code = 0;
+      for (int j = 0; j < 4 && code == 0; ++j) {
+        std::atomic<bool> ran{false};
+        auto child_job = background_job::make([&ran] { ran.store(true); });
+        if (!pool.submit(child_job)) code = 20;
+        // Give the child's pool thread the job, most times, before waiting.
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        child_job->wait();
+        if (code == 0 && !ran.load()) code = 21;
+      }
+      ::_exit(code);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failures.push_back("fork " + std::to_string(i) + ": " +
+                         (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                              : "status " + std::to_string(WEXITSTATUS(status))));
+    }
+    job->wait();
+  }
+  for (const auto& f : failures) UNSCOPED_INFO(f);
+  CHECK(failures.empty());
+}
+
 // Run by the case below, each time in a fresh process: the process's first
 // compilation (a tiered matmul's specialized kernel) is still running when
 // the process exits, PRIMCACHE_TEST_EXIT_AFTER_US microseconds later.

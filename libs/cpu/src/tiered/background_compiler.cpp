@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <new>
 #include <thread>
 #include <utility>
 
@@ -197,6 +198,15 @@ void background_compiler::fork_child() {
   registrar_ = std::thread();
   running_ = 0;  // fork_prepare waited for the running job
   pending_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
+  // The parent's pool threads were waiting on these condition variables,
+  // and glibc's condition variable still counts them as waiters here: a
+  // notification that must switch groups waits for them to leave, forever
+  // (the child's second or third submit hung in pthread_cond_signal). Both
+  // are made anew. The old ones are abandoned, not destroyed: destroying a
+  // condition variable waits for its waiters too. What that leaks is one
+  // small allocation per fork.
+  new (&wake_) std::condition_variable_any;
+  new (&registrar_wake_) std::condition_variable_any;
   mu_.unlock();
   run_mu_.unlock();
 }
@@ -224,11 +234,12 @@ bool background_compiler::submit(std::shared_ptr<background_job> job) {
       threads_.emplace_back([this] { work(); });
     }
     if (!registrar_.joinable()) registrar_ = std::thread([this] { register_stops(); });
+    // Also after each submit: statics a running compilation made before now
+    // are destroyed after this stop. Under mu_, so a fork on another thread
+    // (fork_prepare takes mu_) never copies glibc's exit-list lock held.
+    register_stop_at_exit();
   }
   wake_.notify_one();
-  // Also after each submit: statics a running compilation made before now
-  // are destroyed after this stop.
-  register_stop_at_exit();
   return true;
 }
 
@@ -254,12 +265,19 @@ void background_compiler::work() {
       }
       registrar_wake_.notify_one();
       job->run();  // false when a waiter ran it already
-      lock_guard guard(mu_);
-      --running_;
+      // What follows a job stays under run_mu_, so a fork (which waits for
+      // run_mu_) never copies it half done: the job's release may free
+      // memory, and std::atexit takes glibc's exit-list lock, which a child
+      // would find held forever.
+      job.reset();
+      {
+        lock_guard guard(mu_);
+        --running_;
+      }
+      pending_add(-1);
+      // Once per compilation; refused, harmlessly, once exit has begun.
+      register_stop_at_exit();
     }
-    pending_add(-1);
-    // Once per compilation; refused, harmlessly, once exit has begun.
-    register_stop_at_exit();
   }
 }
 

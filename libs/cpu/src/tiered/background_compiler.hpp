@@ -16,9 +16,10 @@
 // fork(): the pool's pthread_atfork handlers wait for the compilation
 // running on a pool thread (the fork waits for at most one compilation) and
 // hold the pool's locks across the fork, so no pool thread holds a lock of
-// LLVM or of the JIT when the child starts; in the child the pool has no
-// threads (the parent's are abandoned, never joined) and starts new ones on
-// the next submit; queued jobs stay queued. (A job a waiter was running on
+// LLVM, of the JIT or of the C library when the child starts; in the child
+// the pool has no threads (the parent's are abandoned, never joined), its
+// condition variables are made anew (the parent's waiters are gone), and it
+// starts new threads on the next submit; queued jobs stay queued. (A job a waiter was running on
 // another thread of the parent stays unfinished in the child.)
 //
 // At exit (first of all, from a guard in the main thread's thread_local
