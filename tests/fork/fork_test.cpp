@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -171,4 +173,31 @@ TEST_CASE("a forked child runs parallel_for on the default pool with several thr
           return 0;
         }) == 0);
   pc::set_num_threads(2);
+}
+
+// The parent's persistent-cache writer thread waits for work when the child
+// is made. Before the fix the child's writer reused that thread's condition
+// variable, which glibc still counted it a waiter on: the child's second
+// write hung in pthread_cond_signal (its alarm ended it).
+TEST_CASE("a forked child writes several entries to the persistent cache",
+          "[fork][runtime][persistent]") {
+  char dir_template[] = "/tmp/primcache_fork_persist_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);  // mode 0700, as the store requires
+  const std::string dir = dir_template;
+  pc::set_persistent_cache(pc::open_persistent_cache_dir(dir, 64));
+  const std::uint64_t first = pc::get_persistent_cache_stats().writes_stored;
+  REQUIRE(run_matmul(44) == 0);  // a store miss: written in the background
+  pc::flush_persistent_cache_writes();
+  REQUIRE(pc::get_persistent_cache_stats().writes_stored == first + 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the writer waits again
+  CHECK(in_child([] {
+          const std::uint64_t before = pc::get_persistent_cache_stats().writes_stored;
+          for (std::int64_t n : {46, 50, 54, 58}) {
+            if (run_matmul(n) != 0) return 1;
+            pc::flush_persistent_cache_writes();
+          }
+          return pc::get_persistent_cache_stats().writes_stored == before + 4 ? 0 : 2;
+        }) == 0);
+  pc::set_persistent_cache(nullptr);
+  std::filesystem::remove_all(dir);
 }

@@ -14,6 +14,7 @@
 #include <deque>
 #include <future>
 #include <limits>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -197,6 +198,14 @@ class writer {
     static auto* abandoned = new std::vector<write_item>;
     for (write_item& i : queue_) abandoned->push_back(std::move(i));
     queue_.clear();
+    // The parent's writer thread (and any flush) waited on these, and
+    // glibc's condition variable still counts them as waiters here: a
+    // notification that must switch groups waits for them to leave,
+    // forever (a child's second write hung in pthread_cond_signal). Made
+    // anew; the old ones are abandoned, not destroyed (destroying one waits
+    // for its waiters too), one small allocation each per fork.
+    new (&ready_) std::condition_variable_any;
+    new (&idle_) std::condition_variable_any;
     busy_ = false;
     started_ = false;
   }
