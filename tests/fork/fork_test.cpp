@@ -190,7 +190,9 @@ TEST_CASE("a forked child writes several entries to the persistent cache",
   pc::flush_persistent_cache_writes();
   REQUIRE(pc::get_persistent_cache_stats().writes_stored == first + 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the writer waits again
-  CHECK(in_child([] {
+  CHECK(in_child([&dir] {
+          // A child opens its own store (the parent's file lock is shared).
+          pc::set_persistent_cache(pc::open_persistent_cache_dir(dir, 64));
           const std::uint64_t before = pc::get_persistent_cache_stats().writes_stored;
           for (std::int64_t n : {46, 50, 54, 58}) {
             if (run_matmul(n) != 0) return 1;
