@@ -13,6 +13,7 @@
 #include "jit/object_symbols.hpp"
 #include "kernels/reorder_config.hpp"
 #include "kernels/reorder_kernel.hpp"
+#include "kernels/reorder_validation.hpp"
 #include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
@@ -283,6 +284,7 @@ TEST_CASE("reorder configurations give different code and the same results",
   const std::vector<std::int64_t> dims = {2, 35, 9, 10};
   auto [s, d, st, dt] =
       GENERATE(std::tuple{format_tag::nchw, format_tag::nhwc, data_type::f32, data_type::f32},
+               std::tuple{format_tag::nhwc, format_tag::nchw, data_type::f32, data_type::f32},
                std::tuple{format_tag::nchw, format_tag::nchw, data_type::f32, data_type::f32},
                std::tuple{format_tag::nchw, format_tag::nchw, data_type::f32, data_type::bf16});
   auto p = problem(memory_desc(dims, st, s), memory_desc(dims, dt, d), 2);
@@ -293,11 +295,83 @@ TEST_CASE("reorder configurations give different code and the same results",
   std::vector<std::vector<std::byte>> objects{def->object()};
   for (const auto& c : candidates) {
     INFO("tile " << c.tile << " lanes " << c.vector_lanes << " unroll " << c.unroll << " chunk "
-                 << c.chunk << " memcpy " << c.use_memcpy);
+                 << c.chunk << " memcpy " << c.use_memcpy << " blocks " << c.block_i << " "
+                 << c.block_j);
     auto k = make_kernel(p, c, isa);
     for (const auto& o : objects) CHECK_FALSE(same_bytes(o, k->object()));
     objects.push_back(k->object());
     CHECK(same_bytes(run_both(*k, p, 3).got, want));
+  }
+}
+
+TEST_CASE("a transposing reorder's blocks are configuration fields the tuner can search",
+          "[cpu][reorder][config]") {
+  const cpu_isa isa = primcache::effective_isa();
+  const std::vector<std::int64_t> dims = {1, 64, 48, 40};
+  auto p = GENERATE_COPY(problem(memory_desc(dims, data_type::f32, format_tag::nchw),
+                                 memory_desc(dims, data_type::f32, format_tag::nhwc), 2),
+                         problem(memory_desc(dims, data_type::f32, format_tag::nhwc),
+                                 memory_desc(dims, data_type::f32, format_tag::nchw), 2));
+  INFO(p.src.to_string() << " -> " << p.dst.to_string());
+  const auto def = ci::default_reorder_config(p, isa);
+  // The default takes tile_blocks_for's blocks, one side only, as the
+  // kernel used to derive them itself.
+  auto plan = ci::plan_walk(p.src, p.dst, 0);
+  REQUIRE(plan.has_value());
+  const auto blocks = ci::tile_blocks_for(p, plan.value(), def);
+  CHECK((def.block_i > 0) != (def.block_j > 0));
+  if (blocks.j > 0) {
+    CHECK(def.block_j == std::min<std::int64_t>(blocks.j, 40 * 48 / def.tile * def.tile));
+  } else {
+    CHECK(def.block_i > def.tile);
+    CHECK(def.block_i <= blocks.i);
+  }
+
+  // The fields round-trip, in order, after the older five.
+  ci::reorder_config c = def;
+  c.block_i = 3 * def.tile;
+  c.block_j = 0;
+  auto f = ci::to_fields(c);
+  REQUIRE(f.fields().size() == 7);
+  CHECK(f.fields()[5].name == "block_i");
+  CHECK(f.fields()[6].name == "block_j");
+  auto back = ci::reorder_config_from_fields(f);
+  REQUIRE(back.has_value());
+  CHECK(back.value() == c);
+  // A tune table's entry from before the blocks were fields is refused,
+  // naming the first missing one (the primitive then takes the heuristic's).
+  auto old = primcache::backend::kernel_config::from_json(
+      R"({"tile":16,"vector_lanes":16,"unroll":1,"chunk":0,"use_memcpy":1})");
+  REQUIRE(old.has_value());
+  auto refused = ci::reorder_config_from_fields(old.value());
+  REQUIRE_FALSE(refused.has_value());
+  CHECK_THAT(refused.why().message, Catch::Contains("no field 'block_i'"));
+
+  // Candidates: blocks on either side and none, each valid and listed once,
+  // and each computes what the reference does.
+  auto cands = ci::reorder_config_candidates(p, isa);
+  bool none = false, on_i = false, on_j = false;
+  for (std::size_t k = 0; k < cands.size(); ++k) {
+    const ci::reorder_config& x = cands.at(k);
+    CHECK(ci::validate_reorder_config(x).has_value());
+    CHECK_FALSE((x.block_i > 0 && x.block_j > 0));
+    none = none || (x.block_i == 0 && x.block_j == 0);
+    on_i = on_i || x.block_i > 0;
+    on_j = on_j || x.block_j > 0;
+    for (std::size_t m = 0; m < k; ++m) CHECK_FALSE(cands.at(m) == x);
+  }
+  CHECK(none);
+  CHECK(on_i);
+  CHECK(on_j);
+  for (auto [bi, bj] : {std::pair<std::int64_t, std::int64_t>{0, 0},
+                        {def.tile * 2, 0},
+                        {def.tile * 5, 0},
+                        {0, def.tile * 2},
+                        {0, def.tile * 7}}) {
+    c = def;
+    c.block_i = bi;
+    c.block_j = bj;
+    check_matches_reference(p, isa, &c);
   }
 }
 
@@ -496,6 +570,20 @@ TEST_CASE("reorder refuses invalid problems and configurations", "[cpu][reorder]
     c = {};
     c.chunk = -1;
     expect_failure(p, primcache::status::invalid_arguments, "chunk", c);
+    c = {};
+    c.block_i = c.tile + 4;
+    expect_failure(p, primcache::status::invalid_arguments, "block_i", c);
+    c = {};
+    c.block_j = -c.tile;
+    expect_failure(p, primcache::status::invalid_arguments, "block_j", c);
+    primcache::backend::kernel_config f = ci::to_fields(ci::reorder_config{});
+    primcache::backend::kernel_config bad;
+    for (const auto& field : f.fields()) {
+      bad.add(field.name, field.name == "block_j" ? (std::int64_t{1} << 41) : field.value);
+    }
+    auto r = ci::reorder_config_from_fields(bad);
+    REQUIRE_FALSE(r.has_value());
+    CHECK_THAT(r.why().message, Catch::Contains("block_j"));
   }
   SECTION("sizes that overflow never reach a kernel: the descriptor refuses them") {
     auto md = memory_desc::make({std::int64_t{1} << 40, std::int64_t{1} << 40}, data_type::f32,

@@ -44,6 +44,26 @@ reorder_tile_blocks tile_blocks_for(const reorder_problem& p, const walk_plan& w
   return {0, tiles(std::min(fit, 4096 / dst_es))};
 }
 
+void canonicalize_tile_blocks(reorder_config& c, const walk_plan& w) {
+  if (w.inner != walk_plan::inner_kind::tile) {
+    c.block_i = c.block_j = 0;
+    return;
+  }
+  const walk_loop& li = w.loops[w.split_loop()];
+  const walk_loop& lj = w.loops.back();
+  const std::int64_t t = c.tile;
+  // A block of one tile or less is none; one past the loop it blocks walks
+  // as the whole loop.
+  auto fit = [t](std::int64_t b, std::int64_t cap) -> std::int64_t {
+    b = std::min(b, cap);
+    return b > t ? b : 0;
+  };
+  // J blocks cover the full J tiles; I blocks a work item's range of I.
+  c.block_j = fit(c.block_j, lj.extent / t * t);
+  const std::int64_t i_range = c.chunk > 0 ? c.chunk : div_up(li.extent, t) * t;
+  c.block_i = c.block_j > 0 ? 0 : fit(c.block_i, i_range);
+}
+
 bool reorder_streams_past_cache(const reorder_problem& p) {
   const auto bytes = static_cast<std::int64_t>(p.src.size_bytes() + p.dst.size_bytes());
   return bytes > reorder_streaming_bytes;
@@ -57,6 +77,58 @@ namespace {
 void canonicalize(reorder_config& c, std::int64_t extent) {
   while (c.vector_lanes > 4 && c.vector_lanes > extent) c.vector_lanes /= 2;
   while (c.unroll > 1 && static_cast<std::int64_t>(c.vector_lanes) * c.unroll > extent) --c.unroll;
+}
+
+std::int64_t default_chunk(const walk_plan& w, const reorder_config& c, int nthr) {
+  // Enough work items for the threads to balance (4 per thread), each at
+  // least a few thousand elements. A transposing walk takes one per thread:
+  // the threads get contiguous ranges of items anyway (run_walk), and one
+  // long range of I reads every src row in longer runs.
+  const std::int64_t outer = w.work_items(w.loops[w.split_loop()].extent);
+  const std::int64_t per_thread = w.inner == walk_plan::inner_kind::tile ? 1 : 4;
+  const std::int64_t want = per_thread * static_cast<std::int64_t>(nthr);
+  if (outer < want) {
+    const std::int64_t extent = w.loops[w.split_loop()].extent;
+    std::int64_t inner_elems = 1;
+    for (std::size_t k = w.split_loop() + 1; k < w.loops.size(); ++k) {
+      inner_elems *= w.loops[k].extent;
+    }
+    const std::int64_t min_chunk = std::max<std::int64_t>(1, 4096 / inner_elems);
+    const std::int64_t chunk = std::max(min_chunk, div_up(extent, div_up(want, outer)));
+    const std::int64_t rounded = walk_chunk(w, chunk, reorder_chunk_unit(w, c));
+    return rounded >= extent ? 0 : rounded;
+  }
+  return c.chunk;
+}
+
+// `c` with tile edge t and that edge's default blocks.
+reorder_config with_tile(const reorder_problem& p, const walk_plan& w, reorder_config c, int t) {
+  c.tile = t;
+  const reorder_tile_blocks blocks = tile_blocks_for(p, w, c);
+  c.block_i = blocks.i;
+  c.block_j = blocks.j;
+  return c;
+}
+
+// Blocks other than the default's, for a transposing walk: none, the same
+// length on the other side, half and twice the default's (multiples of the
+// tile).
+std::vector<reorder_config> block_choices(const reorder_config& def) {
+  const std::int64_t t = def.tile;
+  const std::int64_t b = std::max(def.block_i, def.block_j);
+  auto with = [&](std::int64_t bi, std::int64_t bj) {
+    reorder_config c = def;
+    c.block_i = bi / t * t;
+    c.block_j = bj / t * t;
+    return c;
+  };
+  std::vector<reorder_config> out = {with(0, 0)};
+  if (b == 0) return out;
+  const bool on_j = def.block_j > 0;
+  out.push_back(on_j ? with(b, 0) : with(0, b));
+  out.push_back(on_j ? with(0, b / 2) : with(b / 2, 0));
+  out.push_back(on_j ? with(0, b * 2) : with(b * 2, 0));
+  return out;
 }
 
 }  // namespace
@@ -74,6 +146,7 @@ void reorder_problem::write_key(key_writer& w) const {
 
 void reorder_config::write_key(key_writer& w) const {
   w.i32(tile).i32(vector_lanes).i32(unroll).i64(chunk).boolean(use_memcpy);
+  w.i64(block_i).i64(block_j);
 }
 
 reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa) {
@@ -89,26 +162,15 @@ reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa) {
   auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
   if (!plan) return c;
   const walk_plan& w = plan.value();
-  if (w.inner == walk_plan::inner_kind::stream) canonicalize(c, w.loops.back().extent);
-  if (p.nthr <= 1) return c;
-  // Enough work items for the threads to balance (4 per thread), each at
-  // least a few thousand elements. A transposing walk takes one per thread:
-  // the threads get contiguous ranges of items anyway (run_walk), and one
-  // long range of I reads every src row in longer runs.
-  const std::int64_t outer = w.work_items(w.loops[w.split_loop()].extent);
-  const std::int64_t per_thread = w.inner == walk_plan::inner_kind::tile ? 1 : 4;
-  const std::int64_t want = per_thread * static_cast<std::int64_t>(p.nthr);
-  if (outer < want) {
-    const std::int64_t extent = w.loops[w.split_loop()].extent;
-    std::int64_t inner_elems = 1;
-    for (std::size_t k = w.split_loop() + 1; k < w.loops.size(); ++k) {
-      inner_elems *= w.loops[k].extent;
-    }
-    const std::int64_t min_chunk = std::max<std::int64_t>(1, 4096 / inner_elems);
-    const std::int64_t chunk = std::max(min_chunk, div_up(extent, div_up(want, outer)));
-    c.chunk = walk_chunk(w, chunk, reorder_chunk_unit(w, c));
-    if (c.chunk >= extent) c.chunk = 0;
+  if (w.inner == walk_plan::inner_kind::stream) {
+    canonicalize(c, w.loops.back().extent);
+  } else {
+    const reorder_tile_blocks blocks = tile_blocks_for(p, w, c);
+    c.block_i = blocks.i;
+    c.block_j = blocks.j;
   }
+  if (p.nthr > 1) c.chunk = default_chunk(w, c, p.nthr);
+  canonicalize_tile_blocks(c, w);
   return c;
 }
 
@@ -130,16 +192,14 @@ std::vector<reorder_config> reorder_config_variants(const reorder_problem& p, cp
     const std::int64_t extent = w.loops[w.split_loop()].extent;
     c.chunk = walk_chunk(w, c.chunk, reorder_chunk_unit(w, c));
     if (c.chunk >= extent) c.chunk = 0;
+    canonicalize_tile_blocks(c, w);
     if (c == def || std::find(out.begin(), out.end(), c) != out.end()) return;
     out.push_back(c);
   };
   const std::int64_t extent = w.loops[w.split_loop()].extent;
   if (w.inner == walk_plan::inner_kind::tile) {
-    for (int t : {16, 8, 4}) {
-      reorder_config c = def;
-      c.tile = t;
-      add(c);
-    }
+    for (int t : {16, 8, 4}) add(with_tile(p, w, def, t));
+    for (const reorder_config& c : block_choices(def)) add(c);
     reorder_config c = def;
     c.chunk = std::max<std::int64_t>(1, extent / 3);
     add(c);
@@ -169,19 +229,22 @@ backend::kernel_config to_fields(const reorder_config& c) {
   backend::kernel_config f;
   f.add("tile", c.tile).add("vector_lanes", c.vector_lanes).add("unroll", c.unroll);
   f.add("chunk", c.chunk).add("use_memcpy", c.use_memcpy);
+  f.add("block_i", c.block_i).add("block_j", c.block_j);
   return f;
 }
 
 result<reorder_config> reorder_config_from_fields(const backend::kernel_config& f) {
-  auto r =
-      field_reader::open(f, "reorder", {"tile", "vector_lanes", "unroll", "chunk", "use_memcpy"});
+  auto r = field_reader::open(
+      f, "reorder",
+      {"tile", "vector_lanes", "unroll", "chunk", "use_memcpy", "block_i", "block_j"});
   if (!r) return r.why();
   const field_reader& in = r.value();
   reorder_config c;
   for (auto ok :
        {in.get("tile", 1, 64, c.tile), in.get("vector_lanes", 1, 64, c.vector_lanes),
         in.get("unroll", 1, 64, c.unroll), in.get("chunk", 0, std::int64_t{1} << 62, c.chunk),
-        in.get("use_memcpy", c.use_memcpy)}) {
+        in.get("use_memcpy", c.use_memcpy), in.get("block_i", 0, std::int64_t{1} << 40, c.block_i),
+        in.get("block_j", 0, std::int64_t{1} << 40, c.block_j)}) {
     if (!ok) return ok.why();
   }
   if (auto ok = validate_reorder_config(c); !ok) return ok.why();
@@ -218,14 +281,18 @@ enumerated_configs<reorder_config> reorder_config_candidates(const reorder_probl
     if (w.inner == walk_plan::inner_kind::stream) canonicalize(c, w.loops.back().extent);
     c.chunk = walk_chunk(w, c.chunk, reorder_chunk_unit(w, c));
     if (c.chunk >= extent) c.chunk = 0;
+    canonicalize_tile_blocks(c, w);
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
   for (int parts : {1, 2, 4, 8, 16}) {
     const std::int64_t chunk = parts == 1 ? 0 : std::max<std::int64_t>(1, extent / parts);
     if (w.inner == walk_plan::inner_kind::tile) {
       for (int t : {4, 8, 16}) {
-        reorder_config c = def;
-        c.tile = t;
+        reorder_config c = with_tile(p, w, def, t);
+        c.chunk = chunk;
+        add(c);
+      }
+      for (reorder_config c : block_choices(def)) {
         c.chunk = chunk;
         add(c);
       }

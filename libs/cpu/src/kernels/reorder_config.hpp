@@ -28,9 +28,9 @@ unsigned reorder_keep_mask(const reorder_problem& p);
 // vector.
 int reorder_chunk_unit(const walk_plan& plan, const reorder_config& c);
 
-// The blocks of a transposing walk (walk_codegen::tile_block and
-// tile_block_j; zeros for a streaming walk): I blocks of 4 KiB of src rows
-// walked J tile by J tile when dst rows are no longer than src rows, J
+// The default blocks of a transposing walk (reorder_config::block_i and
+// block_j, for c.tile; zeros for a streaming walk): I blocks of 4 KiB of src
+// rows walked J tile by J tile when dst rows are no longer than src rows, J
 // blocks walked I tile by I tile otherwise.
 struct reorder_tile_blocks {
   std::int64_t i = 0;
@@ -48,8 +48,15 @@ reorder_tile_blocks tile_blocks_for(const reorder_problem& p, const walk_plan& w
 inline constexpr std::int64_t reorder_streaming_bytes = std::int64_t{32} << 20;
 bool reorder_streams_past_cache(const reorder_problem& p);
 
-// The configuration as backend fields (tile, vector_lanes, unroll, chunk, use_memcpy) and back;
-// from_fields checks the names and ranges.
+// A config's blocks in the form create() gives them meaning: none for a
+// streaming walk; for a transposing one block_j only where it is set, each
+// at most the loop it blocks (rounded up to a tile), and a block of one
+// tile or less is none. Values must already be multiples of c.tile.
+void canonicalize_tile_blocks(reorder_config& c, const walk_plan& w);
+
+// The configuration as backend fields (tile, vector_lanes, unroll, chunk,
+// use_memcpy, block_i, block_j) and back; from_fields checks the names and
+// ranges.
 backend::kernel_config to_fields(const reorder_config& c);
 result<reorder_config> reorder_config_from_fields(const backend::kernel_config& f);
 // Whether create() builds `c` for `p` at `isa`, without compiling.

@@ -53,9 +53,8 @@ result<prepared> prepare(const reorder_problem& p, const reorder_config& c) {
   g.unroll = c.unroll;
   g.chunk = walk_chunk(out.plan, c.chunk, reorder_chunk_unit(out.plan, c));
   g.use_memcpy = c.use_memcpy;
-  const reorder_tile_blocks blocks = tile_blocks_for(p, out.plan, c);
-  g.tile_block = blocks.i;
-  g.tile_block_j = blocks.j;
+  g.tile_block = c.block_i;
+  g.tile_block_j = c.block_j;
   g.nontemporal = reorder_streams_past_cache(p);
   out.work_items = out.plan.work_items(g.chunk);
   return out;

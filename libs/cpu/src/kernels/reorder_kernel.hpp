@@ -25,7 +25,8 @@
 // call for plain copies); when dst is unit-stride along one loop and src
 // along another (nchw <-> nhwc, ab <-> ba, blocking), it transposes tiles of
 // tile x tile elements in registers with shuffles, a block at a time
-// (tile_blocks_for): 4 KiB of src rows walked J tile by J tile where dst
+// (the config's block_i / block_j; by default tile_blocks_for's): 4 KiB of
+// src rows walked J tile by J tile where dst
 // rows are the shorter (nchw -> nhwc), a run of dst rows walked I tile by I
 // tile where src rows are (nhwc -> nchw), so that one side streams in long
 // runs and the other stays within a few hundred KiB. When src and dst together exceed
@@ -86,12 +87,20 @@ struct reorder_config {
   std::int64_t chunk = 0;
   // Plain same-type contiguous runs are copied with memcpy.
   bool use_memcpy = true;
+  // A transposing walk's blocks, multiples of tile (0: none; a streaming
+  // walk has none). block_i: I elements per block, each block walked J tile
+  // by J tile, so that src rows are read in runs of a block. block_j (takes
+  // precedence): J elements per block, walked I tile by I tile, so that dst
+  // rows are written in runs of a block. Neither: a row of tiles along the
+  // whole J loop at a time. default_reorder_config takes tile_blocks_for's.
+  std::int64_t block_i = 0;
+  std::int64_t block_j = 0;
   void write_key(key_writer& w) const;
   friend bool operator==(const reorder_config&, const reorder_config&) = default;
 };
 
 reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa);
-// The candidate space: tile edges and chunks for transposing walks; vector
+// The candidate space: tile edges, blocks and chunks for transposing walks; vector
 // widths, unrolls, chunks and memcpy for streaming ones; each in the form
 // create() uses (distinct candidates, distinct code). Every candidate
 // validates.

@@ -48,6 +48,13 @@ result<bool> validate_reorder_config(const reorder_config& c) {
   if (c.tile != 4 && c.tile != 8 && c.tile != 16) {
     return invalid("config tile " + std::to_string(c.tile) + " is not 4, 8 or 16");
   }
+  for (auto [name, b] : {std::pair<const char*, std::int64_t>{"block_i", c.block_i},
+                         std::pair<const char*, std::int64_t>{"block_j", c.block_j}}) {
+    if (b < 0 || b % c.tile != 0) {
+      return invalid("config " + std::string(name) + " " + std::to_string(b) +
+                     " is not a non-negative multiple of tile " + std::to_string(c.tile));
+    }
+  }
   return validate_walk_vectors("reorder", c.vector_lanes, c.unroll, c.chunk);
 }
 
