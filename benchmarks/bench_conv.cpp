@@ -25,6 +25,10 @@
 // (kernels/generic_conv_kernel.hpp), on the same tensors and thread pool,
 // with the configuration the primitive's heuristic gives.
 //
+// BM_Conv/{primcache,primcache_generic}/dw_* rows: MobileNet's 3x3
+// depthwise layers, the specialized and the generic kernel called directly
+// (bm_dw).
+//
 // Counter GFLOPS: 2 * N * OC * OH * OW * IC/G * KH * KW per iteration.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -242,6 +246,135 @@ void bm_onednn(benchmark::State& state, layer l, int nthr) {
   report(state, l);
 }
 
+// Depthwise rows (issue 11): MobileNet's 3x3 depthwise layers (groups ==
+// channels, stride 1 and 2, padding 1), nChw16c src and dst, Goihw16g
+// weights (read in place), bias. Both rows run the kernels directly on the
+// same problem, tensors and thread pool: BM_Conv/primcache/dw_* the
+// specialized kernel (conv_kernel, compiled with the heuristic's
+// configuration), BM_Conv/primcache_generic/dw_* the generic kernel's
+// depthwise tiles (generic_conv_kernel).
+struct dw_layer {
+  const char* name;
+  std::int64_t c, in, stride;
+  std::int64_t out() const { return (in + 2 - 3) / stride + 1; }
+  double flops() const { return 2.0 * static_cast<double>(c * out() * out() * 9); }
+};
+
+const dw_layer dw_layers[] = {
+    {"dw_3x3_32_112", 32, 112, 1}, {"dw_3x3s2_64_112", 64, 112, 2},
+    {"dw_3x3_128_56", 128, 56, 1}, {"dw_3x3s2_128_56", 128, 56, 2},
+    {"dw_3x3_256_28", 256, 28, 1}, {"dw_3x3s2_256_28", 256, 28, 2},
+    {"dw_3x3_512_14", 512, 14, 1}, {"dw_3x3s2_512_14", 512, 14, 2},
+    {"dw_3x3_512_7", 512, 7, 1},
+};
+
+template <class Kernel>
+void run_dw(benchmark::State& state, const dw_layer& l,
+            const primcache::cpu_internal::conv_problem& p, const Kernel& kernel) {
+  namespace pc = primcache;
+  namespace ci = primcache::cpu_internal;
+  aligned_floats src(p.src.size_bytes() / 4), wei(p.weights.size_bytes() / 4),
+      bias(static_cast<std::size_t>(l.c)), dst(p.dst.size_bytes() / 4),
+      scratch(kernel.scratchpad_bytes() / 4 + 1);
+  fill(src.data, p.src.size_bytes() / 4, 1);
+  fill(wei.data, p.weights.size_bytes() / 4, 2);
+  fill(bias.data, static_cast<std::size_t>(l.c), 3);
+  ci::conv_args args;
+  args.src = src.data;
+  args.weights = wei.data;
+  args.bias = bias.data;
+  args.dst = dst.data;
+  kernel.execute(args, scratch.data, pc::default_thread_pool());
+  for (auto _ : state) {
+    kernel.execute(args, scratch.data, pc::default_thread_pool());
+    benchmark::DoNotOptimize(dst.data);
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(
+      l.flops() * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void bm_dw(benchmark::State& state, dw_layer l, int nthr, bool generic) {
+  namespace pc = primcache;
+  namespace ci = primcache::cpu_internal;
+  using tag = pc::format_tag;
+  pc::set_num_threads(nthr);
+  const pc::cpu_isa isa = pc::effective_isa();
+  ci::conv_problem p;
+  p.src = pc::memory_desc({1, l.c, l.in, l.in}, pc::data_type::f32, tag::nChw16c);
+  p.dst = pc::memory_desc({1, l.c, l.out(), l.out()}, pc::data_type::f32, tag::nChw16c);
+  p.bias = pc::memory_desc({l.c}, pc::data_type::f32, tag::a);
+  p.weights = pc::memory_desc({l.c, 1, 1, 3, 3}, pc::data_type::f32, tag::goihw);
+  p.stride_h = p.stride_w = l.stride;
+  p.pad_t = p.pad_l = p.pad_b = p.pad_r = 1;
+  p.groups = l.c;
+  p.nthr = nthr;
+  auto preferred = ci::preferred_weights_desc(p);
+  if (!preferred) {
+    state.SkipWithError(preferred.why().message.c_str());
+    return;
+  }
+  p.weights = preferred.value();
+  const ci::conv_config cfg = ci::default_conv_config(p, isa);
+  if (generic) {
+    auto kernel = ci::generic_conv_kernel::create(p, cfg, isa);
+    if (!kernel) {
+      state.SkipWithError(kernel.why().message.c_str());
+      return;
+    }
+    const ci::conv_config& t = kernel.value()->tile();
+    state.SetLabel("generic:" + std::string(pc::to_string(kernel.value()->isa())) + " " +
+                   std::to_string(t.ow_block) + "x" + std::to_string(t.oc_blocks));
+    run_dw(state, l, p, *kernel.value());
+  } else {
+    auto kernel = ci::conv_kernel::create(p, cfg, isa);
+    if (!kernel) {
+      state.SkipWithError(kernel.why().message.c_str());
+      return;
+    }
+    state.SetLabel("specialized:" + std::string(pc::to_string(isa)) + " " +
+                   std::to_string(cfg.ow_block) + "x" + std::to_string(cfg.oc_blocks));
+    run_dw(state, l, p, *kernel.value());
+  }
+}
+
+// BM_CreateMiss/primcache_{sync,tiered}/dw_3x3_128_56: creating a depthwise
+// convolution that misses the cache through the public API (as
+// bench_create's BM_CreateMiss rows, which have no depthwise shape): sync
+// compiles the specialized kernel; tiered returns with the generic kernel's
+// depthwise tiles. Each iteration's primitive waits for its specialized
+// kernel outside the timing.
+void bm_dw_create_miss(benchmark::State& state, primcache::jit_mode mode) {
+  namespace pc = primcache;
+  using tag = pc::format_tag;
+  static pc::engine eng(pc::engine_kind::cpu, 0);
+  const pc::memory::desc src_md({1, 128, 56, 56}, pc::data_type::f32, tag::nChw16c);
+  const pc::memory::desc wei_md({128, 1, 1, 3, 3}, pc::data_type::f32, tag::any);
+  const pc::memory::desc bias_md({128}, pc::data_type::f32, tag::a);
+  const pc::memory::desc dst_md({1, 128, 56, 56}, pc::data_type::f32, tag::nChw16c);
+  const pc::convolution_forward::primitive_desc pd(
+      pc::convolution_forward::desc(pc::prop_kind::forward_inference,
+                                    pc::algorithm::convolution_direct, src_md, wei_md, bias_md,
+                                    dst_md, {1, 1}, {1, 1}, {1, 1}),
+      eng);
+  const pc::jit_mode saved = pc::get_jit_mode();
+  pc::set_jit_mode(mode);
+  // The generic code is linked into the JIT on first use (once per
+  // process): not a creation's cost.
+  pc::convolution_forward(pd).wait_until_specialized();
+  for (auto _ : state) {
+    state.PauseTiming();
+    pc::set_primitive_cache_capacity(0);
+    pc::set_primitive_cache_capacity(1024);
+    state.ResumeTiming();
+    pc::convolution_forward p(pd);
+    state.PauseTiming();
+    p.wait_until_specialized();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations());
+  pc::set_jit_mode(saved);
+}
+
 int register_all() {
   for (int nthr : {1, 2}) {
     for (const layer& l : layers) {
@@ -263,6 +396,26 @@ int register_all() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
+  for (int nthr : {1, 2}) {
+    for (const dw_layer& l : dw_layers) {
+      const std::string suffix = std::string(l.name) + "/threads:" + std::to_string(nthr);
+      for (bool generic : {false, true}) {
+        benchmark::RegisterBenchmark(
+            ((generic ? "BM_Conv/primcache_generic/" : "BM_Conv/primcache/") + suffix).c_str(),
+            bm_dw, l, nthr, generic)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  benchmark::RegisterBenchmark("BM_CreateMiss/primcache_sync/dw_3x3_128_56", bm_dw_create_miss,
+                               primcache::jit_mode::sync)
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(10);
+  benchmark::RegisterBenchmark("BM_CreateMiss/primcache_tiered/dw_3x3_128_56", bm_dw_create_miss,
+                               primcache::jit_mode::tiered)
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(10);
   return 0;
 }
 

@@ -4,7 +4,8 @@
 // rounding, over random shapes, strides, padding, dilation, groups, the
 // activation layouts (nchw, nhwc, nChw16c, independently for src and dst),
 // weights in the preferred layout or packed from a plain one, bias, every
-// post-op and binary broadcast; and what it declines (created synchronously).
+// post-op and binary broadcast; depthwise convolutions likewise (their own
+// tiles), -0 sums included; and what it declines (created synchronously).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -387,14 +388,6 @@ TEST_CASE("the generic convolution declines what it cannot run bit-identically",
           "[cpu][generic][conv]") {
   const cpu_isa isa = test_isas().back();
   shape s;
-  SECTION("a depthwise convolution") {
-    s.ic = s.oc = s.g = 32;
-    const conv_problem p = make_problem(s);
-    auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
-    REQUIRE_FALSE(g);
-    CHECK(g.why().code == status::unimplemented);
-    CHECK(g.why().message.find("depthwise") != std::string::npos);
-  }
   SECTION("more post-ops than its parameter block holds") {
     conv_problem p = make_problem(s);
     for (int i = 0; i <= gc_max_post_ops; ++i) p.post_ops.push_back(post_op{});
@@ -413,5 +406,179 @@ TEST_CASE("the generic convolution declines what it cannot run bit-identically",
     p.stride_h = 0;
     auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
     REQUIRE_FALSE(g);
+  }
+}
+
+namespace {
+
+// A random depthwise problem (groups == IC == OC): channel counts with
+// partial blocks, odd sizes, strides, padding and dilation, every
+// activation layout, plain or preferred (Goihw16g) weights, up to three
+// post-ops.
+conv_problem random_depthwise_problem(std::mt19937& rng, shape& s) {
+  const format_tag acts[] = {format_tag::nchw, format_tag::nhwc, format_tag::nChw16c};
+  for (;;) {
+    s = shape{};
+    s.n = 1 + rng() % 2;
+    s.g = 2 + rng() % 70;
+    s.ic = s.oc = s.g;
+    s.kh = 1 + rng() % 5;
+    s.kw = 1 + rng() % 5;
+    s.ih = 1 + rng() % 19;
+    s.iw = 1 + rng() % 29;
+    s.sh = 1 + rng() % 3;
+    s.sw = 1 + rng() % 3;
+    s.dh = rng() % 3 == 0 ? 1 : 0;
+    s.dw = rng() % 3 == 0 ? rng() % 3 : 0;
+    s.pt = rng() % 4;
+    s.pl = rng() % 4;
+    s.pb = rng() % 3;
+    s.pr = rng() % 3;
+    s.src = acts[rng() % 3];
+    s.dst = acts[rng() % 3];
+    s.plain_weights = rng() % 3 == 0;
+    s.bias = rng() % 3 != 0;
+    // The dilated kernel within the padded input (out_size truncates).
+    if (s.ih + s.pt + s.pb < (s.kh - 1) * (s.dh + 1) + 1 ||
+        s.iw + s.pl + s.pr < (s.kw - 1) * (s.dw + 1) + 1) {
+      continue;
+    }
+    conv_problem p = make_problem(s);
+    const int nops = static_cast<int>(rng() % 4);
+    int binaries = 0;
+    for (int i = 0; i < nops; ++i) {
+      post_op op;
+      if (rng() % 3 == 0) {
+        op.what = post_op::kind::binary_add;
+        op.binary.arg_index = binaries++;
+        op.binary.broadcast = static_cast<binary_broadcast>(rng() % 3);
+      } else {
+        op.eltwise = random_eltwise(rng);
+      }
+      p.post_ops.push_back(op);
+    }
+    if (check_conv_problem(p)) return p;
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "generic depthwise convolutions of random shapes equal the specialized kernel bit for "
+    "bit",
+    "[cpu][generic][conv][depthwise]") {
+  std::mt19937 rng(29);
+  for (cpu_isa isa : test_isas()) {
+    for (int trial = 0; trial < 40; ++trial) {
+      shape s;
+      const conv_problem p = random_depthwise_problem(rng, s);
+      INFO(std::string(to_string(isa)) + " trial " + std::to_string(trial) + ": " + describe(s, p));
+      check_problem(p, isa, 500 + trial, trial % 5 == 0);
+    }
+  }
+}
+
+TEST_CASE("the generic depthwise convolution on MobileNet layers, every layout and post-op",
+          "[cpu][generic][conv][depthwise]") {
+  const cpu_isa isa = test_isas().back();
+  shape s;
+  s.kh = s.kw = 3;
+  SECTION("3x3 stride 1 and 2 over 32 to 512 channels, nChw16c") {
+    struct layer {
+      std::int64_t c, in, stride;
+    };
+    for (const layer l : {layer{32, 30, 1}, layer{64, 29, 2}, layer{128, 14, 1}, layer{256, 14, 2},
+                          layer{512, 7, 1}}) {
+      s.g = s.ic = s.oc = l.c;
+      s.ih = s.iw = l.in;
+      s.sh = s.sw = l.stride;
+      const conv_problem p = make_problem(s);
+      INFO(describe(s, p));
+      check_problem(p, isa, 20 + static_cast<std::uint32_t>(l.c), true);
+    }
+  }
+  SECTION("every activation layout and weights layout, a partial last block") {
+    const format_tag acts[] = {format_tag::nchw, format_tag::nhwc, format_tag::nChw16c};
+    s.g = s.ic = s.oc = 40;
+    s.ih = 11;
+    s.iw = 13;
+    for (format_tag src : acts) {
+      for (format_tag dst : acts) {
+        for (bool plain : {false, true}) {
+          s.src = src;
+          s.dst = dst;
+          s.plain_weights = plain;
+          const conv_problem p = make_problem(s);
+          INFO(describe(s, p));
+          check_problem(p, isa, 40, false);
+        }
+      }
+    }
+  }
+  SECTION("each post-op alone, and a chain of all, into every dst layout") {
+    s.g = s.ic = s.oc = 24;
+    s.ih = s.iw = 9;
+    std::vector<post_op_chain> chains;
+    for (int a = 0; a <= static_cast<int>(eltwise_alg::clip); ++a) {
+      post_op op;
+      op.eltwise = {static_cast<eltwise_alg>(a), a == 0 ? 0.f : -0.25f, 0.75f, 1.f};
+      chains.push_back({op});
+      op.eltwise.scale = 0.5f;
+      chains.push_back({op});
+    }
+    post_op_chain all;
+    for (int b = 0; b < 3; ++b) {
+      post_op op;
+      op.what = post_op::kind::binary_add;
+      op.binary.arg_index = 0;
+      op.binary.broadcast = static_cast<binary_broadcast>(b);
+      chains.push_back({op});
+      op.binary.arg_index = b;
+      all.push_back(op);
+      post_op e;
+      e.eltwise = {static_cast<eltwise_alg>(b * 2 + 1), 0.f, 0.f, 1.f};
+      all.push_back(e);
+    }
+    chains.push_back(all);
+    for (format_tag dst : {format_tag::nChw16c, format_tag::nhwc, format_tag::nchw}) {
+      s.dst = dst;
+      for (std::size_t i = 0; i < chains.size(); ++i) {
+        conv_problem p = make_problem(s);
+        p.post_ops = chains[i];
+        INFO("chain " << i << " dst " << p.dst.to_string());
+        check_problem(p, isa, 60 + static_cast<std::uint32_t>(i), false);
+      }
+    }
+  }
+}
+
+TEST_CASE("a generic depthwise output whose taps all fall in the padding keeps a -0 bias",
+          "[cpu][generic][conv][depthwise]") {
+  // 1x1 taps with padding 1: the border outputs have no tap inside the
+  // image, so they are their bias exactly; the specialized kernel leaves
+  // those taps out, and a multiply-add of 0 would turn -0 into +0.
+  for (cpu_isa isa : test_isas()) {
+    shape s;
+    s.g = s.ic = s.oc = 20;
+    s.kh = s.kw = 1;
+    s.ih = s.iw = 5;
+    s.src = format_tag::nhwc;
+    s.dst = format_tag::nhwc;
+    const conv_problem p = make_problem(s);
+    auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
+    REQUIRE(g);
+    auto k = conv_kernel::create(p, default_conv_config(p, isa), isa);
+    REQUIRE(k);
+    tensors t(p, 7);
+    std::fill_n(t.bias.p, 20, -0.f);
+    const std::vector<float> generic = t.run(p, g.value().get());
+    CHECK(same_bits(generic, t.run(p, k.value().get())));
+    // dst (0, c, 0, 0) for every channel: -0.
+    int negative_zeros = 0;
+    for (int c = 0; c < 20; ++c) {
+      const float v = generic[static_cast<std::size_t>(c)];
+      if (v == 0.f && std::signbit(v)) ++negative_zeros;
+    }
+    CHECK(negative_zeros == 20);
   }
 }

@@ -3,9 +3,8 @@
 // kernel is swapped in by the background pool, and nothing a caller can see
 // changes but the speed — outputs bit-identical across the swap over random
 // shapes, executions racing with the swap, constant weights shared by both
-// kernels, the persistent cache holding only specialized code, and the
-// convolutions the generic kernel declines (depthwise) created synchronously
-// in either mode.
+// kernels, and the persistent cache holding only specialized code.
+// Depthwise convolutions: tiered_dwconv_concurrency_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -224,23 +223,6 @@ TEST_CASE("constant weights packed for the generic convolution serve the special
   CHECK(same_bits(before, c.run(prim)));
   set_jit_mode(jit_mode::sync);
   CHECK(same_bits(before, c.run(convolution_forward(c.pd))));
-}
-
-TEST_CASE("a depthwise convolution is created synchronously in tiered mode",
-          "[cpu][tiered][conv]") {
-  if (!tiered_here()) return;
-  mode_scope scope(jit_mode::tiered);
-  set_primitive_cache_capacity(0);
-  conv_shape s;
-  s.ic = s.oc = s.groups = 24;
-  const conv_case c(s, 50);
-  convolution_forward prim(c.pd);
-  // No generic kernel: the specialized code is there when creation returns.
-  CHECK(prim.specialized());
-  CHECK(prim.creation_outcome() == lookup_outcome::miss);
-  const std::vector<float> out = c.run(prim);
-  set_jit_mode(jit_mode::sync);
-  CHECK(same_bits(out, c.run(convolution_forward(c.pd))));
 }
 
 TEST_CASE("the persistent cache stores and loads only a convolution's specialized code",

@@ -27,6 +27,21 @@ std::string generic_conv_symbol(int ow_block, int blocks, bool interior) {
          (interior ? "_interior" : "_edge");
 }
 
+generic_dw_tiles generic_dw_tiles_for(cpu_isa isa) noexcept {
+  // A depthwise tap is one multiply-add per accumulator and one load, so
+  // wider tiles only save weight loads (one per kw and block, shared by the
+  // tile's pixels): up to 8 pixels x 2 blocks at avx512_core, the avx2
+  // accumulator budget below.
+  if (isa >= cpu_isa::avx512_core) return {2, 8, 16};
+  return {2, 6, 6};
+}
+
+std::string generic_dw_symbol(int ow_block, int blocks, generic_dw_load load) {
+  static const char* const loads[] = {"vector", "masked", "lanes", "blocked_s1", "blocked_s2"};
+  return "conv_generic_dw_" + std::to_string(ow_block) + "x" + std::to_string(blocks) + "_" +
+         loads[static_cast<int>(load)];
+}
+
 std::string generic_conv_name(cpu_isa isa) {
   return "conv_generic_" + std::string(to_string(isa));
 }
@@ -40,6 +55,7 @@ class generic_conv_generator {
  public:
   generic_conv_generator(cpu_isa isa, llvm::Module& m)
       : tiles_(generic_conv_tiles_for(isa)),
+        dw_tiles_(generic_dw_tiles_for(isa)),
         m_(m),
         ctx_(m.getContext()),
         b_(ctx_),
@@ -54,6 +70,13 @@ class generic_conv_generator {
     for (int blocks = 1; blocks <= tiles_.max_blocks; ++blocks) {
       for (int width = 1; tiles_.has(width, blocks); ++width) {
         for (bool interior : {true, false}) build_tile(width, blocks, interior);
+      }
+    }
+    for (int blocks = 1; blocks <= dw_tiles_.max_blocks; ++blocks) {
+      for (int width = 1; dw_tiles_.has(width, blocks); ++width) {
+        for (int load = 0; load < generic_dw_load_count; ++load) {
+          build_dw_tile(width, blocks, static_cast<generic_dw_load>(load));
+        }
       }
     }
   }
@@ -454,8 +477,184 @@ class generic_conv_generator {
         },
         "kh");
 
-    // Epilogue: post-ops, then one store per accumulator, over the pixels
-    // in a loop (the accumulators go through a stack array).
+    emit_epilogue(fn, dst, acc, owb, blocks, valid_of, mask_of, c0_of);
+    b_.CreateRetVoid();
+  }
+
+  // A depthwise tile (groups == IC == OC, one input channel per output
+  // channel): owb pixels x `blocks` 16-channel blocks, each output starting
+  // at its bias (or +0) and taking one multiply-add per tap inside the
+  // image, kh ascending then kw ascending — conv_generator.cpp's depthwise
+  // reduction, whose channel vectors are read from the source (not
+  // broadcast) at the output's own channels, over the kw range it is given
+  // (all inside the image). `load` is how those vectors are read
+  // (generic_dw_load).
+  void build_dw_tile(int owb, int blocks, generic_dw_load load) {
+    auto* fn = llvm::Function::Create(
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, ptr_, ptr_, ptr_, ptr_}, false),
+        llvm::Function::ExternalLinkage, generic_dw_symbol(owb, blocks, load), m_);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    for (unsigned a : {1u, 2u, 3u}) {
+      fn->addParamAttr(a, llvm::Attribute::NoAlias);
+      fn->addParamAttr(a, llvm::Attribute::ReadOnly);
+    }
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    params_ = fn->getArg(0);
+    llvm::Value* src_img = fn->getArg(1);
+    llvm::Value* wei_chunk = fn->getArg(2);
+    llvm::Value* bias = fn->getArg(3);
+    llvm::Value* dst = fn->getArg(4);
+    binary_ = fn->getArg(5);
+    tile_ = fn->getArg(6);
+
+    // The blocked forms' pixel distance and stride are constants.
+    const bool blocked16 =
+        load == generic_dw_load::blocked_s1 || load == generic_dw_load::blocked_s2;
+    llvm::Value* sw = blocked16 ? i64c(load == generic_dw_load::blocked_s1 ? 1 : 2) : param(gc_sw);
+    llvm::Value* dh1 = param(gc_dh1);
+    llvm::Value* dw1 = param(gc_dw1);
+    llvm::Value* src_blocked = flag(gc_src_blocked);
+    llvm::Value* src_cs = param(gc_src_c_stride);
+    llvm::Value* src_hs = param(gc_src_h_stride);
+    llvm::Value* src_ws = blocked16 ? i64c(lanes) : param(gc_src_w_stride);
+    llvm::Value* wei_bs = param(gc_wei_block_stride);
+    llvm::Value* wei_khs = param(gc_wei_kh_stride);
+    llvm::Value* ih0 = tile(gt_ih0);
+    llvm::Value* iw0 = tile(gt_iw0);
+    llvm::Value* c_first = tile(gt_c_first);
+    llvm::Value* last_lanes = tile(gt_last_lanes);
+
+    llvm::Value* full_mask = lane_mask(i64c(lanes));
+    llvm::Value* last_mask = lane_mask(last_lanes);
+    auto valid_of = [&](int k) { return k == blocks - 1 ? last_lanes : i64c(lanes); };
+    auto mask_of = [&](int k) { return k == blocks - 1 ? last_mask : full_mask; };
+    auto c0_of = [&](int k) { return b_.CreateAdd(c_first, i64c(std::int64_t{k} * lanes)); };
+
+    // Where block k's channels start in a source pixel (a whole vector's
+    // offset), and for lane-by-lane reads each lane's: lanes past the
+    // valid ones read the last valid channel again (their sums are never
+    // stored).
+    std::vector<llvm::Value*> coff(static_cast<std::size_t>(blocks));
+    std::vector<std::vector<llvm::Value*>> lane_off(static_cast<std::size_t>(blocks));
+    for (int k = 0; k < blocks; ++k) {
+      coff[k] = channel_offset(src_blocked, src_cs, c0_of(k));
+      if (load != generic_dw_load::lanes) continue;
+      llvm::Value* last = b_.CreateSub(valid_of(k), i64c(1));
+      for (int l = 0; l < lanes; ++l) {
+        llvm::Value* lane = b_.CreateSelect(b_.CreateICmpSLT(i64c(l), last), i64c(l), last);
+        lane_off[k].push_back(b_.CreateAdd(coff[k], b_.CreateMul(lane, src_cs)));
+      }
+    }
+    // Block k's 16 channels of the source pixel at `pixel`.
+    auto load_x = [&](llvm::Value* pixel, int k) -> llvm::Value* {
+      switch (load) {
+        case generic_dw_load::vector:
+        case generic_dw_load::blocked_s1:
+        case generic_dw_load::blocked_s2:
+          return b_.CreateAlignedLoad(vec_, gep(pixel, coff[k]), llvm::Align(4));
+        case generic_dw_load::masked:
+          if (k == blocks - 1) {
+            return b_.CreateMaskedLoad(vec_, gep(pixel, coff[k]), llvm::Align(4), last_mask,
+                                       zero_vec());
+          }
+          return b_.CreateAlignedLoad(vec_, gep(pixel, coff[k]), llvm::Align(4));
+        case generic_dw_load::lanes: break;
+      }
+      llvm::Value* v = zero_vec();
+      for (int l = 0; l < lanes; ++l) {
+        llvm::Value* x = b_.CreateAlignedLoad(f32_, gep(pixel, lane_off[k][l]), llvm::Align(4));
+        v = b_.CreateInsertElement(v, x, static_cast<std::uint64_t>(l));
+      }
+      return v;
+    };
+
+    // Accumulators start at the bias (masked lanes 0), or +0.
+    values init;
+    {
+      values start = emit_multi_choice(
+          flag(gc_with_bias),
+          [&] {
+            values v;
+            for (int k = 0; k < blocks; ++k) v.push_back(load_dense(bias, c0_of(k), mask_of(k)));
+            return v;
+          },
+          [&] { return values(static_cast<std::size_t>(blocks), zero_vec()); });
+      for (int j = 0; j < owb; ++j)
+        for (int k = 0; k < blocks; ++k) init.push_back(start[k]);
+    }
+
+    values acc = emit_loop(
+        tile(gt_kh_lo), tile(gt_kh_hi), init,
+        [&](llvm::Value* kh, const values& cur_kh) {
+          llvm::Value* ih = b_.CreateAdd(ih0, b_.CreateMul(kh, dh1));
+          llvm::Value* row = gep(src_img, b_.CreateMul(ih, src_hs));
+          llvm::Value* wk = gep(wei_chunk, b_.CreateMul(kh, wei_khs));
+          return emit_loop(
+              tile(gt_kw_lo), tile(gt_kw_hi), cur_kh,
+              [&](llvm::Value* kw, const values& cur) {
+                values a = cur;
+                llvm::Value* wkw = gep(wk, b_.CreateMul(kw, i64c(lanes)));
+                values w;
+                for (int k = 0; k < blocks; ++k) {
+                  w.push_back(b_.CreateAlignedLoad(vec_, gep(wkw, b_.CreateMul(wei_bs, i64c(k))),
+                                                   llvm::Align(4)));
+                }
+                llvm::Value* iw_kw = b_.CreateAdd(iw0, b_.CreateMul(kw, dw1));
+                for (int j = 0; j < owb; ++j) {
+                  llvm::Value* iw = b_.CreateAdd(iw_kw, b_.CreateMul(sw, i64c(j)));
+                  llvm::Value* pixel = gep(row, b_.CreateMul(iw, src_ws));
+                  for (int k = 0; k < blocks; ++k) {
+                    llvm::Value*& s = a[static_cast<std::size_t>(j * blocks + k)];
+                    s = fma(load_x(pixel, k), w[k], s);
+                  }
+                }
+                return a;
+              },
+              "kw");
+        },
+        "kh");
+
+    // Without post-ops, into a dst whose 16 channels are consecutive and
+    // all valid: whole-vector stores straight from the registers (a
+    // depthwise output has only kh * kw taps to amortize the general
+    // epilogue over); anything else through emit_epilogue.
+    llvm::Value* direct = b_.CreateAnd(
+        b_.CreateICmpEQ(param(gc_post_op_count), i64c(0)),
+        b_.CreateAnd(flag(gc_dst_contiguous), b_.CreateICmpEQ(last_lanes, i64c(lanes))));
+    auto* direct_bb = llvm::BasicBlock::Create(ctx_, "store.direct", fn);
+    auto* general_bb = llvm::BasicBlock::Create(ctx_, "store.general", fn);
+    auto* done_bb = llvm::BasicBlock::Create(ctx_, "store.done", fn);
+    b_.CreateCondBr(direct, direct_bb, general_bb);
+    b_.SetInsertPoint(direct_bb);
+    {
+      llvm::Value* row = gep(dst, tile(gt_dst_row_off));
+      llvm::Value* dst_ws = param(gc_dst_w_stride);
+      llvm::Value* px0 = gep(row, b_.CreateMul(tile(gt_ow0), dst_ws));
+      llvm::Value* dst_blocked = flag(gc_dst_blocked);
+      llvm::Value* dst_cs = param(gc_dst_c_stride);
+      for (int k = 0; k < blocks; ++k) {
+        llvm::Value* at = gep(px0, channel_offset(dst_blocked, dst_cs, c0_of(k)));
+        for (int j = 0; j < owb; ++j) {
+          b_.CreateAlignedStore(acc[static_cast<std::size_t>(j * blocks + k)],
+                                gep(at, b_.CreateMul(dst_ws, i64c(j))), llvm::Align(4));
+        }
+      }
+    }
+    b_.CreateBr(done_bb);
+    b_.SetInsertPoint(general_bb);
+    emit_epilogue(fn, dst, acc, owb, blocks, valid_of, mask_of, c0_of);
+    b_.CreateBr(done_bb);
+    b_.SetInsertPoint(done_bb);
+    b_.CreateRetVoid();
+  }
+
+  // Epilogue: post-ops, then one store per accumulator, over the pixels
+  // in a loop (the accumulators go through a stack array). acc holds
+  // pixel j's block k at j * blocks + k.
+  void emit_epilogue(llvm::Function* fn, llvm::Value* dst, const values& acc, int owb, int blocks,
+                     const std::function<llvm::Value*(int)>& valid_of,
+                     const std::function<llvm::Value*(int)>& mask_of,
+                     const std::function<llvm::Value*(int)>& c0_of) {
     llvm::Value* ow0 = tile(gt_ow0);
     llvm::Value* row_off = tile(gt_dst_row_off);
     llvm::Value* dst_ws = param(gc_dst_w_stride);
@@ -486,7 +685,6 @@ class generic_conv_generator {
           },
           "store");
     }
-    b_.CreateRetVoid();
   }
 
   // Several values chosen together by cond.
@@ -517,6 +715,7 @@ class generic_conv_generator {
   }
 
   const generic_conv_tiles tiles_;
+  const generic_dw_tiles dw_tiles_;
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;

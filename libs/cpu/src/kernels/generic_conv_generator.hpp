@@ -29,7 +29,19 @@
 // the same emitters; relu, linear and clip take their constants as values);
 // stores follow the same rules (whole vectors where 16 channels are
 // consecutive, blocked channel padding kept at zero, else lane by lane).
-// Depthwise convolutions have no generic kernel (generic_conv_kernel.hpp).
+//
+// Depthwise convolutions (groups == IC == OC) have tiles of their own
+// (generic_dw_symbol): conv_generator.cpp's depthwise reduction, which reads
+// each tap as a vector of the output's own 16 channels instead of
+// broadcasting one input channel. Each output starts at its bias (or +0)
+// and accumulates one fused multiply-add per tap inside the image, kh
+// ascending then kw ascending, as the specialized kernel does whatever its
+// tile. They have no edge form: a depthwise tile runs the kw range
+// [gt_kw_lo, gt_kw_hi) it is given, and the driver runs a pixel whose taps
+// reach into the padding alone, with the kw range inside the image (taps
+// outside are left out, so a -0 bias stays -0 as it does there). Five forms
+// of reading a source vector (generic_dw_load), chosen by the driver from
+// the source layout and stride.
 //
 // Thread-safety: generate_generic_conv touches only the module it is given.
 // Exceptions: what LLVM's allocation throws.
@@ -64,6 +76,44 @@ generic_conv_tiles generic_conv_tiles_for(cpu_isa isa) noexcept;
 // The exported tile function for ow_block pixels x `blocks` output blocks,
 // interior or edge.
 std::string generic_conv_symbol(int ow_block, int blocks, bool interior);
+
+// The depthwise tiles of an ISA: every ow_block x blocks with blocks <=
+// max_blocks, ow_block <= max_width and ow_block * blocks <= budget.
+struct generic_dw_tiles {
+  int max_blocks;
+  int max_width;
+  int budget;
+  bool has(int ow_block, int blocks) const noexcept {
+    return ow_block >= 1 && blocks >= 1 && blocks <= max_blocks && ow_block <= max_width &&
+           ow_block * blocks <= budget;
+  }
+};
+generic_dw_tiles generic_dw_tiles_for(cpu_isa isa) noexcept;
+
+// How a depthwise tile reads a source pixel's 16 channels of a block:
+// vector: whole vectors (16 consecutive floats; a blocked source, whose
+// channel padding may be read, or every block full); masked: whole vectors
+// but the tile's last block, masked to its valid lanes (a plain source with
+// consecutive channels and a partial last block); lanes: lane by lane at the
+// source's channel stride (nchw and other strided channels).
+// blocked_s1, blocked_s2: as vector, for a source whose pixels are 16
+// floats apart (nChw16c) at stride 1 or 2: its addresses are constant
+// offsets from one pointer per block (with run-time strides, loop strength
+// reduction keeps one pointer per pixel and block, and the 8x2 tile spilled
+// them: 0.27-0.6x the specialized kernel).
+enum class generic_dw_load : int {
+  vector = 0,
+  masked = 1,
+  lanes = 2,
+  blocked_s1 = 3,
+  blocked_s2 = 4
+};
+inline constexpr int generic_dw_load_count = 5;
+
+// The exported depthwise tile function, with the same signature as the
+// others (generic_conv_function; gt_c_in0 unused, gc_icg 1, gt_kw_lo and
+// gt_kw_hi read). Every tap of the kw range must be inside the image.
+std::string generic_dw_symbol(int ow_block, int blocks, generic_dw_load load);
 
 // params: a generic_conv_slot-indexed block of int64 slots (floats in the
 // low four bytes of theirs); tile: a generic_conv_tile-indexed block;
@@ -113,6 +163,8 @@ enum generic_conv_tile : int {
   gt_c_first,      // the tile's first output channel (tensor-wide)
   gt_last_lanes,   // valid lanes of its last block (1..16)
   gt_dst_row_off,  // dst's offset0 + n * n_stride + oh * h_stride
+  gt_kw_lo,        // depthwise tiles: the kw range they run (taps inside the image)
+  gt_kw_hi,
   gt_count,
 };
 
@@ -123,7 +175,8 @@ inline constexpr compile_settings generic_conv_compile_settings{
     "loop-mssa(licm),early-cse<memssa>)",
     2, true};
 
-// Defines every generic_conv_symbol in m, for `isa` (avx2 or above).
+// Defines every generic_conv_symbol and generic_dw_symbol in m, for `isa`
+// (avx2 or above).
 void generate_generic_conv(cpu_isa isa, llvm::Module& m);
 
 // The kernel's name for the compiler and the JIT: "conv_generic_<isa>".

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "kernels/conv_config.hpp"
@@ -28,18 +27,18 @@ failure unimplemented(const std::string& message) {
 // ow_block symbols once per process instead of on every creation.
 struct tile_cache {
   mutex mu;
-  std::map<std::tuple<int, int, int, bool>, generic_conv_function*> fns PRIMCACHE_GUARDED_BY(mu);
+  std::map<std::pair<int, std::string>, generic_conv_function*> fns PRIMCACHE_GUARDED_BY(mu);
 };
 
-result<generic_conv_function*> tile_function(cpu_isa isa, int width, int blocks, bool interior) {
+// The tile function `symbol` (generic_conv_symbol or generic_dw_symbol).
+result<generic_conv_function*> tile_function(cpu_isa isa, const std::string& symbol) {
   static tile_cache* cache = new tile_cache;
   lock_guard guard(cache->mu);
-  const auto key = std::make_tuple(static_cast<int>(isa), width, blocks, interior);
+  auto key = std::make_pair(static_cast<int>(isa), symbol);
   if (auto it = cache->fns.find(key); it != cache->fns.end()) return it->second;
-  const std::string symbol = generic_conv_symbol(width, blocks, interior);
   auto fn = generic_function<generic_conv_function>(generic_kernel::conv, isa, symbol.c_str());
   if (!fn) return fn.why();
-  cache->fns.emplace(key, fn.value());
+  cache->fns.emplace(std::move(key), fn.value());
   return fn.value();
 }
 
@@ -68,13 +67,15 @@ generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geome
   v[gc_dst_w_stride] = f.dst.w_stride;
   v[gc_dst_blocked] = f.dst.blocked ? 1 : 0;
   // The specialized kernel's rule (conv_generator.cpp): a grouped output
-  // whose groups split a 16-channel block is stored lane by lane.
-  v[gc_dst_contiguous] = f.dst.vector_contiguous(f.g == 1 ? lanes : f.ocg) ? 1 : 0;
+  // whose groups split a 16-channel block is stored lane by lane (a
+  // depthwise output's blocks are 16 channels of the tensor).
+  v[gc_dst_contiguous] = f.dst.vector_contiguous(f.depthwise || f.g == 1 ? lanes : f.ocg) ? 1 : 0;
   v[gc_with_bias] = f.has_bias ? 1 : 0;
   write_generic_post_ops(p.post_ops, v[gc_post_op_count], &v[gc_post_ops]);
   auto pref = preferred_weights_desc(p);
-  const bool in_place = pref && f.g == 1 && p.weights.ndims() == 4 && pref.value() == p.weights &&
-                        p.weights.offset0() == 0;
+  // conv_kernel's rule: Ohwi16o and Goihw16g are the packed layout itself.
+  const bool in_place = pref && (f.depthwise || (f.g == 1 && p.weights.ndims() == 4)) &&
+                        pref.value() == p.weights && p.weights.offset0() == 0;
   packs_weights_ = !in_place;
   packed_bytes_ = static_cast<std::size_t>(conv_packed_weight_floats(f)) * sizeof(float);
   chunks_ = div_up(f.nb, tile_.oc_blocks);
@@ -83,8 +84,10 @@ generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geome
   inside_lo_ = (f.pl + f.sw - 1) / f.sw;
   const std::int64_t room = f.iw - 1 + f.pl - (f.kw - 1) * (f.dw + 1);
   inside_hi_ = room < 0 ? 0 : std::min(room / f.sw + 1, f.ow);
-  work_items_ = f.n * f.g * chunks_ * f.oh;
-  zeroes_dst_padding_ = f.dst.blocked && f.g > 1 && f.ocg % lanes != 0 && f.oc % lanes != 0;
+  // A depthwise item's chunk is of the tensor's channels (one "group").
+  work_items_ = f.n * (f.depthwise ? 1 : f.g) * chunks_ * f.oh;
+  zeroes_dst_padding_ =
+      f.dst.blocked && f.g > 1 && !f.depthwise && f.ocg % lanes != 0 && f.oc % lanes != 0;
 }
 
 result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
@@ -95,9 +98,6 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
     return unimplemented("ISA " + std::string(to_string(isa)) +
                          " is below avx2 or beyond this host");
   }
-  if (g.value().depthwise) {
-    return unimplemented("a depthwise convolution has no generic kernel");
-  }
   if (p.post_ops.size() > static_cast<std::size_t>(gc_max_post_ops)) {
     return unimplemented("the generic convolution takes at most " +
                          std::to_string(gc_max_post_ops) + " post-ops, not " +
@@ -105,8 +105,9 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
   }
   auto code_isa = generic_isa_for(generic_kernel::conv, isa);
   if (!code_isa) return code_isa.why();
-  const generic_conv_tiles built = generic_conv_tiles_for(code_isa.value());
   const conv_geometry flat = flatten_conv_pointwise(g.value());
+  if (flat.depthwise) return create_depthwise(p, g.value(), flat, specialized, code_isa.value());
+  const generic_conv_tiles built = generic_conv_tiles_for(code_isa.value());
   // The specialized kernel's tile when it is built in, else the heuristic's
   // for the built-in code's ISA (always built in).
   conv_config tile = effective_conv_config(flat, specialized);
@@ -125,7 +126,7 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
   for (int w = 1; w <= tile.ow_block; ++w) {
     for (int b = 0; b < 2; ++b) {
       for (int interior = 0; interior < 2; ++interior) {
-        auto fn = tile_function(code_isa.value(), w, blocks[b], interior != 0);
+        auto fn = tile_function(code_isa.value(), generic_conv_symbol(w, blocks[b], interior != 0));
         if (!fn) return fn.why();
         tiles[static_cast<std::size_t>(w - 1)][b][interior] = fn.value();
       }
@@ -135,6 +136,49 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
       new generic_conv_kernel(p, g.value(), flat, tile, code_isa.value(), std::move(tiles)));
 }
 
+result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create_depthwise(
+    const conv_problem& p, const conv_geometry& g, const conv_geometry& flat,
+    const conv_config& specialized, cpu_isa code_isa) {
+  // Every output accumulates in the same order whatever the tile, so the
+  // tile is free: the specialized one's blocks (as many as are built in),
+  // as wide as the built-in tiles go (the driver runs a row's pixels whose
+  // taps are all inside in tiles of that width, the others one by one). The
+  // loop order is the specialized one's.
+  const generic_dw_tiles built = generic_dw_tiles_for(code_isa);
+  conv_config tile = effective_conv_config(flat, specialized);
+  tile.oc_blocks = std::min(tile.oc_blocks, built.max_blocks);
+  tile.ow_block = static_cast<int>(
+      std::min<std::int64_t>({built.max_width, built.budget / tile.oc_blocks, flat.ow}));
+  // The source's 16-channel vectors: whole (blocked, whose channel padding
+  // may be read as the specialized kernel reads it, or every block full),
+  // the last block masked (consecutive plain channels), or lane by lane.
+  const std::int64_t chunks = div_up(flat.nb, tile.oc_blocks);
+  const bool contiguous = flat.src.vector_contiguous(lanes);
+  const bool partial = flat.g % lanes != 0;
+  auto load_for = [&](bool last_chunk) {
+    if (!contiguous) return generic_dw_load::lanes;
+    if (flat.src.blocked && flat.src.w_stride == lanes && flat.sw <= 2) {
+      return flat.sw == 1 ? generic_dw_load::blocked_s1 : generic_dw_load::blocked_s2;
+    }
+    if (flat.src.blocked || !last_chunk || !partial) return generic_dw_load::vector;
+    return generic_dw_load::masked;
+  };
+  const int blocks[2] = {tile.oc_blocks, static_cast<int>(flat.nb - (chunks - 1) * tile.oc_blocks)};
+  tile_table tiles(static_cast<std::size_t>(tile.ow_block));
+  for (int w = 1; w <= tile.ow_block; ++w) {
+    for (int b = 0; b < 2; ++b) {
+      // The full-chunk entry of a problem with one chunk is never called.
+      const bool last = b == 1 || chunks == 1;
+      auto fn = tile_function(code_isa, generic_dw_symbol(w, blocks[b], load_for(last)));
+      if (!fn) return fn.why();
+      // One form (no edge tiles): both entries.
+      tiles[static_cast<std::size_t>(w - 1)][b] = {fn.value(), fn.value()};
+    }
+  }
+  return std::unique_ptr<generic_conv_kernel>(
+      new generic_conv_kernel(p, g, flat, tile, code_isa, std::move(tiles)));
+}
+
 void generic_conv_kernel::write_packing_key(key_writer& w) const {
   // conv_kernel's: the packed layout is the same.
   w.str("conv_packing").i64(problem_.groups);
@@ -142,9 +186,9 @@ void generic_conv_kernel::write_packing_key(key_writer& w) const {
 }
 
 void generic_conv_kernel::pack_weights(const float* user, float* packed, thread_pool& pool) const {
-  // conv_kernel::pack_weights for groups of any size but depthwise (which
-  // has no generic kernel): Ohwi16o per group, output channels past the
-  // group's as zeros.
+  // conv_kernel::pack_weights: Ohwi16o per group, output channels past the
+  // group's as zeros; depthwise Goihw16g, channels past the tensor's as
+  // zeros.
   const conv_geometry& g = geometry_;
   const memory_desc& md = problem_.weights;
   const bool five = md.ndims() == 5;
@@ -153,10 +197,20 @@ void generic_conv_kernel::pack_weights(const float* user, float* packed, thread_
     const std::int64_t idx5[5] = {grp, o, i, h, w};
     return user[conv_md_offset(md, five ? idx5 : idx5 + 1)];
   };
-  const std::int64_t outer = g.g * g.nb;
+  const std::int64_t outer = g.depthwise ? g.nb : g.g * g.nb;
   pool.parallel_for(problem_.nthr, [&](int ithr, int nthr) {
     const range r = balance(outer, ithr, nthr);
     for (std::int64_t blk = r.begin; blk < r.end; ++blk) {
+      if (g.depthwise) {
+        float* out = packed + blk * g.kh * g.kw * lanes;
+        for (std::int64_t h = 0; h < g.kh; ++h)
+          for (std::int64_t w = 0; w < g.kw; ++w)
+            for (int l = 0; l < lanes; ++l) {
+              const std::int64_t grp = blk * lanes + l;
+              *out++ = grp < g.g ? user_at(grp, 0, 0, h, w) : 0.f;
+            }
+        continue;
+      }
       const std::int64_t grp = blk / g.nb;
       const std::int64_t ob = blk % g.nb;
       float* out = packed + blk * g.kh * g.kw * g.icg * lanes;
@@ -177,30 +231,39 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
   const conv_geometry& f = flat_;
   const int owb = tile_.ow_block;
   const std::int64_t dk = f.dh + 1;
-  std::int64_t t[gt_count];
+  std::int64_t t[gt_count] = {};
+  // Depthwise: one "group", the chunks over the tensor's channels.
+  const std::int64_t groups = f.depthwise ? 1 : f.g;
+  // The item's indices, innermost first (the loop order's), found by
+  // division for the first item and counted on from there: run-time
+  // divisions per item cost as much as a small depthwise row.
+  const bool oc_outer = tile_.order == conv_loop_order::oc_outer;
+  const std::int64_t extent[3] = {oc_outer ? f.oh : chunks_, oc_outer ? chunks_ : groups,
+                                  oc_outer ? groups : f.oh};
+  std::int64_t idx[3];
+  std::int64_t n = begin;
+  for (int d = 0; d < 3; ++d) {
+    idx[d] = n % extent[d];
+    n /= extent[d];
+  }
   for (std::int64_t item = begin; item < end; ++item) {
-    std::int64_t rest = item;
-    auto take = [&](std::int64_t extent) {
-      const std::int64_t x = rest % extent;
-      rest /= extent;
-      return x;
-    };
-    std::int64_t oh, occ, grp;
-    if (tile_.order == conv_loop_order::oc_outer) {
-      oh = take(f.oh);
-      occ = take(chunks_);
-      grp = take(f.g);
-    } else {
-      occ = take(chunks_);
-      grp = take(f.g);
-      oh = take(f.oh);
+    if (item != begin) {
+      for (int d = 0; d < 3 && ++idx[d] == extent[d]; ++d) {
+        idx[d] = 0;
+        if (d == 2) ++n;
+      }
     }
-    const std::int64_t n = rest;
+    const std::int64_t oh = oc_outer ? idx[0] : idx[2];
+    const std::int64_t occ = oc_outer ? idx[1] : idx[0];
+    const std::int64_t grp = oc_outer ? idx[2] : idx[1];
     // Rows of kh inside the image, as the specialized code computes them.
     const std::int64_t ih0 = oh * f.sh - f.pt;
     const std::int64_t kh_lo = ih0 < 0 ? (-ih0 + dk - 1) / dk : 0;
     const std::int64_t room = f.ih - 1 - ih0;
-    const std::int64_t kh_hi = room < 0 ? 0 : std::min(room / dk + 1, f.kh);
+    // (room / dk + 1 without the division where the rows fit.)
+    const std::int64_t kh_hi = room < 0                  ? 0
+                               : room >= (f.kh - 1) * dk ? f.kh
+                                                         : std::min(room / dk + 1, f.kh);
     const std::int64_t first_block = occ * tile_.oc_blocks;
     const bool last_chunk = occ == chunks_ - 1;
     t[gt_ih0] = ih0;
@@ -208,10 +271,14 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
     t[gt_kh_hi] = kh_hi;
     t[gt_c_in0] = grp * f.icg;
     t[gt_c_first] = grp * f.ocg + first_block * lanes;
-    t[gt_last_lanes] = last_chunk ? f.ocg - (f.nb - 1) * lanes : lanes;
+    t[gt_last_lanes] = last_chunk ? (f.depthwise ? f.g : f.ocg) - (f.nb - 1) * lanes : lanes;
     t[gt_dst_row_off] = f.dst.off0 + n * f.dst.n_stride + oh * f.dst.h_stride;
     const float* src_img = src + f.src.off0 + n * f.src.n_stride;
     const float* wei_chunk = wei + (grp * f.nb + first_block) * f.kh * f.kw * f.icg * lanes;
+    if (f.depthwise) {
+      run_depthwise_row(t, src_img, wei_chunk, bias, dst, binary, last_chunk);
+      continue;
+    }
     // Each tile of the row as its pixels whose taps are all inside (one
     // interior call) and the pixels left and right of them (edge calls):
     // only the pixels at the image's edges pay the edge form's selects.
@@ -231,6 +298,45 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
       call(b, end, false);
     }
   }
+}
+
+void generic_conv_kernel::run_depthwise_row(std::int64_t* t, const float* src_img,
+                                            const float* wei_chunk, const float* bias, float* dst,
+                                            const float* const* binary, bool last_chunk) const {
+  const conv_geometry& f = flat_;
+  auto call = [&](std::int64_t ow0, std::int64_t width) {
+    t[gt_iw0] = ow0 * f.sw - f.pl;
+    t[gt_ow0] = ow0;
+    tiles_[static_cast<std::size_t>(width - 1)][last_chunk ? 1 : 0][1](
+        params_.data(), src_img, wei_chunk, bias, dst, binary, t);
+  };
+  // A pixel with taps in the padding, alone, over the kw range inside the
+  // image (the taps the specialized kernel keeps): empty when none is.
+  const std::int64_t dk = f.dw + 1;
+  auto edge = [&](std::int64_t ow) {
+    const std::int64_t iw0 = ow * f.sw - f.pl;
+    const std::int64_t room = f.iw - 1 - iw0;
+    std::int64_t lo = 0, hi = 0;
+    if (dk == 1) {  // (no division: the common case)
+      lo = iw0 < 0 ? -iw0 : 0;
+      hi = room < 0 ? 0 : std::min(room + 1, f.kw);
+    } else {
+      lo = iw0 < 0 ? (-iw0 + dk - 1) / dk : 0;
+      hi = room < 0 ? 0 : std::min(room / dk + 1, f.kw);
+    }
+    t[gt_kw_lo] = lo;
+    t[gt_kw_hi] = std::max(lo, hi);
+    call(ow, 1);
+  };
+  const std::int64_t a = std::clamp<std::int64_t>(inside_lo_, 0, f.ow);
+  const std::int64_t b = std::clamp<std::int64_t>(inside_hi_, a, f.ow);
+  for (std::int64_t ow = 0; ow < a; ++ow) edge(ow);
+  t[gt_kw_lo] = 0;
+  t[gt_kw_hi] = f.kw;
+  for (std::int64_t ow0 = a; ow0 < b; ow0 += tile_.ow_block) {
+    call(ow0, std::min<std::int64_t>(tile_.ow_block, b - ow0));
+  }
+  for (std::int64_t ow = b; ow < f.ow; ++ow) edge(ow);
 }
 
 void generic_conv_kernel::execute(const conv_args& args, void* scratchpad,

@@ -15,12 +15,15 @@
 // kind of work items (rows x images x groups x channel chunks), in the
 // specialized configuration's loop order, with the generic tile.
 //
+// Depthwise convolutions (groups == IC == OC) run the depthwise tiles
+// (generic_dw_symbol) over the same kind of work items (rows x images x
+// chunks of the tensor's channels), with the weights in Goihw16g as the
+// specialized kernel packs them.
+//
 // create() declines (unimplemented), so that the convolution is created
 // synchronously, what it cannot run with results bit-identical to the
-// specialized kernel, or at all: depthwise convolutions (their reduction
-// reads channel vectors, not broadcasts: no generic tile for it yet), more
-// than gc_max_post_ops post-ops, an ISA below avx2, a program without the
-// built-in code.
+// specialized kernel, or at all: more than gc_max_post_ops post-ops, an ISA
+// below avx2, a program without the built-in code.
 //
 // Thread-safety: immutable after creation; execute() may run on any number
 // of threads at once, each with its own scratchpad. Exceptions: none from
@@ -63,12 +66,21 @@ class generic_conv_kernel {
 
  private:
   // The tile functions of a kernel: [width - 1][full chunk, last chunk][edge,
-  // interior], widths 1 to its ow_block.
+  // interior], widths 1 to its ow_block (depthwise: generic_dw_symbol's).
   using tile_table = std::vector<std::array<std::array<generic_conv_function*, 2>, 2>>;
   generic_conv_kernel(const conv_problem& p, const conv_geometry& g, const conv_geometry& flat,
                       const conv_config& tile, cpu_isa isa, tile_table tiles);
+  static result<std::unique_ptr<generic_conv_kernel>> create_depthwise(
+      const conv_problem& p, const conv_geometry& g, const conv_geometry& flat,
+      const conv_config& specialized, cpu_isa code_isa);
   void run_items(const float* src, const float* wei, const float* bias, float* dst,
                  const float* const* binary, std::int64_t begin, std::int64_t end) const;
+  // One row of a depthwise item (t: its tile block, row fields set): the
+  // pixels whose taps are all inside in tiles of ow_block, the others one
+  // by one over their kw range inside the image.
+  void run_depthwise_row(std::int64_t* t, const float* src_img, const float* wei_chunk,
+                         const float* bias, float* dst, const float* const* binary,
+                         bool last_chunk) const;
   void zero_dst_padding(float* dst) const;
 
   conv_problem problem_;

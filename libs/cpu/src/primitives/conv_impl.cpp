@@ -61,8 +61,10 @@ struct conv_traits {
   // Tiered creation: the generic kernel built into the library until the
   // specialized one is installed (tiered/tiered_impl.hpp). Every
   // configuration accumulates each output in the same order (bias, then kh,
-  // input channels, kw), so every configuration can be tiered; the generic
-  // kernel declines depthwise convolutions (created synchronously).
+  // input channels, kw; depthwise: bias, then kh, kw), so every
+  // configuration can be tiered, depthwise convolutions included (the
+  // generic kernel's depthwise tiles); it declines only what
+  // generic_conv_kernel::create lists (created synchronously).
   using generic_kernel = generic_conv_kernel;
   static std::shared_ptr<const backend::primitive_impl> create_tiered(
       std::shared_ptr<const kernel_pd<conv_traits>> pd, const config& c, cpu_isa isa) {
