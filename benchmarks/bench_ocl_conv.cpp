@@ -1,36 +1,56 @@
 // bench_ocl_conv — the OpenCL backend's f32 forward convolution on the
-// ResNet-50 layer shapes of bench_conv (minibatch 1, bias on), GFLOPS.
+// ResNet-50 layer shapes of bench_conv (minibatch 1, bias on), GFLOPS, and
+// three grouped layers (MobileNet-v1's depthwise 3x3 at 112x112, stride 1
+// and 2; ResNeXt-50's 3x3 with 32 groups of 4 channels), which check the
+// layout rule where a work-item has few channels.
 // Each iteration enqueues one convolution and waits for the stream
 // (stream::wait = clFinish), so the figure is the device time plus the
-// enqueue. Activations in nchw (what `any` resolves to) and in nhwc; the
-// weights in the layout the primitive descriptor resolves `any` to, filled
-// outside the timed loop.
+// enqueue. Activations in nhwc and in nchw, the two layouts `any` chooses
+// between (conv_preferred_activation: the label says which one `any` takes
+// for that layer on this device); the weights in the layout the primitive
+// descriptor resolves `any` to, filled outside the timed loop.
+//
+// Two paired benchmarks run two primitives alternately, one execution each
+// per iteration, and report the median ratio of their times (counter
+// `speed`, above 1 when the first is faster): BM_OclConvLayouts/<layer>
+// nhwc against nchw, and BM_OclConvUnroll/u<k>/<layer> the default
+// configuration with its channel loop unrolled k times (forced through
+// backend::set_config_source) against the default.
 //
 //   build/release/benchmarks/bench_ocl_conv --benchmark_filter=nchw
+//   build/release/benchmarks/bench_ocl_conv --benchmark_filter=BM_OclConvLayouts
 //
 // Counter GFLOPS: 2 * N * OC * OH * OW * IC/G * KH * KW per iteration.
 // PoCL's own kernel cache is disabled (POCL_KERNEL_CACHE=0) unless the
 // caller sets it. PRIMCACHE_OCL_DEVICE picks the device.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "primcache/ocl/ocl.hpp"
+#include "primcache/runtime/backend/primitive_impl.hpp"
+#include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/runtime.hpp"
 
 namespace {
 
 using namespace primcache;
 
-// The layers of bench_conv.cpp.
+// The layers of bench_conv.cpp, then the grouped ones.
 struct layer {
   const char* name;
   std::int64_t ic, oc, in, k, stride, pad;
+  std::int64_t g = 1;
   std::int64_t out() const { return (in + 2 * pad - k) / stride + 1; }
-  double flops() const { return 2.0 * static_cast<double>(oc * out() * out() * ic * k * k); }
+  double flops() const { return 2.0 * static_cast<double>(oc * out() * out() * (ic / g) * k * k); }
 };
 
 const layer kLayers[] = {
@@ -45,6 +65,9 @@ const layer kLayers[] = {
     {"conv4_1x1_1024to256_14", 1024, 256, 14, 1, 1, 0},
     {"conv5_3x3_512to512_7", 512, 512, 7, 3, 1, 1},
     {"conv5_1x1_2048to512_7", 2048, 512, 7, 1, 1, 0},
+    {"dw3x3_32_112", 32, 32, 112, 3, 1, 1, 32},
+    {"dw3x3s2_64_112", 64, 64, 112, 3, 2, 1, 64},
+    {"g32_3x3_128to128_56", 128, 128, 56, 3, 1, 1, 32},
 };
 
 void fill(const memory& m, std::uint32_t seed) {
@@ -59,21 +82,35 @@ void bm_conv(benchmark::State& state, layer l, format_tag tag) {
   engine eng(engine_kind::gpu, 0);
   stream strm(eng);
   const memory::desc src_md({1, l.ic, l.in, l.in}, data_type::f32, tag);
-  const memory::desc wei_any({l.oc, l.ic, l.k, l.k}, data_type::f32, format_tag::any);
+  const memory::desc wei_any =
+      l.g == 1
+          ? memory::desc({l.oc, l.ic, l.k, l.k}, data_type::f32, format_tag::any)
+          : memory::desc({l.g, l.oc / l.g, l.ic / l.g, l.k, l.k}, data_type::f32, format_tag::any);
   const memory::desc bias_md({l.oc}, data_type::f32, format_tag::a);
   const memory::desc dst_md({1, l.oc, l.out(), l.out()}, data_type::f32, tag);
-  convolution_forward::primitive_desc pd;
-  try {
-    pd = convolution_forward::primitive_desc(
-        convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                  src_md, wei_any, bias_md, dst_md, {l.stride, l.stride},
-                                  {l.pad, l.pad}, {l.pad, l.pad}),
+  auto make_pd = [&](const memory::desc& src, const memory::desc& dst) {
+    return convolution_forward::primitive_desc(
+        convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, src,
+                                  wei_any, bias_md, dst, {l.stride, l.stride}, {l.pad, l.pad},
+                                  {l.pad, l.pad}),
         eng);
+  };
+  convolution_forward::primitive_desc pd;
+  std::string any_layout;
+  try {
+    pd = make_pd(src_md, dst_md);
+    // What `any` activations resolve to for this layer on this device.
+    const memory::desc any_src =
+        make_pd(memory::desc(src_md.dims(), data_type::f32, format_tag::any),
+                memory::desc(dst_md.dims(), data_type::f32, format_tag::any))
+            .src_desc();
+    any_layout =
+        any_src == memory::desc(src_md.dims(), data_type::f32, format_tag::nhwc) ? "nhwc" : "nchw";
   } catch (const error& e) {
     state.SkipWithError(e.what());
     return;
   }
-  state.SetLabel(pd.impl_info_str());
+  state.SetLabel(pd.impl_info_str() + " any=" + any_layout);
   memory src(src_md, eng), wei(pd.weights_desc(), eng), bias(bias_md, eng), dst(dst_md, eng);
   fill(src, 1);
   fill(wei, 2);
@@ -93,6 +130,125 @@ void bm_conv(benchmark::State& state, layer l, format_tag tag) {
       l.flops(), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// One primitive of a layer with its memories, for the paired benchmarks.
+struct conv_run {
+  convolution_forward prim;
+  std::unordered_map<int, memory> args;
+  std::string config;
+};
+
+// `tag`: the activations' layout; `unroll` > 0: the default configuration
+// with that ic_unroll, forced through the config source.
+conv_run make_run(const engine& eng, const layer& l, format_tag tag, int unroll) {
+  const memory::desc src_md({1, l.ic, l.in, l.in}, data_type::f32, tag);
+  const memory::desc wei_any =
+      l.g == 1
+          ? memory::desc({l.oc, l.ic, l.k, l.k}, data_type::f32, format_tag::any)
+          : memory::desc({l.g, l.oc / l.g, l.ic / l.g, l.k, l.k}, data_type::f32, format_tag::any);
+  const memory::desc bias_md({l.oc}, data_type::f32, format_tag::a);
+  const memory::desc dst_md({1, l.oc, l.out(), l.out()}, data_type::f32, tag);
+  const convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
+                                    src_md, wei_any, bias_md, dst_md, {l.stride, l.stride},
+                                    {l.pad, l.pad}, {l.pad, l.pad});
+  convolution_forward::primitive_desc pd(d, eng);
+  if (unroll > 0) {
+    backend::kernel_config forced;
+    for (const auto& f : backend::impl_of(pd).default_config()->fields()) {
+      forced.add(f.name, f.name == "ic_unroll" ? unroll : f.value);
+    }
+    backend::set_config_source(
+        [forced](const backend::primitive_desc_impl&) -> std::optional<backend::kernel_config> {
+          return forced;
+        });
+    try {
+      pd = convolution_forward::primitive_desc(d, eng);
+    } catch (...) {
+      backend::set_config_source(nullptr);
+      throw;
+    }
+    backend::set_config_source(nullptr);
+  }
+  conv_run r;
+  const auto& cfg = backend::impl_of(pd).config();
+  r.config = cfg ? cfg->to_json() : "";
+  memory src(pd.src_desc(), eng), wei(pd.weights_desc(), eng), bias(bias_md, eng),
+      dst(pd.dst_desc(), eng);
+  fill(src, 1);
+  fill(wei, 2);
+  fill(bias, 3);
+  r.prim = convolution_forward(pd);
+  r.args = {{PRIMCACHE_ARG_SRC, src},
+            {PRIMCACHE_ARG_WEIGHTS, wei},
+            {PRIMCACHE_ARG_BIAS, bias},
+            {PRIMCACHE_ARG_DST, dst}};
+  return r;
+}
+
+double run_once(stream& strm, const conv_run& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  r.prim.execute(strm, r.args);
+  strm.wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// A against B, alternating one execution each per iteration (so the
+// machine's drift falls on both alike): counters A_GFLOPS and B_GFLOPS from
+// the median times, and speed, the median over the pairs of B's time / A's
+// (above 1: A is faster); and A's and B's source builds (creation through
+// the first execution), one each.
+void bm_pair(benchmark::State& state, layer l, std::function<conv_run(const engine&)> make_a,
+             std::function<conv_run(const engine&)> make_b, std::string a_name,
+             std::string b_name) {
+  engine eng(engine_kind::gpu, 0);
+  stream strm(eng);
+  conv_run a, b;
+  // Each one's creation through its first execution (PoCL compiles the
+  // kernel's work-group function there): a source build, as
+  // BM_OclCreate/source_build times it, once.
+  double build_a = 0, build_b = 0;
+  const int capacity = get_primitive_cache_capacity();
+  set_primitive_cache_capacity(0);  // no primitive built before is reused
+  try {
+    auto t0 = std::chrono::steady_clock::now();
+    a = make_a(eng);
+    run_once(strm, a);
+    auto t1 = std::chrono::steady_clock::now();
+    b = make_b(eng);
+    run_once(strm, b);
+    auto t2 = std::chrono::steady_clock::now();
+    build_a = std::chrono::duration<double>(t1 - t0).count();
+    build_b = std::chrono::duration<double>(t2 - t1).count();
+  } catch (const error& e) {
+    set_primitive_cache_capacity(capacity);
+    state.SkipWithError(e.what());
+    return;
+  }
+  set_primitive_cache_capacity(capacity);
+  state.SetLabel(a_name + " " + a.config + " vs " + b_name + " " + b.config);
+  std::vector<double> ta, tb, ratio;
+  bool a_first = true;
+  for (auto _ : state) {
+    // Which runs first alternates too (the second may find warmer caches).
+    const double x = a_first ? run_once(strm, a) : 0, y = run_once(strm, b);
+    const double x2 = a_first ? x : run_once(strm, a);
+    a_first = !a_first;
+    ta.push_back(x2);
+    tb.push_back(y);
+    ratio.push_back(y / x2);
+  }
+  state.counters[a_name + "_GFLOPS"] = l.flops() / median(ta) / 1e9;
+  state.counters[b_name + "_GFLOPS"] = l.flops() / median(tb) / 1e9;
+  state.counters["speed"] = median(ratio);
+  state.counters[a_name + "_build_ms"] = build_a * 1e3;
+  state.counters[b_name + "_build_ms"] = build_b * 1e3;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +258,29 @@ int main(int argc, char** argv) {
          {std::pair{format_tag::nhwc, "nhwc"}, std::pair{format_tag::nchw, "nchw"}}) {
       benchmark::RegisterBenchmark(("BM_OclConv/" + std::string(name) + "/" + l.name).c_str(),
                                    bm_conv, l, tag)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  // BM_OclConvLayouts/<layer>: nhwc against nchw, interleaved (speed:
+  // nhwc's). BM_OclConvUnroll/u<k>/<layer>: the default configuration with
+  // ic_unroll k against the default itself, `any` activations (speed: k's).
+  for (const layer& l : kLayers) {
+    benchmark::RegisterBenchmark(
+        ("BM_OclConvLayouts/" + std::string(l.name)).c_str(), bm_pair, l,
+        [l](const engine& e) { return make_run(e, l, format_tag::nhwc, 0); },
+        [l](const engine& e) { return make_run(e, l, format_tag::nchw, 0); }, "nhwc", "nchw")
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (int u : {1, 2, 4}) {
+    for (const layer& l : kLayers) {
+      if (l.g != 1) continue;
+      benchmark::RegisterBenchmark(
+          ("BM_OclConvUnroll/u" + std::to_string(u) + "/" + l.name).c_str(), bm_pair, l,
+          [l, u](const engine& e) { return make_run(e, l, format_tag::any, u); },
+          [l](const engine& e) { return make_run(e, l, format_tag::any, 0); },
+          "u" + std::to_string(u), "default")
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }

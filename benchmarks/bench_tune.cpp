@@ -3,7 +3,8 @@
 // API: the CPU matmul on the runtime issue's shapes and the CPU convolution
 // on bench_conv's ResNet-50 layers (nChw16c), and on the OpenCL device
 // (PoCL on CI) the matmul on bench_ocl_matmul's shapes and the convolution
-// on the same layers (nchw, what bench_ocl_conv reports).
+// on the same layers (activations `any`: the layout the OpenCL backend
+// resolves them to for the device and shape, nhwc on PoCL).
 //
 // For each subject: the default primitive is created with tuning off and an
 // empty tune table; then a tunable primitive's first execution tunes it
@@ -291,7 +292,7 @@ int main(int argc, char** argv) {
   }
   for (const layer& l : kLayers) {
     makers.emplace_back("ocl/conv/" + std::string(l.name),
-                        [ocl, l] { return conv_subject("ocl", ocl(), l, pc::format_tag::nchw); });
+                        [ocl, l] { return conv_subject("ocl", ocl(), l, pc::format_tag::any); });
   }
   std::vector<std::unique_ptr<subject>> subjects;
   for (auto& [name, make] : makers) {

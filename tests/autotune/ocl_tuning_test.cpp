@@ -69,6 +69,48 @@ TEST_CASE("OpenCL matmul and convolution candidate spaces are valid and distinct
   check_space(conv_case(3, 8, 9, 1, 2, 0, 1).pd());
 }
 
+// The convolution's space on a CPU device (PoCL) is the register tile's:
+// no local tiling, the channel loop unrolled 1, 2, 4 or 8 times up to the
+// group's input channels; on a GPU local tiling too (ic_unroll canonical 0).
+TEST_CASE("the OpenCL convolution's space unrolls the register tile's channel loop",
+          "[autotune][ocl][space]") {
+  using namespace ocl_internal;
+  auto problem = [](std::int64_t ic) {
+    conv_problem p;
+    p.src = memory_desc({1, ic, 14, 14}, data_type::f32, format_tag::nhwc);
+    p.weights = memory_desc({24, ic, 3, 3}, data_type::f32, format_tag::hwio);
+    p.dst = memory_desc({1, 24, 14, 14}, data_type::f32, format_tag::nhwc);
+    p.pad_t = p.pad_l = p.pad_b = p.pad_r = 1;
+    return p;
+  };
+  device_entry cpu, gpu;
+  cpu.type = CL_DEVICE_TYPE_CPU;
+  gpu.type = CL_DEVICE_TYPE_GPU;
+  cpu.max_work_group_size = gpu.max_work_group_size = 1024;
+  cpu.local_mem_size = gpu.local_mem_size = 64 * 1024;
+  auto unrolls = [](const std::vector<conv_config>& space, bool local) {
+    std::set<int> u;
+    for (const conv_config& c : space) {
+      if (c.local_tiling == local) u.insert(c.ic_unroll);
+    }
+    return u;
+  };
+  const auto on_cpu = conv_config_candidates(cpu, problem(16));
+  REQUIRE(!on_cpu.empty());
+  CHECK(unrolls(on_cpu, true).empty());
+  CHECK(unrolls(on_cpu, false) == std::set<int>{1, 2, 4, 8});
+  CHECK(unrolls(conv_config_candidates(cpu, problem(3)), false) == std::set<int>{1, 2});
+  const auto on_gpu = conv_config_candidates(gpu, problem(16));
+  CHECK(unrolls(on_gpu, true) == std::set<int>{0});
+  CHECK(unrolls(on_gpu, false) == std::set<int>{1, 2, 4, 8});
+  // Each converts to fields and back unchanged.
+  for (const conv_config& c : on_cpu) {
+    auto back = conv_config_from_fields(to_fields(c));
+    REQUIRE(back);
+    CHECK(back.value() == c);
+  }
+}
+
 TEST_CASE("OpenCL configurations a descriptor cannot run are refused with a reason",
           "[autotune][ocl][space]") {
   const matmul::primitive_desc mpd = matmul_case(33, 17, 65, 2).pd();
@@ -102,6 +144,8 @@ TEST_CASE("OpenCL configurations a descriptor cannot run are refused with a reas
   refused(cv.validate_config(good), "convolution config");  // the matmul's fields
   refused(cv.validate_config(with(*cv.default_config(), "vec_width", 16)),
           "vec_width does not divide tile_oc");
+  refused(cv.validate_config(with(*cv.default_config(), "ic_unroll", 17)),
+          "ic_unroll must be in 0..16");
   // create_impl_with refuses them too, by throwing.
   CHECK_THROWS_WITH(mm.create_impl_with(gpu(), with(good, "vec_width", 3)),
                     Catch::Contains("vec_width not 1/2/4/8/16"));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "host_reference.hpp"
+#include "ocl_engine.hpp"
 #include "primcache/ocl/ocl.hpp"
 #include "primitives/conv_impl.hpp"
 
@@ -114,14 +115,16 @@ backend::convolution_op op_of(const conv_shape& s, const memory::desc& src_md,
           .op);
 }
 
-void run_and_check(const conv_shape& s, const options& opt) {
+// Returns the src and dst layouts the descriptor resolved.
+std::pair<memory::desc, memory::desc> run_and_check(const conv_shape& s, const options& opt) {
   INFO(s.str() << " src " << to_string(opt.src_tag) << " dst " << to_string(opt.dst_tag)
                << " weights " << (opt.weights_any ? "any" : "oihw") << " bias " << opt.bias
                << " post-ops " << opt.post_ops);
   engine eng(engine_kind::gpu, 0);
   stream strm(eng);
-  const memory::desc src_md({s.mb, s.ic, s.ih, s.iw}, data_type::f32, opt.src_tag);
-  const memory::desc dst_md({s.mb, s.oc, s.oh(), s.ow()}, data_type::f32, opt.dst_tag);
+  // `any` activations: the memories take the layouts the descriptor resolved.
+  const memory::desc src_req({s.mb, s.ic, s.ih, s.iw}, data_type::f32, opt.src_tag);
+  const memory::desc dst_req({s.mb, s.oc, s.oh(), s.ow()}, data_type::f32, opt.dst_tag);
   const memory::desc bias_md =
       opt.bias ? memory::desc({s.oc}, data_type::f32, format_tag::a) : memory::desc();
   const memory::desc add_md({1, s.oc, 1, 1}, data_type::f32, format_tag::nchw);
@@ -134,7 +137,7 @@ void run_and_check(const conv_shape& s, const options& opt) {
     attr.set_post_ops(ops);
   }
   const convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
-                                    src_md, weights_md(s, opt.weights_any), bias_md, dst_md,
+                                    src_req, weights_md(s, opt.weights_any), bias_md, dst_req,
                                     {s.sh, s.sw}, {s.dh, s.dw}, {s.pt, s.pl}, {s.pb, s.pr});
   primitive_desc pd;
   if (opt.config) {
@@ -147,6 +150,11 @@ void run_and_check(const conv_shape& s, const options& opt) {
   REQUIRE(pd.impl_info_str() == "ocl:conv");
   const memory::desc w_md = pd.weights_desc();
   REQUIRE(!w_md.is_any());
+  const memory::desc src_md = pd.src_desc(), dst_md = pd.dst_desc();
+  REQUIRE(!src_md.is_any());
+  REQUIRE(!dst_md.is_any());
+  if (!src_req.is_any()) REQUIRE(src_md == src_req);
+  if (!dst_req.is_any()) REQUIRE(dst_md == dst_req);
   primitive prim(pd);
 
   memory src(src_md, eng), wei(w_md, eng), dst(dst_md, eng), bias, add(add_md, eng);
@@ -195,6 +203,7 @@ void run_and_check(const conv_shape& s, const options& opt) {
     }
   }
   REQUIRE(bad == 0);
+  return {src_md, dst_md};
 }
 
 }  // namespace
@@ -291,9 +300,12 @@ TEST_CASE("every convolution configuration computes the same result", "[ocl][con
 TEST_CASE("the register-tiled convolution is exact at every edge", "[ocl][conv][config][edges]") {
   using ocl_internal::conv_config;
   using ft = format_tag;
+  // The last two unroll the channel loop explicitly (ic_unroll): 3 leaves
+  // remainders, 16 exceeds most of the shapes' input channels.
   const auto c =
       GENERATE(conv_config{4, 1, 16, 8, 16, 4, false}, conv_config{2, 2, 16, 7, 8, 1, false},
-               conv_config{1, 3, 4, 5, 2, 1, false});
+               conv_config{1, 3, 4, 5, 2, 1, false}, conv_config{4, 1, 16, 8, 16, 4, false, 3},
+               conv_config{1, 3, 4, 5, 2, 1, false, 16});
   struct edge_case {
     conv_shape s;
     ft src, dst;
@@ -311,9 +323,82 @@ TEST_CASE("the register-tiled convolution is exact at every edge", "[ocl][conv][
       // 1x1, 70 input channels (remainder 6), negative end padding
       edge_case{make(1, 1, 70, 17, 9, 9, 1, 2, 0, -1), ft::nhwc, ft::nhwc, false});
   INFO("config wg " << c.wg_oc << "x" << c.wg_ow << " tile " << c.tile_oc << "x" << c.tile_ow
-                    << " vec " << c.vec_width);
+                    << " vec " << c.vec_width << " ic_unroll " << c.ic_unroll);
   const bool extras = (c.tile_ow + e.s.ic) % 2 == 1;  // bias and post-ops on half
   run_and_check(e.s, {e.src, e.dst, e.weights_any, extras, extras, &c});
+}
+
+// Activations `any` take the layout the device's default kernel runs
+// faster for the shape (docs/ocl.md; bench_ocl_conv in docs/PERFORMANCE.md,
+// "Which layout `any` activations take"): on CPU devices (PoCL) nhwc when
+// a group has 8 or more output channels, nchw for depthwise and narrow
+// groups; nchw on GPUs.
+TEST_CASE("the convolution's preferred activation layout follows the device and the groups",
+          "[ocl][conv][any]") {
+  using ocl_internal::conv_preferred_activation;
+  ocl_internal::device_entry cpu, gpu;
+  cpu.type = CL_DEVICE_TYPE_CPU;
+  gpu.type = CL_DEVICE_TYPE_GPU;
+  CHECK(conv_preferred_activation(cpu, 64, 256) == format_tag::nhwc);
+  CHECK(conv_preferred_activation(cpu, 3, 64) == format_tag::nhwc);  // ResNet-50's first layer
+  CHECK(conv_preferred_activation(cpu, 2048, 8) == format_tag::nhwc);
+  CHECK(conv_preferred_activation(cpu, 16, 7) == format_tag::nchw);
+  CHECK(conv_preferred_activation(cpu, 4, 4) == format_tag::nchw);  // ResNeXt's groups of 4
+  CHECK(conv_preferred_activation(cpu, 1, 1) == format_tag::nchw);  // depthwise
+  CHECK(conv_preferred_activation(gpu, 64, 256) == format_tag::nchw);
+  CHECK(conv_preferred_activation(gpu, 1, 1) == format_tag::nchw);
+}
+
+TEST_CASE("a convolution's `any` activations resolve to the preferred layout and compute right",
+          "[ocl][conv][any]") {
+  using ft = format_tag;
+  engine eng(engine_kind::gpu, 0);
+  const bool gpu = (ocl_internal::ocl_engine_of(backend::impl_of(eng)).device_info().type &
+                    CL_DEVICE_TYPE_GPU) != 0;
+  struct any_case {
+    conv_shape s;
+    options o;
+    ft src_on_cpu, dst_on_cpu;  // what `any` must resolve to on a CPU device
+  };
+  const auto a = GENERATE(
+      // 3x3 with 32 output channels, bias and post-ops
+      any_case{make(1, 1, 16, 32, 8, 8, 3, 1, 1, 1),
+               {ft::any, ft::any, true, true, true},
+               ft::nhwc,
+               ft::nhwc},
+      // stride 2, primes, minibatch 2, weights oihw
+      any_case{make(2, 1, 13, 17, 11, 11, 3, 2, 1, 1),
+               {ft::any, ft::any, false, true, false},
+               ft::nhwc,
+               ft::nhwc},
+      // depthwise: nchw
+      any_case{make(2, 8, 8, 8, 9, 9, 3, 2, 1, 1),
+               {ft::any, ft::any, true, true, true},
+               ft::nchw,
+               ft::nchw},
+      // groups of 2 -> 3 channels: nchw
+      any_case{make(1, 3, 6, 9, 5, 6, 3, 1, 1, 1),
+               {ft::any, ft::any, false, true, true},
+               ft::nchw,
+               ft::nchw},
+      // only src `any`: dst keeps its explicit layout
+      any_case{make(1, 1, 16, 24, 7, 7, 1, 1, 0, 0),
+               {ft::any, ft::nchw, true, false, true},
+               ft::nhwc,
+               ft::nchw},
+      // only dst `any`
+      any_case{make(1, 1, 5, 40, 9, 9, 3, 1, 1, 1),
+               {ft::nChw8c, ft::any, true, true, false},
+               ft::nChw8c,
+               ft::nhwc});
+  const auto [src, dst] = run_and_check(a.s, a.o);
+  auto expected = [&](ft requested, ft on_cpu) {
+    return requested != ft::any ? requested : gpu ? ft::nchw : on_cpu;
+  };
+  CHECK(src == memory::desc({a.s.mb, a.s.ic, a.s.ih, a.s.iw}, data_type::f32,
+                            expected(a.o.src_tag, a.src_on_cpu)));
+  CHECK(dst == memory::desc({a.s.mb, a.s.oc, a.s.oh(), a.s.ow()}, data_type::f32,
+                            expected(a.o.dst_tag, a.dst_on_cpu)));
 }
 
 TEST_CASE("the convolution's channel unroll keeps an iteration within 128 FMAs and IC/G",
@@ -325,6 +410,9 @@ TEST_CASE("the convolution's channel unroll keeps an iteration within 128 FMAs a
   CHECK(conv_ic_unroll(conv_config{4, 1, 16, 16, 1, 4, false}, 64) == 1);  // 256
   CHECK(conv_ic_unroll(conv_config{4, 1, 16, 8, 16, 4, false}, 3) == 2);
   CHECK(conv_ic_unroll(conv_config{4, 1, 16, 8, 16, 4, false}, 1) == 1);
+  // Set in the configuration, it is taken as given.
+  CHECK(conv_ic_unroll(conv_config{4, 1, 16, 8, 16, 4, false, 3}, 64) == 3);
+  CHECK(conv_ic_unroll(conv_config{4, 1, 16, 16, 1, 4, false, 2}, 64) == 2);
 }
 
 TEST_CASE("the default convolution configuration fits the device for ResNet-50's layers",
@@ -410,6 +498,11 @@ TEST_CASE("a convolution configuration the device cannot run is refused with a r
   r = ocl_internal::make_conv_pd(op, primitive_attr(), backend::impl_of(eng), &c);
   REQUIRE_FALSE(r.has_value());
   REQUIRE(r.why().message.find("exceeds the device") != std::string::npos);
+  c = {};
+  c.ic_unroll = 17;
+  r = ocl_internal::make_conv_pd(op, primitive_attr(), backend::impl_of(eng), &c);
+  REQUIRE_FALSE(r.has_value());
+  REQUIRE(r.why().message.find("ic_unroll not in 0..16") != std::string::npos);
   c = {16, 1, 16, 16, 16, 64, true};  // 64 channels x 7x7 x 256 outputs: megabytes
   r = ocl_internal::make_conv_pd(op, primitive_attr(), backend::impl_of(eng), &c);
   REQUIRE_FALSE(r.has_value());

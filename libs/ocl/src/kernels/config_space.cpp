@@ -72,7 +72,12 @@ std::vector<conv_config> conv_config_candidates(const device_entry& dev, const c
     if (std::find(tile_ows.begin(), tile_ows.end(), t) == tile_ows.end()) tile_ows.push_back(t);
   }
   std::sort(tile_ows.begin(), tile_ows.end());
+  // CPU devices run the register-tiled kernel: local memory is ordinary
+  // memory behind the same caches there (docs/ocl.md), so the space keeps
+  // local tiling off and spends the budget on the register tile's knobs.
+  const bool gpu = (dev.type & CL_DEVICE_TYPE_GPU) != 0;
   for (bool local : {false, true}) {
+    if (local && !gpu) continue;
     for (int wg_oc : kSizes) {
       for (int wg_ow : kSizes) {
         for (int tile_oc : kSizes) {
@@ -83,9 +88,16 @@ std::vector<conv_config> conv_config_candidates(const device_entry& dev, const c
               if (tile_oc % vec != 0) continue;
               for (int tile_ic : kSizes) {
                 if (local ? tile_ic > icg : tile_ic != 1) continue;
-                const conv_config c{
-                    wg_oc, wg_ow, tile_oc, tile_ow, vec, local ? tile_ic : unused_tile_ic, local};
-                if (check_conv_config(c, dev, p)) out.push_back(c);
+                // The channel loop's unroll (register tile only): 1, 2, 4,
+                // 8, no more than the group's input channels.
+                for (int unroll : {1, 2, 4, 8}) {
+                  if (local ? unroll != 1 : unroll > icg) continue;
+                  const conv_config c{wg_oc,   wg_ow,
+                                      tile_oc, tile_ow,
+                                      vec,     local ? tile_ic : unused_tile_ic,
+                                      local,   local ? 0 : unroll};
+                  if (check_conv_config(c, dev, p)) out.push_back(c);
+                }
               }
             }
           }
@@ -137,13 +149,14 @@ backend::kernel_config to_fields(const conv_config& c) {
       .add("tile_ow", c.tile_ow)
       .add("vec_width", c.vec_width)
       .add("tile_ic", c.tile_ic)
-      .add("local_tiling", c.local_tiling ? 1 : 0);
+      .add("local_tiling", c.local_tiling ? 1 : 0)
+      .add("ic_unroll", c.ic_unroll);
   return f;
 }
 
 result<conv_config> conv_config_from_fields(const backend::kernel_config& f) {
-  if (auto ok = f.expect(
-          {"wg_oc", "wg_ow", "tile_oc", "tile_ow", "vec_width", "tile_ic", "local_tiling"});
+  if (auto ok = f.expect({"wg_oc", "wg_ow", "tile_oc", "tile_ow", "vec_width", "tile_ic",
+                          "local_tiling", "ic_unroll"});
       !ok) {
     return failure{status::invalid_arguments, "convolution config: " + ok.why().message};
   }
@@ -159,6 +172,9 @@ result<conv_config> conv_config_from_fields(const backend::kernel_config& f) {
   auto local = r.get("local_tiling", 0, 1);
   if (!local) return local.why();
   c.local_tiling = local.value() == 1;
+  auto unroll = r.get("ic_unroll", 0, 16);
+  if (!unroll) return unroll.why();
+  c.ic_unroll = unroll.value();
   return c;
 }
 

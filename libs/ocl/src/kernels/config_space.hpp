@@ -18,8 +18,11 @@
 // and 7 columns), every vector width that divides the
 // vectorized tile, local tiling off and on (on: slices of 8, 16, 32 for
 // the matmul's K; 1, 2, 4, 8, 16 input channels for the convolution,
-// at most the group's). Fields a configuration does not use are canonical
-// (no local tiling: tile_k 16, tile_ic min(4, IC/G)), so that no two
+// at most the group's; the convolution keeps it off on CPU devices, where
+// local memory is ordinary memory), and for the convolution without local
+// tiling the channel loop's unroll (ic_unroll 1, 2, 4, 8, at most IC/G).
+// Fields a configuration does not use are canonical (no local tiling:
+// tile_k 16, tile_ic min(4, IC/G); with it: ic_unroll 0), so that no two
 // candidates generate the same kernel. Ordered lexicographically, local
 // tiling outermost. The heuristic's default need not be in the space (a
 // tuner measures it as candidate 0 anyway).
@@ -49,7 +52,8 @@ backend::kernel_config to_fields(const matmul_config& c);
 // 0/1); whether the device runs it is check_matmul_config's question.
 result<matmul_config> matmul_config_from_fields(const backend::kernel_config& f);
 
-// Fields: wg_oc, wg_ow, tile_oc, tile_ow, vec_width, tile_ic, local_tiling.
+// Fields: wg_oc, wg_ow, tile_oc, tile_ow, vec_width, tile_ic, local_tiling,
+// ic_unroll (0..16; 0 is conv_ic_unroll's rule).
 backend::kernel_config to_fields(const conv_config& c);
 result<conv_config> conv_config_from_fields(const backend::kernel_config& f);
 

@@ -8,6 +8,7 @@ namespace primcache::ocl_internal {
 void conv_config::write_key(key_writer& w) const {
   w.i32(wg_oc).i32(wg_ow).i32(tile_oc).i32(tile_ow).i32(vec_width).i32(tile_ic).boolean(
       local_tiling);
+  w.i32(ic_unroll);
 }
 
 std::size_t conv_local_bytes(const conv_config& c, const conv_problem& p) {
@@ -20,6 +21,7 @@ std::size_t conv_local_bytes(const conv_config& c, const conv_problem& p) {
 }
 
 int conv_ic_unroll(const conv_config& c, std::int64_t icg) {
+  if (c.ic_unroll > 0) return c.ic_unroll;
   const std::int64_t fmas = std::int64_t{c.tile_ow} * (c.tile_oc / std::max(c.vec_width, 1));
   int u = 8;
   while (u > 1 && (u * fmas > 128 || u > icg)) u /= 2;
@@ -38,6 +40,12 @@ int conv_best_columns(std::int64_t ow, int lo, int hi) {
     }
   }
   return best;
+}
+
+format_tag conv_preferred_activation(const device_entry& dev, std::int64_t icg, std::int64_t ocg) {
+  (void)icg;
+  if ((dev.type & CL_DEVICE_TYPE_GPU) != 0) return format_tag::nchw;
+  return ocg >= kConvNhwcMinOcg ? format_tag::nhwc : format_tag::nchw;
 }
 
 conv_config default_conv_config(const device_entry& dev, const conv_problem& p) {
@@ -85,6 +93,7 @@ conv_config default_conv_config(const device_entry& dev, const conv_problem& p) 
     c.tile_ic /= 2;
   }
   if (conv_local_bytes(c, p) > dev.local_mem_size) c.local_tiling = false;
+  c.ic_unroll = c.local_tiling ? 0 : conv_ic_unroll(c, p.ic_per_group());
   return c;
 }
 
@@ -97,6 +106,7 @@ result<bool> check_conv_config(const conv_config& c, const device_entry& dev,
     return bad("sizes must be positive");
   }
   if (c.tile_oc > 16 || c.tile_ow > 16) return bad("tiles above 16 outputs per dimension");
+  if (c.ic_unroll < 0 || c.ic_unroll > 16) return bad("ic_unroll not in 0..16");
   const int v = c.vec_width;
   if (v != 1 && v != 2 && v != 4 && v != 8 && v != 16) return bad("vec_width not 1/2/4/8/16");
   if (c.tile_oc % v != 0) return bad("vec_width does not divide tile_oc");

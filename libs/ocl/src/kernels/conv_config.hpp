@@ -29,6 +29,10 @@ struct conv_config {
   int vec_width = 8;             // 1, 2, 4, 8 or 16; divides tile_oc
   int tile_ic = 4;               // input channels per local-memory slice
   bool local_tiling = false;
+  // Input channels per iteration of the register-tiled kernel's channel
+  // loop (0..16; 0: conv_ic_unroll's rule). The default sets it; unused,
+  // canonically 0, with local tiling.
+  int ic_unroll = 0;
   void write_key(key_writer& w) const;
   friend bool operator==(const conv_config&, const conv_config&) = default;
 };
@@ -44,10 +48,26 @@ result<bool> check_conv_config(const conv_config& c, const device_entry& dev,
 // (4, 8) gives 8 for 56 and 112 columns, 7 for 28, 14 and 7 (ResNet-50's).
 int conv_best_columns(std::int64_t ow, int lo, int hi);
 // How many input channels the register-tiled kernel (no local tiling)
-// unrolls its channel loop by, for a group of `icg` input channels: at
-// most 8 and at most 128 vector FMAs an iteration, no more than icg.
+// unrolls its channel loop by, for a group of `icg` input channels:
+// c.ic_unroll when set, else the rule: at most 8 and at most 128 vector
+// FMAs an iteration, no more than icg.
 int conv_ic_unroll(const conv_config& c, std::int64_t icg);
 // Bytes of local memory `c` uses for `p` (0 without local tiling).
 std::size_t conv_local_bytes(const conv_config& c, const conv_problem& p);
+// The layout `any` activations (src and dst alike) resolve to for a
+// convolution with `icg` input and `ocg` output channels per group on
+// `dev`: nhwc or nchw, whichever the device's default kernel runs faster
+// for that shape (docs/ocl.md, "Convolution"). On CPU devices (PoCL) the
+// register-tiled kernel takes nhwc when a work-item computes a vector of
+// channels (ocg >= kConvNhwcMinOcg): its stores and its channel loop's src
+// reads are then contiguous runs (bench_ocl_conv: faster than nchw on
+// ResNet-50's layers). With fewer channels per group (depthwise, narrow
+// groups) it keeps nchw, as before: there a work-item's vector is its
+// columns, and the measurements under load disagree
+// (docs/PERFORMANCE.md, "Which layout `any` activations take"). GPUs keep
+// nchw (the local-tiling kernel interleaves columns across the group:
+// neighbouring work-items read neighbouring columns).
+inline constexpr std::int64_t kConvNhwcMinOcg = 8;
+format_tag conv_preferred_activation(const device_entry& dev, std::int64_t icg, std::int64_t ocg);
 
 }  // namespace primcache::ocl_internal

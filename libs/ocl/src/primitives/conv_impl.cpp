@@ -14,12 +14,14 @@ namespace {
 using backend::convolution_op;
 using backend::primitive_kind;
 
-// Activations `any`: nchw, where a work-item's columns are contiguous
-// (bench_ocl_conv on PoCL: faster than nhwc on ten of ResNet-50's eleven
-// layers, up to 3.5x; docs/ocl.md).
-memory_desc resolve_activation(const memory_desc& md) {
+// Activations `any`: the layout the device's default kernel runs faster
+// for this shape (conv_preferred_activation; docs/ocl.md).
+memory_desc resolve_activation(const memory_desc& md, const device_entry& dev,
+                               const convolution_op& op) {
   if (!md.is_any()) return md;
-  return memory_desc(md.dims(), md.data_type(), format_tag::nchw);
+  const std::int64_t g = op.weights.ndims() == 5 ? op.weights.dims()[0] : 1;
+  const std::int64_t icg = op.src.dims()[1] / g, ocg = op.dst.dims()[1] / g;
+  return memory_desc(md.dims(), md.data_type(), conv_preferred_activation(dev, icg, ocg));
 }
 
 // Weights `any`: output channels innermost, then input channels, then the
@@ -64,9 +66,10 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_conv_pd(
     const conv_config* forced_config) {
   const convolution_op& op = std::get<convolution_op>(desc);
   if (attr.has_output_scales()) return unimplemented("output scales on OpenCL convolution");
+  const ocl_engine& ocl = ocl_engine_of(eng);
   conv_problem p;
-  p.src = resolve_activation(op.src);
-  p.dst = resolve_activation(op.dst);
+  p.src = resolve_activation(op.src, ocl.device_info(), op);
+  p.dst = resolve_activation(op.dst, ocl.device_info(), op);
   p.weights = resolve_weights(op.weights);
   p.bias = op.bias.is_zero()
                ? memory_desc()
@@ -106,7 +109,6 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_conv_pd(
     }
   }
 
-  const ocl_engine& ocl = ocl_engine_of(eng);
   const conv_config c = forced_config ? *forced_config : default_conv_config(ocl.device_info(), p);
   if (auto ok = check_conv_config(c, ocl.device_info(), p); !ok) return ok.why();
 
