@@ -4,7 +4,9 @@
 #include <atomic>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "primcache/base/error.hpp"
@@ -195,9 +197,78 @@ std::size_t engine_count(engine_kind kind) {
 
 namespace {
 
-// Asks each implementation in turn (no caching).
+// The op each accepted descriptor of a tuned kind was made from, so the
+// tuner can ask the other implementations for the same op (tuning.cpp).
+// Keyed by address, checked through the weak reference (an address may be
+// reused); entries of dead descriptors are swept when the map has doubled.
+class op_memo {
+ public:
+  void remember(const std::shared_ptr<const primitive_desc_impl>& pd, const op_desc& op)
+      PRIMCACHE_EXCLUDES(mu_) {
+    lock_guard g(mu_);
+    map_.insert_or_assign(pd.get(), entry{pd, op});
+    if (map_.size() >= 2 * swept_size_) {
+      std::erase_if(map_, [](const auto& kv) { return kv.second.pd.expired(); });
+      swept_size_ = std::max<std::size_t>(map_.size(), 64);
+    }
+  }
+  std::optional<op_desc> find(const primitive_desc_impl& pd) PRIMCACHE_EXCLUDES(mu_) {
+    lock_guard g(mu_);
+    auto it = map_.find(&pd);
+    if (it == map_.end() || it->second.pd.lock().get() != &pd) return std::nullopt;
+    return it->second.op;
+  }
+
+ private:
+  struct entry {
+    std::weak_ptr<const primitive_desc_impl> pd;
+    op_desc op;
+  };
+  mutex mu_;
+  std::unordered_map<const primitive_desc_impl*, entry> map_ PRIMCACHE_GUARDED_BY(mu_);
+  std::size_t swept_size_ PRIMCACHE_GUARDED_BY(mu_) = 64;
+};
+
+op_memo& the_op_memo() {
+  static op_memo* m = new op_memo;  // never destroyed, as the registry
+  return *m;
+}
+
+bool tuned_kind(primitive_kind kind) {
+  return kind == primitive_kind::matmul || kind == primitive_kind::convolution;
+}
+
+// Whether two descriptors take the same arguments: an implementation stands
+// in for another only if the user's memory fits it unchanged.
+bool same_arguments(const primitive_desc_impl& a, const primitive_desc_impl& b) {
+  const auto& x = a.required_args();
+  const auto& y = b.required_args();
+  if (x.size() != y.size()) return false;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i].index != y[i].index || !(x[i].md == y[i].md) || x[i].engine != y[i].engine ||
+        x[i].post_op != y[i].post_op) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Factories running on this thread: a descriptor a composing implementation
+// creates for its nested primitive is never redirected to another
+// implementation by the tune table (the composing one chose it, and the
+// redirect could lead back to the composing implementation).
+thread_local int tl_accept_depth = 0;
+
+// Asks each implementation in turn (no caching). At the outermost level, a
+// tune-table entry for the first accepting descriptor that names another
+// implementation (a cross-implementation winner, tuning.cpp) chooses that
+// implementation instead, if it accepts the op with the same arguments.
 std::shared_ptr<const primitive_desc_impl> accept(const op_desc& op, const primitive_attr& attr,
                                                   const engine& eng) {
+  struct depth_scope {
+    depth_scope() { ++tl_accept_depth; }
+    ~depth_scope() { --tl_accept_depth; }
+  } depth;
   std::shared_ptr<const primitive_desc_impl> chosen;
   std::string declined;
   failure rejected;
@@ -217,6 +288,18 @@ std::shared_ptr<const primitive_desc_impl> accept(const op_desc& op, const primi
     }
     declined.append(declined.empty() ? "" : "; ").append(e.name).append(": ");
     declined.append(r.why().message);
+  }
+  if (chosen && tuned_kind(kind)) {
+    if (tl_accept_depth == 1) {
+      const std::optional<std::string> other = tuned_implementation(*chosen, backend::impl_of(eng));
+      for (const implementation_entry& e : list&& other ? *list : impl_list{}) {
+        if (*other != e.name || *other == chosen->name()) continue;
+        auto r = e.create(op, attr, backend::impl_of(eng));
+        if (r && same_arguments(*r.value(), *chosen)) chosen = std::move(r).value();
+        break;
+      }
+    }
+    the_op_memo().remember(chosen, op);
   }
   if (chosen) return chosen;
   if (was_rejected) throw error(rejected.code, rejected.message);
@@ -278,6 +361,36 @@ std::vector<std::byte> settings_snapshot(const engine& eng, const primitive_attr
 struct settings_changed {};
 
 }  // namespace
+
+}  // namespace backend
+
+namespace runtime_internal {
+
+std::vector<std::shared_ptr<const backend::primitive_desc_impl>> alternative_descs(
+    const backend::primitive_desc_impl& pd, const engine& eng) {
+  using namespace backend;
+  std::vector<std::shared_ptr<const primitive_desc_impl>> out;
+  const std::optional<op_desc> op = the_op_memo().find(pd);
+  if (!op) return out;
+  auto list = the_registry().list(eng.get_kind(), pd.kind());
+  for (const implementation_entry& e : list ? *list : impl_list{}) {
+    if (pd.name() == std::string_view(e.name)) continue;
+    struct depth_scope {  // its nested descriptors are never redirected
+      depth_scope() { ++backend::tl_accept_depth; }
+      ~depth_scope() { --backend::tl_accept_depth; }
+    } depth;
+    auto r = e.create(*op, pd.attr(), backend::impl_of(eng));
+    if (!r) continue;
+    std::shared_ptr<const primitive_desc_impl> alt = std::move(r).value();
+    if (!alt->default_config() || !same_arguments(*alt, pd)) continue;
+    out.push_back(std::move(alt));
+  }
+  return out;
+}
+
+}  // namespace runtime_internal
+
+namespace backend {
 
 std::shared_ptr<const primitive_desc_impl> create_primitive_desc(const op_desc& op,
                                                                  const primitive_attr& attr,

@@ -329,8 +329,35 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   }
   const double tolerance = reordered_sum_tolerance(k) * static_cast<double>(k) * slope;
 
-  const backend::config_space space = pdi.config_candidates();
-  auto config_at = [&](std::size_t i) { return i == 0 ? *def : space.at(i - 1); };
+  // The candidates: this implementation's default (candidate 0) and its
+  // space, then each other implementation's that accepts the op with the
+  // same arguments and has configurations — its default, then its space.
+  // A winner from another implementation is recorded under both problem
+  // keys, and the registry then creates that implementation for this op.
+  struct candidate_source {
+    std::shared_ptr<const backend::primitive_desc_impl> alternative;  // null: pdi itself
+    const backend::primitive_desc_impl* desc;
+    backend::kernel_config def;
+    backend::config_space space;
+    std::size_t first;  // the index of its default
+  };
+  std::vector<candidate_source> sources;
+  sources.push_back({nullptr, &pdi, *def, pdi.config_candidates(), 0});
+  std::size_t count = 1 + static_cast<std::size_t>(sources.back().space.size());
+  for (auto& alt : alternative_descs(pdi, eng)) {
+    const backend::primitive_desc_impl* d = alt.get();
+    sources.push_back({std::move(alt), d, *d->default_config(), d->config_candidates(), count});
+    count += 1 + static_cast<std::size_t>(sources.back().space.size());
+  }
+  auto source_of = [&](std::size_t i) -> const candidate_source& {
+    std::size_t s = sources.size() - 1;
+    while (sources[s].first > i) --s;
+    return sources[s];
+  };
+  auto config_at = [&](std::size_t i) {
+    const candidate_source& src = source_of(i);
+    return i == src.first ? src.def : src.space.at(i - src.first - 1);
+  };
   std::vector<float> expected;
   // What a built candidate runs with; two at once while the tuner confirms
   // a winner against the default (tuner.hpp).
@@ -348,11 +375,11 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   stream s(strm.get_engine());
 
   tuning_callbacks cb;
-  cb.count = static_cast<std::size_t>(space.size()) + 1;
+  cb.count = count;
   cb.build = [&](std::size_t i) {
     const private_cache_scope scope;
     built_candidate& b = built[i];
-    b.impl = pdi.create_impl_with(eng, config_at(i));
+    b.impl = source_of(i).desc->create_impl_with(eng, config_at(i));
     b.resources = std::make_unique<backend::resource_mapper>();
     b.impl->create_resource(eng, *b.resources);
     const std::size_t bytes = b.impl->scratchpad_bytes();
@@ -390,14 +417,37 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
     }
     built.erase(i);
   };
-  cb.describe = [&](std::size_t i) { return config_at(i).to_json(); };
+  auto describe = [&](std::size_t i) {
+    const candidate_source& src = source_of(i);
+    const std::string json = config_at(i).to_json();
+    return src.alternative ? std::string(src.desc->name()) + " " + json : json;
+  };
+  cb.describe = describe;
 
   tune_options o;
   o.max_nconfigs = st.nconfigs();
-  o.search = spread_search();  // the spaces are far larger than the budget
+  // Each other implementation's default first, then the budget left spread
+  // over all the spaces (they are far larger than the budget).
+  o.search = [&sources, spread = spread_search()](std::size_t n, std::size_t budget,
+                                                  const search_keep& keep) {
+    std::vector<std::size_t> picked;
+    for (const candidate_source& src : sources) {
+      if (src.first != 0 && picked.size() < budget && keep(src.first)) picked.push_back(src.first);
+    }
+    const std::size_t defaults = picked.size();
+    const search_keep rest = [&](std::size_t i) {
+      for (std::size_t j = 0; j < defaults; ++j) {
+        if (picked[j] == i) return false;
+      }
+      return keep(i);
+    };
+    for (std::size_t i : spread(n, budget - picked.size(), rest)) picked.push_back(i);
+    return picked;
+  };
   o.prune = [&](std::size_t i) {
+    const candidate_source& src = source_of(i);
     const backend::kernel_config c = config_at(i);
-    return c == *def || !pdi.validate_config(c);
+    return (i != src.first && c == src.def) || !src.desc->validate_config(c);
   };
   std::shared_ptr<const std::function<void(const tune_progress_event&)>> listener;
   {
@@ -413,10 +463,19 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   const tune_result r = tune(cb, o);
 
   const backend::kernel_config winner = config_at(r.winner);
-  st.table.put(device, pdi.problem_key(),
-               tune_entry{pdi.name(), winner.to_json(), r.winner_ns, r.default_ns,
-                          describe_problem(pdi), r.default_replaced() ? r.warm_winner_ns : 0,
-                          r.default_replaced() ? r.warm_default_ns : 0});
+  const backend::primitive_desc_impl& winner_desc = *source_of(r.winner).desc;
+  const tune_entry entry{winner_desc.name(),
+                         winner.to_json(),
+                         r.winner_ns,
+                         r.default_ns,
+                         describe_problem(pdi),
+                         r.default_replaced() ? r.warm_winner_ns : 0,
+                         r.default_replaced() ? r.warm_default_ns : 0};
+  // Under the alternative's own key too: its descriptor, made by the
+  // registry for this op from now on, finds its configuration there (and
+  // is not tuned again).
+  if (&winner_desc != &pdi) st.table.put(device, winner_desc.problem_key(), entry);
+  st.table.put(device, pdi.problem_key(), entry);
   st.dirty.store(true);
   st.tuned.fetch_add(1, std::memory_order_relaxed);
   if (r.default_replaced()) st.replaced.fetch_add(1, std::memory_order_relaxed);
@@ -452,11 +511,11 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
                   r.failed, r.tuning_ns / 1e6, r.rejected, r.warm_default_ns / 1e6,
                   r.warm_winner_ns / 1e6);
     verbose_print("primcache_verbose,tune," + describe_problem(pdi) + "," + pdi.name() + "," +
-                  winner.to_json() + line);
+                  describe(r.winner) + line);
   }
-  // The descriptors cached so far chose their configuration before this
-  // entry existed.
-  if (pdi.config() != winner) invalidate_primitive_descs();
+  // The descriptors cached so far chose their implementation and
+  // configuration before this entry existed.
+  if (&winner_desc != &pdi || pdi.config() != winner) invalidate_primitive_descs();
 }
 
 }  // namespace
@@ -482,6 +541,13 @@ void tune_on_first_execute(const primitive_desc& pd, const stream& strm) noexcep
     state().failed.fetch_add(1, std::memory_order_relaxed);
     state().primitives_failed.add();
   }
+}
+
+std::optional<std::string> tuned_implementation(const backend::primitive_desc_impl& pd,
+                                                const backend::engine_impl& eng) {
+  auto e = state().table.find(eng.describe(), pd.problem_key());
+  if (!e || e->implementation == pd.name()) return std::nullopt;
+  return e->implementation;
 }
 
 std::optional<backend::kernel_config> tuned_config(const backend::primitive_desc_impl& pd,

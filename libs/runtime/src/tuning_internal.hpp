@@ -4,7 +4,9 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "primcache/keyhash/key.hpp"
 #include "primcache/runtime/attr.hpp"
@@ -28,6 +30,20 @@ void tune_on_first_execute(const primitive_desc& pd, const stream& strm) noexcep
 // the config source gives none.
 std::optional<backend::kernel_config> tuned_config(const backend::primitive_desc_impl& pd,
                                                    const backend::engine_impl& eng);
+
+// The implementation the tune table chose for `pd`'s problem on `eng` when
+// it is another than pd's own (a cross-implementation winner), else
+// nullopt. The registry then asks that implementation instead.
+std::optional<std::string> tuned_implementation(const backend::primitive_desc_impl& pd,
+                                                const backend::engine_impl& eng);
+
+// The descriptors the other registered implementations of `pd`'s engine
+// and primitive kind make for the op `pd` was made from (registry.cpp):
+// those that accept it with the same arguments and have configurations,
+// the candidates a tuning may also measure. Empty when the registry did not
+// make `pd` (or its kind is not tuned).
+std::vector<std::shared_ptr<const backend::primitive_desc_impl>> alternative_descs(
+    const backend::primitive_desc_impl& pd, const engine& eng);
 
 // While this thread builds tuning candidates: the private cache their
 // nested impls are created in instead of the global primitive cache (and
