@@ -153,7 +153,8 @@ conv_run make_run(const engine& eng, const layer& l, format_tag tag, int unroll)
   convolution_forward::primitive_desc pd(d, eng);
   if (unroll > 0) {
     backend::kernel_config forced;
-    for (const auto& f : backend::impl_of(pd).default_config()->fields()) {
+    const auto def = backend::impl_of(pd).default_config();
+    for (const auto& f : def->fields()) {
       forced.add(f.name, f.name == "ic_unroll" ? unroll : f.value);
     }
     backend::set_config_source(
