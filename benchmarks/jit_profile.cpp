@@ -6,9 +6,10 @@
 // construction, verification, the IR pipeline, code generation, linking),
 // the IR's size before and after the pipeline and the object's size.
 //
-//   jit_profile [--iterations=N] [--kernel=matmul|conv|both|conv1] [--pipeline=TEXT]
+//   jit_profile [--iterations=N] [--kernel=matmul|conv|both|conv1|none] [--pipeline=TEXT]
 //               [--codegen-level=0..3] [--fast-isel] [--time-passes]
 //               [--lsr=0|1] [--dump=PREFIX] [--llvm=OPTION]...
+//               [--layer=IC,OC,IN,K,STRIDE,PAD]
 //
 // --pipeline takes PassBuilder text, "O1".."O3" (the default pipelines) or ""
 // (no IR pass); without it each kernel's own settings run. --lsr turns loop
@@ -16,12 +17,16 @@
 // turns on LLVM's pass timing (the IR passes through the new pass manager's
 // instrumentation, code generation's through the legacy pass manager) and
 // prints LLVM's report, summed over every compilation, at the end.
-// --kernel=conv1 profiles bench_conv's 7x7 first layer instead. --dump
+// --kernel=conv1 profiles bench_conv's 7x7 first layer instead; --layer
+// adds a convolution as bench_conv creates it (nChw16c, square, bias;
+// --kernel=none profiles it alone). --dump
 // writes the first creation's IR after the pipeline and its object to
 // PREFIX<label>.<kernel>.ll / .o; --llvm passes an option to LLVM's own
 // command line (-disable-lsr, -enable-misched=false, ...), for experiments.
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -107,6 +112,9 @@ struct options {
   std::string kernel = "both";
   bool time_passes = false;
   std::string dump;  // file prefix for each kernel's optimized IR and object
+  // --layer=IC,OC,IN,K,STRIDE,PAD: a bench_conv-style layer instead.
+  std::array<std::int64_t, 6> layer{};
+  bool has_layer = false;
 };
 
 // The overrides each creation's compile_probe gets.
@@ -202,6 +210,16 @@ int main(int argc, char** argv) {
       opt.time_passes = true;
     } else if (a.starts_with("--dump=")) {
       opt.dump = value("--dump=");
+    } else if (a.starts_with("--layer=")) {
+      const std::string v = value("--layer=");
+      if (std::sscanf(v.c_str(),
+                      "%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64,
+                      &opt.layer[0], &opt.layer[1], &opt.layer[2], &opt.layer[3], &opt.layer[4],
+                      &opt.layer[5]) != 6) {
+        std::fprintf(stderr, "jit_profile: --layer takes IC,OC,IN,K,STRIDE,PAD\n");
+        return 2;
+      }
+      opt.has_layer = true;
     } else if (a.starts_with("--llvm=")) {
       llvm_args.push_back(value("--llvm="));
     } else {
@@ -252,6 +270,12 @@ int main(int argc, char** argv) {
   if (opt.kernel == "matmul" || opt.kernel == "both") profile("matmul", make_matmul, opt, settings);
   if (opt.kernel == "conv" || opt.kernel == "both") profile("conv3x3", make_conv, opt, settings);
   if (opt.kernel == "conv1") profile("conv1", make_conv1, opt, settings);
+  if (opt.has_layer) {
+    const auto& l = opt.layer;
+    profile(
+        "layer", [&] { return make_conv_layer(l[0], l[1], l[2], l[3], l[4], l[5]); }, opt,
+        settings);
+  }
   if (opt.time_passes) llvm::reportAndResetTimings(&llvm::outs());
   return 0;
 }

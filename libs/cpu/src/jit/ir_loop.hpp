@@ -51,4 +51,15 @@ loop_exit emit_counted_loop(llvm::IRBuilderBase& b, llvm::Value* begin, llvm::Va
                             loop_test test = loop_test::index_below_end,
                             std::string_view name = "loop");
 
+// The same loop (index_below_end) in the bottom-tested form loop rotation
+// gives it, emitted so: the body, then the test and the branch back, in one
+// block when the body emits no control flow, so that no IR pass needs to
+// rotate it. With `guarded`, a test before the loop skips it when begin >=
+// end; without, the caller knows that begin < end (one iteration at least).
+// The returned index is the first index the loop did not run (begin when it
+// ran none); the carried values are the last iteration's (init when none).
+loop_exit emit_bottom_tested_loop(llvm::IRBuilderBase& b, llvm::Value* begin, llvm::Value* end,
+                                  std::int64_t step, const ir_values& init, const loop_body& body,
+                                  bool guarded, std::string_view name = "loop");
+
 }  // namespace primcache::cpu_internal

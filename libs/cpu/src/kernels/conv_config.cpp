@@ -111,8 +111,11 @@ conv_config default_conv_config(const conv_problem& p, cpu_isa isa) {
       const double oc_use =
           static_cast<double>(g.nb) / static_cast<double>(div_up(g.nb, ocb) * ocb);
       const double intensity = static_cast<double>(owb * ocb) / static_cast<double>(owb + ocb);
-      const double score =
-          row_use * oc_use * std::min(1.0, intensity / (wide ? 2.4 : 2.0)) + 1e-3 * owb * ocb;
+      // Two FMAs per load run at full speed (a 4x4 tile as fast as 6x4 on
+      // bench_conv's 3x3 and 1x1 layers; issue 11, fifth pass,
+      // docs/PERFORMANCE.md), and a tile that divides the row needs one
+      // tile body, not two (half the code to compile).
+      const double score = row_use * oc_use * std::min(1.0, intensity / 2.0) + 1e-3 * owb * ocb;
       if (score > best) {
         best = score;
         c.ow_block = owb;

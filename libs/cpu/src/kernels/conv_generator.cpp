@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,13 +26,18 @@ constexpr int lanes = conv_lanes;
 //
 // The entry function runs the work items [begin, end). An item is one output
 // row of one image, one group and one chunk of oc_blocks 16-channel blocks.
-// A row is split into tiles of ow_block pixels; the tiles whose taps all fall
-// inside the image run in one loop with no bounds checks, the edge tiles are
-// emitted one by one with the taps that fall into the padding left out at
-// generation time. Rows at the top and bottom narrow the kh loop at run time.
-// A tile keeps ow_block x oc_blocks accumulators in registers for the whole
-// reduction (kh, then input channels in steps of ic_unroll, then kw) and
-// applies bias and post-ops before its one store.
+// A row is split into tiles of ow_block pixels. Not depthwise: the row's
+// whole tiles run one tile body in a loop and the pixels left over a second,
+// narrower body; the reduction runs kh, input channels (ic_unroll per
+// iteration), then kw as a loop over the kernel row's taps; a pixel slot that
+// some tile has at the image's edge checks its taps at run time (a table
+// filled per tile, a branch around the multiply-adds of a tap outside).
+// Depthwise: the tiles whose taps all fall inside the image run in one loop
+// with no bounds checks, the edge tiles are emitted one by one with the taps
+// that fall into the padding left out at generation time. Rows at the top
+// and bottom narrow the kh loop at run time. A tile keeps ow_block x
+// oc_blocks accumulators in registers for the whole reduction and applies
+// bias and post-ops before its one store.
 
 class conv_codegen {
  public:
@@ -58,8 +65,10 @@ class conv_codegen {
     bias_ = fn_->getArg(2);
     dst_ = fn_->getArg(3);
     llvm::Value* bin = fn_->getArg(4);
-    acc_.resize(static_cast<std::size_t>(c_.ow_block * c_.oc_blocks));
-    for (auto& a : acc_) a = b_.CreateAlloca(v16_);
+    if (g_.depthwise) {
+      acc_.resize(static_cast<std::size_t>(c_.ow_block * c_.oc_blocks));
+      for (auto& a : acc_) a = b_.CreateAlloca(v16_);
+    }
     for (std::size_t i = 0; i < p_.post_ops.size(); ++i) {
       const post_op& op = p_.post_ops[i];
       llvm::Value* operand = nullptr;
@@ -80,7 +89,19 @@ class conv_codegen {
     return b_.CreateGEP(ty ? ty : f32_, base, off);
   }
   llvm::Value* gep(llvm::Value* base, std::int64_t off, llvm::Type* ty = nullptr) {
-    return gep(base, c64(off), ty);
+    return off == 0 ? base : gep(base, c64(off), ty);
+  }
+  // x + c and x * c, without the instruction where it changes nothing (the
+  // kernel runs no IR pass that would fold them).
+  llvm::Value* add(llvm::Value* x, std::int64_t c) { return c == 0 ? x : b_.CreateAdd(x, c64(c)); }
+  llvm::Value* plus(llvm::Value* x, llvm::Value* y) {
+    if (auto* cx = llvm::dyn_cast<llvm::ConstantInt>(x); cx && cx->isZero()) return y;
+    if (auto* cy = llvm::dyn_cast<llvm::ConstantInt>(y); cy && cy->isZero()) return x;
+    return b_.CreateAdd(x, y);
+  }
+  llvm::Value* mul(llvm::Value* x, std::int64_t c) {
+    if (c == 1) return x;
+    return c == 0 ? c64(0) : b_.CreateMul(x, c64(c));
   }
 
   // for (iv = begin; iv < end; iv += step) body(iv), in i64.
@@ -104,17 +125,17 @@ class conv_codegen {
 
   // The element offset of channel c (i64) in a layout.
   llvm::Value* channel_offset(const conv_act_layout& l, llvm::Value* c) {
-    if (!l.blocked) return b_.CreateMul(c, c64(l.c_stride));
-    return b_.CreateAdd(b_.CreateMul(b_.CreateLShr(c, 4), c64(l.c_stride)), b_.CreateAnd(c, 15));
+    if (!l.blocked) return mul(c, l.c_stride);
+    return plus(mul(b_.CreateLShr(c, 4), l.c_stride), b_.CreateAnd(c, 15));
   }
 
   // 16 channels from c0 of one pixel (`pixel` points at its channel 0):
   // whole-vector access when they are consecutive floats, lane by lane
   // otherwise; lanes at and past `valid` read as 0 and are not written.
   llvm::Value* load_channels(const conv_act_layout& l, bool contiguous, llvm::Value* pixel,
-                             llvm::Value* c0, int valid) {
+                             llvm::Value* c0, int valid, llvm::Value* coff = nullptr) {
     if (contiguous) {
-      llvm::Value* ptr = gep(pixel, channel_offset(l, c0));
+      llvm::Value* ptr = gep(pixel, coff ? coff : channel_offset(l, c0));
       if (valid == lanes || l.blocked) return b_.CreateAlignedLoad(v16_, ptr, llvm::Align(4));
       return b_.CreateMaskedLoad(v16_, ptr, llvm::Align(4), lane_mask(valid), splat(0.f));
     }
@@ -129,22 +150,24 @@ class conv_codegen {
   void store_channels(const conv_act_layout& l, bool contiguous, llvm::Value* pixel,
                       llvm::Value* c0, int valid, llvm::Value* v) {
     if (contiguous) {
-      llvm::Value* ptr = gep(pixel, channel_offset(l, c0));
-      if (valid == lanes) {
-        b_.CreateAlignedStore(v, ptr, llvm::Align(4));
-      } else if (l.blocked) {
-        // The channel padding of a blocked tensor is kept at zero.
-        b_.CreateAlignedStore(b_.CreateSelect(lane_mask(valid), v, splat(0.f)), ptr,
-                              llvm::Align(4));
-      } else {
-        b_.CreateMaskedStore(v, ptr, llvm::Align(4), lane_mask(valid));
-      }
+      store_vector(l, gep(pixel, channel_offset(l, c0)), valid, v);
       return;
     }
     for (int l2 = 0; l2 < valid; ++l2) {
       llvm::Value* c = b_.CreateAdd(c0, c64(l2));
       b_.CreateAlignedStore(b_.CreateExtractElement(v, static_cast<std::uint64_t>(l2)),
                             gep(pixel, channel_offset(l, c)), llvm::Align(4));
+    }
+  }
+  // The `valid` first lanes of v to 16 consecutive floats at ptr.
+  void store_vector(const conv_act_layout& l, llvm::Value* ptr, int valid, llvm::Value* v) {
+    if (valid == lanes) {
+      b_.CreateAlignedStore(v, ptr, llvm::Align(4));
+    } else if (l.blocked) {
+      // The channel padding of a blocked tensor is kept at zero.
+      b_.CreateAlignedStore(b_.CreateSelect(lane_mask(valid), v, splat(0.f)), ptr, llvm::Align(4));
+    } else {
+      b_.CreateMaskedStore(v, ptr, llvm::Align(4), lane_mask(valid));
     }
   }
   // 16 consecutive floats of a dense per-channel vector (bias, per-channel
@@ -162,11 +185,12 @@ class conv_codegen {
     llvm::Value* oh;
     llvm::Value* kh_lo;
     llvm::Value* kh_hi;
-    llvm::Value* src_img;    // src + off0 + n * n_stride
-    llvm::Value* dst_row;    // dst + off0 + n * n_stride + oh * h_stride
-    llvm::Value* ih0;        // oh * sh - pt
-    llvm::Value* wei_chunk;  // packed weights of this chunk's first block
-    llvm::Value* c_first;    // first output channel of the chunk (tensor-wide)
+    llvm::Value* src_img;      // src + off0 + n * n_stride
+    llvm::Value* dst_row;      // dst + off0 + n * n_stride + oh * h_stride
+    llvm::Value* dst_row_off;  // off0 + n * n_stride + oh * h_stride
+    llvm::Value* ih0;          // oh * sh - pt
+    llvm::Value* wei_chunk;    // packed weights of this chunk's first block
+    llvm::Value* c_first;      // first output channel of the chunk (tensor-wide)
   };
 
   void emit_item(llvm::Value* item, std::int64_t nocc) {
@@ -174,6 +198,7 @@ class conv_codegen {
     item_ctx it{};
     llvm::Value* rest = item;
     auto take = [&](std::int64_t extent) {
+      if (extent == 1) return c64(0);
       llvm::Value* v = b_.CreateURem(rest, c64(extent));
       rest = b_.CreateUDiv(rest, c64(extent));
       return v;
@@ -191,29 +216,27 @@ class conv_codegen {
     }
     // Rows of kh that fall inside the image: ih = ih0 + kh * (dh + 1).
     const std::int64_t dk = g_.dh + 1;
-    it.ih0 = b_.CreateSub(b_.CreateMul(it.oh, c64(g_.sh)), c64(g_.pt));
+    it.ih0 = add(mul(it.oh, g_.sh), -g_.pt);
     llvm::Value* neg = b_.CreateSub(c64(0), it.ih0);
-    llvm::Value* lo = b_.CreateSDiv(b_.CreateAdd(neg, c64(dk - 1)), c64(dk));
+    llvm::Value* lo = dk == 1 ? neg : b_.CreateSDiv(add(neg, dk - 1), c64(dk));
     it.kh_lo = b_.CreateSelect(b_.CreateICmpSGT(neg, c64(0)), lo, c64(0));
     llvm::Value* room = b_.CreateSub(c64(g_.ih - 1), it.ih0);
-    llvm::Value* hi = b_.CreateAdd(b_.CreateSDiv(room, c64(dk)), c64(1));
+    llvm::Value* hi = add(dk == 1 ? room : b_.CreateSDiv(room, c64(dk)), 1);
     hi = b_.CreateSelect(b_.CreateICmpSLT(room, c64(0)), c64(0), hi);
     it.kh_hi = b_.CreateSelect(b_.CreateICmpSLT(hi, c64(g_.kh)), hi, c64(g_.kh));
 
-    it.src_img =
-        gep(src_, b_.CreateAdd(c64(g_.src.off0), b_.CreateMul(it.n, c64(g_.src.n_stride))));
-    it.dst_row = gep(
-        dst_, b_.CreateAdd(b_.CreateAdd(c64(g_.dst.off0), b_.CreateMul(it.n, c64(g_.dst.n_stride))),
-                           b_.CreateMul(it.oh, c64(g_.dst.h_stride))));
-    llvm::Value* first_block = b_.CreateMul(it.occ, c64(c_.oc_blocks));
+    it.src_img = gep(src_, add(mul(it.n, g_.src.n_stride), g_.src.off0));
+    it.dst_row_off =
+        add(plus(mul(it.n, g_.dst.n_stride), mul(it.oh, g_.dst.h_stride)), g_.dst.off0);
+    it.dst_row = gep(dst_, it.dst_row_off);
+    llvm::Value* first_block = mul(it.occ, c_.oc_blocks);
     if (g_.depthwise) {
-      it.c_first = b_.CreateMul(first_block, c64(lanes));
-      it.wei_chunk = gep(wei_, b_.CreateMul(first_block, c64(g_.kh * g_.kw * lanes)));
+      it.c_first = mul(first_block, lanes);
+      it.wei_chunk = gep(wei_, mul(first_block, g_.kh * g_.kw * lanes));
     } else {
-      it.c_first =
-          b_.CreateAdd(b_.CreateMul(it.g, c64(g_.ocg)), b_.CreateMul(first_block, c64(lanes)));
-      llvm::Value* blk = b_.CreateAdd(b_.CreateMul(it.g, c64(g_.nb)), first_block);
-      it.wei_chunk = gep(wei_, b_.CreateMul(blk, c64(g_.kh * g_.kw * g_.icg * lanes)));
+      it.c_first = plus(mul(it.g, g_.ocg), mul(first_block, lanes));
+      llvm::Value* blk = plus(mul(it.g, g_.nb), first_block);
+      it.wei_chunk = gep(wei_, mul(blk, g_.kh * g_.kw * g_.icg * lanes));
     }
 
     // The last chunk may hold fewer blocks, and its last block fewer lanes.
@@ -221,7 +244,7 @@ class conv_codegen {
     const int tail_blocks = static_cast<int>(g_.nb - (nocc - 1) * c_.oc_blocks);
     const int tail_lanes = static_cast<int>(channels - (g_.nb - 1) * lanes);
     if (tail_blocks == c_.oc_blocks && tail_lanes == lanes) {
-      emit_row(it, c_.oc_blocks, lanes);
+      row(it, c_.oc_blocks, lanes);
       return;
     }
     auto* full = llvm::BasicBlock::Create(ctx_, "full_chunk", fn_);
@@ -229,12 +252,270 @@ class conv_codegen {
     auto* join = llvm::BasicBlock::Create(ctx_, "chunk_done", fn_);
     b_.CreateCondBr(b_.CreateICmpEQ(it.occ, c64(nocc - 1)), tail, full);
     b_.SetInsertPoint(full);
-    emit_row(it, c_.oc_blocks, lanes);
+    row(it, c_.oc_blocks, lanes);
     b_.CreateBr(join);
     b_.SetInsertPoint(tail);
-    emit_row(it, tail_blocks, tail_lanes);
+    row(it, tail_blocks, tail_lanes);
     b_.CreateBr(join);
     b_.SetInsertPoint(join);
+  }
+
+  void row(const item_ctx& it, int blocks, int last_lanes) {
+    if (g_.depthwise) {
+      emit_row(it, blocks, last_lanes);
+    } else {
+      emit_dense_row(it, blocks, last_lanes);
+    }
+  }
+
+  // Whether some output row has no kh tap inside the image (its kh loop
+  // runs no iteration).
+  bool some_row_without_taps() const {
+    for (std::int64_t oh = 0; oh < g_.oh; ++oh) {
+      bool any = false;
+      for (std::int64_t kh = 0; kh < g_.kh && !any; ++kh) {
+        const std::int64_t ih = oh * g_.sh - g_.pt + kh * (g_.dh + 1);
+        any = ih >= 0 && ih < g_.ih;
+      }
+      if (!any) return true;
+    }
+    return false;
+  }
+
+  // A row of a convolution that is not depthwise: the row's whole tiles of
+  // ow_block pixels run one tile body in one loop, and the pixels left over
+  // (fewer than ow_block) a second, narrower one.
+  void emit_dense_row(const item_ctx& it, int blocks, int last_lanes) {
+    const int owb = c_.ow_block;
+    const std::int64_t whole = g_.ow / owb;
+    const int rest = static_cast<int>(g_.ow % owb);
+    auto valid_lanes = [&](int k) { return k == blocks - 1 ? last_lanes : lanes; };
+    // The sums start at the bias (loaded once per row).
+    ir_values bias(static_cast<std::size_t>(blocks), splat(0.f));
+    if (g_.has_bias) {
+      for (int k = 0; k < blocks; ++k) {
+        bias[static_cast<std::size_t>(k)] =
+            load_dense(bias_, add(it.c_first, k * lanes), valid_lanes(k));
+      }
+    }
+    if (whole > 0) emit_dense_tiles(it, 0, whole, owb, blocks, last_lanes, bias);
+    if (rest > 0) emit_dense_tiles(it, whole * owb, 1, rest, blocks, last_lanes, bias);
+  }
+
+  // `count` register tiles of `len` pixels from pixel `start` of the row,
+  // one after another in a loop over one tile body: `len` pixels x `blocks`
+  // output blocks (the last with `last_lanes` lanes) of sums, from `bias`,
+  // kept in registers through the reduction (kh, input channels, then kw in
+  // a loop over the kernel row's taps), then post-ops and one store each.
+  //
+  // A pixel slot (a pixel's place in the tile) that some of the tiles has
+  // where a tap falls outside the image checks its tap at run time: the
+  // tap's source column comes from a table filled per tile (-1 where the
+  // tap is outside), and a branch skips the multiply-adds of a tap outside,
+  // which leaves the sums as they are, as the generic kernel's edge tiles
+  // do (a multiply-add by 0 would turn a -0 sum into +0). Other slots check
+  // nothing.
+  void emit_dense_tiles(const item_ctx& it, std::int64_t start, std::int64_t count, int len,
+                        int blocks, int last_lanes, const ir_values& bias) {
+    const bool one_stride = conv_steps_channels(g_, c_);
+    const std::int64_t channel_step = g_.src.blocked ? 1 : g_.src.c_stride;
+    const std::int64_t ws = g_.src.w_stride;
+    const std::int64_t dw1 = g_.dw + 1;
+    const std::int64_t block_stride = g_.kh * g_.kw * g_.icg * lanes;
+    llvm::Value* c_in0 = mul(it.g, g_.icg);
+    // The checked slots, numbered.
+    std::vector<int> check_of(static_cast<std::size_t>(len), -1);
+    int checks = 0;
+    for (int j = 0; j < len; ++j) {
+      bool outside = false;
+      for (std::int64_t t = 0; t < count && !outside; ++t) {
+        for (std::int64_t kw = 0; kw < g_.kw && !outside; ++kw) {
+          outside = !tap_inside(start + t * len + j, kw);
+        }
+      }
+      if (outside) check_of[static_cast<std::size_t>(j)] = checks++;
+    }
+    // Tap kw of checked slot c at entry kw * checks + c: its source column's
+    // element offset, or -1 where the tap is outside the image.
+    llvm::Value* col_table = nullptr;
+    if (checks > 0) {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      col_table = entry.CreateAlloca(i64_, c64(g_.kw * checks));
+    }
+    auto at = [&](ir_values& a, int j, int k) -> llvm::Value*& {
+      return a[static_cast<std::size_t>(j * blocks + k)];
+    };
+
+    auto tile = [&](llvm::Value* ow0) {
+      // iw of the tile's first pixel at tap 0.
+      llvm::Value* iw0 = add(mul(ow0, g_.sw), -g_.pl);
+      for (std::int64_t kw = 0; kw < g_.kw && checks > 0; ++kw) {
+        for (int j = 0; j < len; ++j) {
+          const int c = check_of[static_cast<std::size_t>(j)];
+          if (c < 0) continue;
+          llvm::Value* iw = add(iw0, j * g_.sw + kw * dw1);
+          llvm::Value* inside = b_.CreateICmpULT(iw, c64(g_.iw));
+          b_.CreateStore(b_.CreateSelect(inside, mul(iw, ws), c64(-1)),
+                         b_.CreateGEP(i64_, col_table, c64(kw * checks + c)));
+        }
+      }
+
+      // One tap of one input channel for every pixel and block: the
+      // weights at wt; the source channel's column 0 at x and its column of
+      // the tile's first pixel at this tap at xt; the checked slots'
+      // entries of this tap at cols.
+      auto tap = [&](llvm::Value* wt, llvm::Value* x, llvm::Value* xt, llvm::Value* cols,
+                     ir_values a) {
+        std::vector<llvm::Value*> w(static_cast<std::size_t>(blocks));
+        for (int k = 0; k < blocks; ++k) {
+          w[static_cast<std::size_t>(k)] =
+              b_.CreateAlignedLoad(v16_, gep(wt, k * block_stride), llvm::Align(4));
+        }
+        auto madd = [&](int j, llvm::Value* ptr) {
+          llvm::Value* xs =
+              b_.CreateVectorSplat(lanes, b_.CreateAlignedLoad(f32_, ptr, llvm::Align(4)));
+          for (int k = 0; k < blocks; ++k) {
+            at(a, j, k) = fma(xs, w[static_cast<std::size_t>(k)], at(a, j, k));
+          }
+        };
+        for (int j = 0; j < len; ++j) {
+          const int c = check_of[static_cast<std::size_t>(j)];
+          if (c < 0) {
+            madd(j, gep(xt, j * g_.sw * ws));
+            continue;
+          }
+          llvm::Value* off = b_.CreateLoad(i64_, b_.CreateGEP(i64_, cols, c64(c)));
+          llvm::BasicBlock* from = b_.GetInsertBlock();
+          auto* in = llvm::BasicBlock::Create(ctx_, "tap_inside", fn_);
+          auto* done = llvm::BasicBlock::Create(ctx_, "tap_done", fn_);
+          b_.CreateCondBr(b_.CreateICmpSGE(off, c64(0)), in, done);
+          b_.SetInsertPoint(in);
+          const ir_values before = a;
+          madd(j, gep(x, off));
+          b_.CreateBr(done);
+          b_.SetInsertPoint(done);
+          for (int k = 0; k < blocks; ++k) {
+            llvm::PHINode* phi = b_.CreatePHI(v16_, 2);
+            phi->addIncoming(at(const_cast<ir_values&>(before), j, k), from);
+            phi->addIncoming(at(a, j, k), in);
+            at(a, j, k) = phi;
+          }
+        }
+        return a;
+      };
+
+      ir_values init;
+      for (int j = 0; j < len; ++j) init.insert(init.end(), bias.begin(), bias.end());
+      const ir_values acc = reduction_loop(
+          it.kh_lo, it.kh_hi, init, some_row_without_taps(), "kh",
+          [&](llvm::Value* kh, ir_values a) {
+            llvm::Value* ih = plus(it.ih0, mul(kh, g_.dh + 1));
+            llvm::Value* row0 = gep(it.src_img, mul(ih, g_.src.h_stride));
+            llvm::Value* wk = gep(it.wei_chunk, mul(kh, g_.kw * g_.icg * lanes));
+            // Channels [ic, ic + n) of the reduction.
+            auto channels = [&](llvm::Value* ic, int n, ir_values s) {
+              llvm::Value* wic = gep(wk, mul(ic, lanes));
+              llvm::Value* xic =
+                  one_stride ? gep(row0, channel_offset(g_.src, plus(c_in0, ic))) : nullptr;
+              for (int u = 0; u < n; ++u) {
+                llvm::Value* x = one_stride
+                                     ? gep(xic, std::int64_t{u} * channel_step)
+                                     : gep(row0, channel_offset(g_.src, plus(c_in0, add(ic, u))));
+                llvm::Value* wu = gep(wic, std::int64_t{u} * lanes);
+                llvm::Value* xt = gep(x, mul(iw0, ws));
+                if (g_.kw == 1) {
+                  s = tap(wu, x, xt, col_table, s);
+                  continue;
+                }
+                // The kernel row's taps in a loop, their
+                // weights, source and table pointers stepped
+                // per tap.
+                s = tap_loop(
+                    wu, xt, col_table, checks, s,
+                    [&](llvm::Value* wt, llvm::Value* xtt, llvm::Value* cols, ir_values sums) {
+                      return tap(wt, x, xtt, cols, std::move(sums));
+                    });
+              }
+              return s;
+            };
+            const int unroll = c_.ic_unroll;
+            const std::int64_t main = g_.icg / unroll * unroll;
+            if (main == unroll) {
+              a = channels(c64(0), unroll, a);
+            } else if (main > 0) {
+              a = inner_loop(c64(0), c64(main), unroll, a, "ic", [&](llvm::Value* ic, ir_values s) {
+                return channels(ic, unroll, std::move(s));
+              });
+            }
+            if (main < g_.icg) {
+              a = channels(c64(main), static_cast<int>(g_.icg - main), a);
+            }
+            return a;
+          });
+      emit_epilogue_range(it, ow0, 0, len, blocks, last_lanes, [&](int j, int k) {
+        return acc[static_cast<std::size_t>(j * blocks + k)];
+      });
+    };
+    if (count == 1) {
+      tile(c64(start));
+    } else {
+      emit_bottom_tested_loop(
+          b_, c64(0), c64(count), 1, {},
+          [&](llvm::Value* t, const ir_values&) {
+            tile(add(mul(t, len), start));
+            return ir_values{};
+          },
+          false, "tile");
+    }
+  }
+
+  // The kernel row's taps: tap(weights, source, table entries, sums) for kw
+  // in [0, kw), in a loop whose pointers step per tap.
+  template <typename Tap>
+  ir_values tap_loop(llvm::Value* wu, llvm::Value* xt, llvm::Value* cols, int checks,
+                     const ir_values& sums, Tap&& tap) {
+    const std::int64_t dw1 = g_.dw + 1;
+    ir_values carried{wu, xt};
+    if (cols) carried.push_back(cols);
+    const auto np = static_cast<std::ptrdiff_t>(carried.size());
+    carried.insert(carried.end(), sums.begin(), sums.end());
+    ir_values out =
+        inner_loop(c64(0), c64(g_.kw), 1, carried, "kw", [&](llvm::Value*, const ir_values& cur) {
+          ir_values s =
+              tap(cur[0], cur[1], cols ? cur[2] : nullptr, ir_values(cur.begin() + np, cur.end()));
+          ir_values next{gep(cur[0], g_.icg * lanes), gep(cur[1], dw1 * g_.src.w_stride)};
+          if (cols) next.push_back(b_.CreateGEP(i64_, cur[2], c64(checks)));
+          next.insert(next.end(), s.begin(), s.end());
+          return next;
+        });
+    out.erase(out.begin(), out.begin() + np);
+    return out;
+  }
+
+  // A loop whose body holds multiply-adds, carrying the sums: top-tested.
+  // At CodeGenOpt::None a loop whose one block holds both its phis and the
+  // multiply-adds (the bottom-tested form) makes the two-address pass tie
+  // each multiply-add's result to a weight register and copy it, and the
+  // sums move from register to register every iteration; with the phis in
+  // a header block of their own, each accumulates in place (vfmadd231ps).
+  template <typename Body>
+  ir_values inner_loop(llvm::Value* begin, llvm::Value* end, std::int64_t step,
+                       const ir_values& init, std::string_view name, Body&& body) {
+    return emit_counted_loop(
+               b_, begin, end, step, init,
+               [&](llvm::Value* i, const ir_values& cur) { return body(i, cur); },
+               loop_test::index_below_end, name)
+        .carried;
+  }
+  // The kh loop around the channel loop: bottom-tested, guarded where some
+  // output row has no kh tap inside the image.
+  template <typename Body>
+  ir_values reduction_loop(llvm::Value* begin, llvm::Value* end, const ir_values& init,
+                           bool guarded, std::string_view name, Body&& body) {
+    return emit_bottom_tested_loop(
+               b_, begin, end, 1, init,
+               [&](llvm::Value* i, const ir_values& cur) { return body(i, cur); }, guarded, name)
+        .carried;
   }
 
   // Whether the tap (pixel ow, kw) reads inside the image.
@@ -380,16 +661,35 @@ class conv_codegen {
       if (main < g_.icg) reduce(c64(main), static_cast<int>(g_.icg - main));
     });
 
-    // Epilogue: post-ops, then one store per accumulator.
+    emit_epilogue(it, ow0, len, blocks, last_lanes);
+  }
+
+  // Post-ops, then one store per accumulator of the tile at ow0.
+  void emit_epilogue(const item_ctx& it, llvm::Value* ow0, int len, int blocks, int last_lanes) {
+    emit_epilogue_range(it, ow0, 0, len, blocks, last_lanes, [&](int j, int k) {
+      return b_.CreateLoad(v16_, acc_[static_cast<std::size_t>(j * blocks + k)]);
+    });
+  }
+  // The same for pixels [j0, j1) of the tile, whose sums sum(j, k) gives.
+  template <typename Sum>
+  void emit_epilogue_range(const item_ctx& it, llvm::Value* ow0, int j0, int j1, int blocks,
+                           int last_lanes, Sum&& sum) {
+    auto valid_lanes = [&](int k) { return k == blocks - 1 ? last_lanes : lanes; };
     const bool dst_contiguous =
         g_.dst.vector_contiguous(g_.depthwise || g_.g == 1 ? lanes : g_.ocg);
+    const std::int64_t ws = g_.dst.w_stride;
+    // Element offset of the tile's first pixel (channel 0) in dst and in
+    // binary operands laid out as dst.
+    llvm::Value* tile_off = plus(it.dst_row_off, mul(ow0, ws));
+    llvm::Value* tile_dst = gep(dst_, tile_off);
     for (int k = 0; k < blocks; ++k) {
-      llvm::Value* c0 = b_.CreateAdd(it.c_first, c64(k * lanes));
+      llvm::Value* c0 = add(it.c_first, k * lanes);
       const int valid = valid_lanes(k);
-      for (int j = 0; j < len; ++j) {
-        llvm::Value* ow = b_.CreateAdd(ow0, c64(j));
-        llvm::Value* pix = b_.CreateMul(ow, c64(g_.dst.w_stride));
-        llvm::Value* v = b_.CreateLoad(v16_, acc(j, k));
+      // Contiguous channels: the block's vector at pixel j is chan + j * ws.
+      llvm::Value* coff = dst_contiguous ? channel_offset(g_.dst, c0) : nullptr;
+      llvm::Value* chan = coff ? gep(tile_dst, coff) : nullptr;
+      for (int j = j0; j < j1; ++j) {
+        llvm::Value* v = sum(j, k);
         v = emit_post_ops(b_, v, p_.post_ops, [&](int i, const binary_add_op& op) -> llvm::Value* {
           llvm::Value* base = operands_[static_cast<std::size_t>(i)];
           switch (op.broadcast) {
@@ -399,12 +699,14 @@ class conv_codegen {
             case binary_broadcast::none: break;
           }
           // Laid out as dst: the same offsets from the operand's start.
-          llvm::Value* off =
-              b_.CreateAdd(b_.CreateAdd(c64(g_.dst.off0), b_.CreateMul(it.n, c64(g_.dst.n_stride))),
-                           b_.CreateAdd(b_.CreateMul(it.oh, c64(g_.dst.h_stride)), pix));
-          return load_channels(g_.dst, dst_contiguous, gep(base, off), c0, valid);
+          llvm::Value* pixel = gep(gep(base, tile_off), j * ws);
+          return load_channels(g_.dst, dst_contiguous, pixel, c0, valid, coff);
         });
-        store_channels(g_.dst, dst_contiguous, gep(it.dst_row, pix), c0, valid, v);
+        if (chan) {
+          store_vector(g_.dst, gep(chan, j * ws), valid, v);
+        } else {
+          store_channels(g_.dst, false, gep(tile_dst, j * ws), c0, valid, v);
+        }
       }
     }
   }

@@ -42,6 +42,16 @@ inline constexpr compile_settings conv_compile_settings{
     "early-cse<memssa>)",
     2, false, true};
 
+// A convolution that is not depthwise: its generator emits one tile body
+// per tile width (conv_generator.cpp), its loops in their final form, its
+// addresses stepped and nothing to fold, so no IR pass runs, and code
+// generation runs at CodeGenOpt::None with the greedy register allocator
+// (process_jit.cpp), as the matmul's: 2.5-3 ms for bench_create's
+// convolution, against 13 at Default, and the same inner loop
+// (docs/PERFORMANCE.md, fifth pass). The depthwise kernel keeps
+// conv_compile_settings.
+inline constexpr compile_settings conv_dense_compile_settings{"", 0, false, false};
+
 // Whether the generator steps the input-channel loop's addresses itself:
 // when the channels of each reduction step [ic, ic + ic_unroll) lie at one
 // stride from each other — always in a plain layout; in a 16-blocked one
@@ -51,6 +61,7 @@ inline bool conv_steps_channels(const conv_geometry& g, const conv_config& c) no
   return !g.src.blocked || (16 % c.ic_unroll == 0 && g.icg % c.ic_unroll == 0);
 }
 
+// conv_dense_compile_settings where not depthwise; else
 // conv_compile_settings, with loop strength reduction only where the
 // generator cannot step the input-channel loop's addresses itself (a
 // 16-blocked source whose group's input channels are not a multiple of
@@ -59,6 +70,7 @@ inline bool conv_steps_channels(const conv_geometry& g, const conv_config& c) no
 // over 3 channels ran 1.3x slower in two runs of three).
 inline compile_settings conv_compile_settings_for(const conv_geometry& g,
                                                   const conv_config& c) noexcept {
+  if (!g.depthwise) return conv_dense_compile_settings;
   compile_settings s = conv_compile_settings;
   s.loop_strength_reduction = !conv_steps_channels(g, c) && g.icg >= 16;
   return s;
