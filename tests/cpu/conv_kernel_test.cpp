@@ -810,3 +810,48 @@ TEST_CASE("weights packed ahead of time give bitwise the results of packing per 
   kq.value()->write_packing_key(b);
   CHECK(a.finish() != b.finish());
 }
+
+TEST_CASE("a tap in the padding adds nothing: a -0 bias stays -0, an infinite weight adds no NaN",
+          "[cpu][conv][padding]") {
+  // 3x3 taps with padding 3 over a 1x9 image: the outputs of the first and
+  // last output rows (oh 0 and 4, no kh tap inside) and of the first and
+  // last columns (ow 0 and 12, no kw tap inside: the run-time column
+  // check) have every tap in the padding, so they are their bias exactly,
+  // output channel 3 (infinite weights) included.
+  // The kernel skips taps outside; a multiply-add of a zero column would
+  // turn -0 into +0, and 0 * inf into NaN.
+  for (cpu_isa isa : test_isas()) {
+    shape s;
+    s.ic = 16;
+    s.oc = 32;
+    s.ih = 1;
+    s.iw = 9;
+    s.pt = s.pb = 3;
+    s.pl = s.pr = 3;
+    const ci::conv_problem p = make_problem(s);
+    auto k = ci::conv_kernel::create(p, ci::default_conv_config(p, isa), isa);
+    REQUIRE(k);
+    tensors t(p, 5);
+    std::fill(t.bias.data, t.bias.data + t.bias.size, -0.f);
+    // Every weight of output channel 3 infinite.
+    const auto wd = p.weights.dims();
+    for (std::int64_t ic = 0; ic < wd[1]; ++ic)
+      for (std::int64_t kh = 0; kh < wd[2]; ++kh)
+        for (std::int64_t kw = 0; kw < wd[3]; ++kw)
+          t.wei.data[p.weights.offset_of({3, ic, kh, kw})] = std::numeric_limits<float>::infinity();
+    const std::vector<float> got = run_kernel(*k.value(), t);
+    const auto dd = p.dst.dims();
+    int border = 0, negative_zeros = 0;
+    for (std::int64_t oh = 0; oh < dd[2]; ++oh)
+      for (std::int64_t ow = 0; ow < dd[3]; ++ow) {
+        if (oh != 0 && oh != dd[2] - 1 && ow != 0 && ow != dd[3] - 1) continue;
+        for (std::int64_t oc = 0; oc < dd[1]; ++oc) {
+          const float v = got[static_cast<std::size_t>(p.dst.offset_of({0, oc, oh, ow}))];
+          ++border;
+          if (v == 0.f && std::signbit(v)) ++negative_zeros;
+        }
+      }
+    CHECK(border == (2 * dd[3] + 2 * (dd[2] - 2)) * dd[1]);
+    CHECK(negative_zeros == border);
+  }
+}

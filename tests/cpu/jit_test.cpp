@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 #include <llvm/Support/CommandLine.h>
 
 #include "jit/compiler.hpp"
+#include "jit/ir_loop.hpp"
 #include "jit/jit_module.hpp"
 #include "jit/process_jit.hpp"
 #include "kernels.hpp"
@@ -467,4 +469,45 @@ TEST_CASE(
   REQUIRE(m.has_value());
   REQUIRE(probe.profiles.size() == 1);
   CHECK(bitwise_equal(run_axpy(*m.value(), x, 1.5f, -2.0f), expected));
+}
+
+namespace {
+
+// i64 f(i64 begin, i64 end): 1000 * (iterations run) + the index the loop
+// returns, from emit_bottom_tested_loop (step 2), guarded or not.
+using loop_fn = std::int64_t(std::int64_t, std::int64_t);
+void build_bottom_tested(llvm::Module& m, bool guarded) {
+  llvm::IRBuilder<> b(m.getContext());
+  auto* i64 = b.getInt64Ty();
+  auto* fn = llvm::Function::Create(llvm::FunctionType::get(i64, {i64, i64}, false),
+                                    llvm::Function::ExternalLinkage, "count", m);
+  b.SetInsertPoint(llvm::BasicBlock::Create(m.getContext(), "entry", fn));
+  auto out = primcache::cpu_internal::emit_bottom_tested_loop(
+      b, fn->getArg(0), fn->getArg(1), 2, {b.getInt64(0)},
+      [&](llvm::Value*, const primcache::cpu_internal::ir_values& c) {
+        return primcache::cpu_internal::ir_values{b.CreateAdd(c[0], b.getInt64(1000))};
+      },
+      guarded, "count");
+  b.CreateRet(b.CreateAdd(out.carried[0], out.index));
+}
+
+}  // namespace
+
+TEST_CASE("a bottom-tested loop runs its iterations, and none when guarded and empty",
+          "[cpu][jit][loop]") {
+  for (bool guarded : {true, false}) {
+    auto m = jit_module::compile("count", primcache::effective_isa(),
+                                 [&](llvm::Module& mod) { build_bottom_tested(mod, guarded); });
+    REQUIRE(m.has_value());
+    auto f = m.value()->lookup_function<loop_fn>("count").value();
+    CHECK(f(0, 6) == 3 * 1000 + 6);
+    CHECK(f(1, 6) == 3 * 1000 + 7);
+    CHECK(f(5, 6) == 1 * 1000 + 7);
+    if (guarded) {
+      CHECK(f(6, 6) == 6);  // no iteration: init and begin
+      CHECK(f(9, 2) == 9);
+    } else {
+      CHECK(f(6, 6) == 1 * 1000 + 8);  // unguarded: one iteration always
+    }
+  }
 }
