@@ -237,14 +237,18 @@ int main(int argc, char** argv) {
     }
   }
   // The settings each kernel compiles under: the matmul's by its name, the
-  // convolution's stated by its generator (LSR by geometry).
+  // convolution's stated by its generator (not depthwise: no IR pass, None;
+  // depthwise: conv_compile_settings, LSR by geometry).
   const std::pair<const char*, ci::compile_settings> kernels[] = {
       {"matmul_f32", ci::default_compile_settings("matmul_f32")},
-      {"conv_fwd_f32", ci::conv_compile_settings}};
+      {"conv_fwd_f32", ci::conv_dense_compile_settings},
+      {"conv_fwd_f32 (depthwise)", ci::conv_compile_settings}};
   for (const auto& [kernel, kernel_settings] : kernels) {
-    const std::string pipeline =
-        settings.pipeline ? "\"" + *settings.pipeline + "\"" : kernel_settings.pipeline;
-    const bool conv = std::string_view(kernel) == "conv_fwd_f32";
+    const std::string pipeline = settings.pipeline ? "\"" + *settings.pipeline + "\""
+                                 : *kernel_settings.pipeline != 0
+                                     ? std::string(kernel_settings.pipeline)
+                                     : std::string("none");
+    const bool conv = std::string_view(kernel) == "conv_fwd_f32 (depthwise)";
     const char* lsr = settings.loop_strength_reduction
                           ? (*settings.loop_strength_reduction ? "on" : "off")
                       : conv ? "on from 16 input channels per group"
