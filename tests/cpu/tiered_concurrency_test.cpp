@@ -28,6 +28,7 @@
 #include "primcache/runtime/primcache.h"
 #include "primcache/runtime/runtime.hpp"
 #include "tiered/background_compiler.hpp"
+#include "tiered_test_support.hpp"
 
 using namespace primcache;
 using tag = format_tag;
@@ -45,10 +46,10 @@ using tag = format_tag;
 
 namespace {
 
-engine& cpu() {
-  static engine e(engine_kind::cpu, 0);
-  return e;
-}
+using tiered_support::cpu;
+using tiered_support::mode_scope;
+using tiered_support::same_bits;
+using tiered_support::tiered_here;
 
 memory make(memory::dims dims, unsigned seed) {
   memory m(memory::desc(dims, data_type::f32, dims.size() == 2 ? tag::ab : tag::abc), cpu());
@@ -98,21 +99,6 @@ struct matmul_case {
   }
 };
 
-bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-}
-
-// Restores the mode and the cache capacity a test changed.
-struct mode_scope {
-  jit_mode saved = get_jit_mode();
-  int capacity = get_primitive_cache_capacity();
-  explicit mode_scope(jit_mode m) { set_jit_mode(m); }
-  ~mode_scope() {
-    set_primitive_cache_capacity(capacity);
-    set_jit_mode(saved);
-  }
-};
-
 // Waits (bounded) for the background pool to drain.
 bool pool_drains() {
   auto& pool = cpu_internal::background_compiler::instance();
@@ -120,10 +106,6 @@ bool pool_drains() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return pool.pending() == 0;
-}
-
-bool tiered_here() {
-  return effective_isa() >= cpu_isa::avx2;
 }
 
 }  // namespace

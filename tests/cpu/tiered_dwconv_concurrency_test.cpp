@@ -18,16 +18,17 @@
 
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/runtime.hpp"
+#include "tiered_test_support.hpp"
 
 using namespace primcache;
 using tag = format_tag;
 
 namespace {
 
-engine& cpu() {
-  static engine e(engine_kind::cpu, 0);
-  return e;
-}
+using tiered_support::cpu;
+using tiered_support::mode_scope;
+using tiered_support::same_bits;
+using tiered_support::tiered_here;
 
 memory make(const memory::desc& md, unsigned seed) {
   memory m(md, cpu());
@@ -104,24 +105,6 @@ struct dw_case {
     return std::vector<float>(p, p + dst_md.size_bytes() / 4);
   }
 };
-
-bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-}
-
-struct mode_scope {
-  jit_mode saved = get_jit_mode();
-  int capacity = get_primitive_cache_capacity();
-  explicit mode_scope(jit_mode m) { set_jit_mode(m); }
-  ~mode_scope() {
-    set_primitive_cache_capacity(capacity);
-    set_jit_mode(saved);
-  }
-};
-
-bool tiered_here() {
-  return effective_isa() >= cpu_isa::avx2;
-}
 
 dw_shape random_shape(std::mt19937& rng) {
   const tag acts[] = {tag::nchw, tag::nhwc, tag::nChw16c};

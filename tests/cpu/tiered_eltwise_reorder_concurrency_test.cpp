@@ -22,16 +22,17 @@
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/runtime.hpp"
 #include "primcache/tensor/numeric.hpp"
+#include "tiered_test_support.hpp"
 
 using namespace primcache;
 using tag = format_tag;
 
 namespace {
 
-engine& cpu() {
-  static engine e(engine_kind::cpu, 0);
-  return e;
-}
+using tiered_support::cpu;
+using tiered_support::mode_scope;
+using tiered_support::same_bits;
+using tiered_support::tiered_here;
 
 // Random bytes that are finite values of the type.
 memory make(const memory::desc& md, unsigned seed) {
@@ -58,20 +59,6 @@ memory make(const memory::desc& md, unsigned seed) {
 std::vector<std::byte> bytes_of(const memory& m) {
   const auto* p = static_cast<const std::byte*>(m.get_data_handle());
   return std::vector<std::byte>(p, p + m.get_desc().size_bytes());
-}
-
-struct mode_scope {
-  jit_mode saved = get_jit_mode();
-  int capacity = get_primitive_cache_capacity();
-  explicit mode_scope(jit_mode m) { set_jit_mode(m); }
-  ~mode_scope() {
-    set_primitive_cache_capacity(capacity);
-    set_jit_mode(saved);
-  }
-};
-
-bool tiered_here() {
-  return effective_isa() >= cpu_isa::avx2;
 }
 
 const algorithm eltwise_algs[] = {algorithm::eltwise_relu,      algorithm::eltwise_gelu_erf,
