@@ -407,20 +407,7 @@ class generic_conv_generator {
     auto mask_of = [&](int k) { return k == blocks - 1 ? last_mask : full_mask; };
     auto c0_of = [&](int k) { return b_.CreateAdd(c_first, i64c(std::int64_t{k} * lanes)); };
 
-    // Accumulators start at the bias (masked lanes 0), or +0.
-    values init;
-    {
-      values start = emit_multi_choice(
-          flag(gc_with_bias),
-          [&] {
-            values v;
-            for (int k = 0; k < blocks; ++k) v.push_back(load_dense(bias, c0_of(k), mask_of(k)));
-            return v;
-          },
-          [&] { return values(static_cast<std::size_t>(blocks), zero_vec()); });
-      for (int j = 0; j < owb; ++j)
-        for (int k = 0; k < blocks; ++k) init.push_back(start[k]);
-    }
+    const values init = initial_accumulators(bias, owb, blocks, c0_of, mask_of);
 
     // The reduction: kh, then input channels, then kw, one multiply-add per
     // tap inside the image, in that order (the specialized kernel's).
@@ -568,20 +555,7 @@ class generic_conv_generator {
       return v;
     };
 
-    // Accumulators start at the bias (masked lanes 0), or +0.
-    values init;
-    {
-      values start = emit_multi_choice(
-          flag(gc_with_bias),
-          [&] {
-            values v;
-            for (int k = 0; k < blocks; ++k) v.push_back(load_dense(bias, c0_of(k), mask_of(k)));
-            return v;
-          },
-          [&] { return values(static_cast<std::size_t>(blocks), zero_vec()); });
-      for (int j = 0; j < owb; ++j)
-        for (int k = 0; k < blocks; ++k) init.push_back(start[k]);
-    }
+    const values init = initial_accumulators(bias, owb, blocks, c0_of, mask_of);
 
     values acc = emit_loop(
         tile(gt_kh_lo), tile(gt_kh_hi), init,
@@ -685,6 +659,25 @@ class generic_conv_generator {
           },
           "store");
     }
+  }
+
+  // The accumulators of owb pixels by `blocks` 16-channel blocks: each
+  // starts at the bias of its channels (masked lanes 0), or +0 without one.
+  values initial_accumulators(llvm::Value* bias, int owb, int blocks,
+                              const std::function<llvm::Value*(int)>& c0_of,
+                              const std::function<llvm::Value*(int)>& mask_of) {
+    const values start = emit_multi_choice(
+        flag(gc_with_bias),
+        [&] {
+          values v;
+          for (int k = 0; k < blocks; ++k) v.push_back(load_dense(bias, c0_of(k), mask_of(k)));
+          return v;
+        },
+        [&] { return values(static_cast<std::size_t>(blocks), zero_vec()); });
+    values init;
+    for (int j = 0; j < owb; ++j)
+      for (int k = 0; k < blocks; ++k) init.push_back(start[k]);
+    return init;
   }
 
   // Several values chosen together by cond.
