@@ -14,12 +14,13 @@
 #include <deque>
 #include <future>
 #include <limits>
-#include <new>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "persistent_cache_internal.hpp"
 #include "primcache/base/env.hpp"
@@ -153,7 +154,7 @@ class writer {
       if (!item.to->detached.load(std::memory_order_acquire) && queue_.size() < capacity_) {
         start_locked();
         queue_.push_back(std::move(item));
-        ready_.notify_one();
+        ready_->notify_one();
         return true;
       }
     }
@@ -172,8 +173,8 @@ class writer {
                                   : std::chrono::steady_clock::time_point::max();
     while (!queue_.empty() || busy_) {
       if (!bounded) {
-        idle_.wait(mu_);
-      } else if (idle_.wait_until(mu_, deadline) == std::cv_status::timeout) {
+        idle_->wait(mu_);
+      } else if (idle_->wait_until(mu_, deadline) == std::cv_status::timeout) {
         return;
       }
     }
@@ -202,10 +203,14 @@ class writer {
     // glibc's condition variable still counts them as waiters here: a
     // notification that must switch groups waits for them to leave,
     // forever (a child's second write hung in pthread_cond_signal). Made
-    // anew; the old ones are abandoned, not destroyed (destroying one waits
-    // for its waiters too), one small allocation each per fork.
-    new (&ready_) std::condition_variable_any;
-    new (&idle_) std::condition_variable_any;
+    // anew; the old ones are kept, never destroyed (destroying one waits
+    // for its waiters too), in a list that stays reachable, so
+    // LeakSanitizer does not count them.
+    static auto* abandoned_cvs = new std::vector<std::unique_ptr<std::condition_variable_any>>;
+    abandoned_cvs->push_back(std::move(ready_));
+    abandoned_cvs->push_back(std::move(idle_));
+    ready_ = std::make_unique<std::condition_variable_any>();
+    idle_ = std::make_unique<std::condition_variable_any>();
     busy_ = false;
     started_ = false;
   }
@@ -225,7 +230,7 @@ class writer {
       write_item item;
       {
         lock_guard g(mu_);
-        while (queue_.empty()) ready_.wait(mu_);
+        while (queue_.empty()) ready_->wait(mu_);
         item = std::move(queue_.front());
         queue_.pop_front();
         busy_ = true;
@@ -234,7 +239,7 @@ class writer {
       item = write_item{};  // release the impl and the store outside the lock
       lock_guard g(mu_);
       busy_ = false;
-      if (queue_.empty()) idle_.notify_all();
+      if (queue_.empty()) idle_->notify_all();
     }
   }
 
@@ -291,8 +296,11 @@ class writer {
   }
 
   mutex mu_;
-  std::condition_variable_any ready_;  // an item was queued
-  std::condition_variable_any idle_;   // the queue ran empty
+  // Made anew in a fork child (reset_in_child says why).
+  std::unique_ptr<std::condition_variable_any> ready_ =
+      std::make_unique<std::condition_variable_any>();  // an item was queued
+  std::unique_ptr<std::condition_variable_any> idle_ =
+      std::make_unique<std::condition_variable_any>();  // the queue ran empty
   std::deque<write_item> queue_ PRIMCACHE_GUARDED_BY(mu_);
   std::size_t capacity_ PRIMCACHE_GUARDED_BY(mu_) = kDefaultQueueCapacity;
   bool busy_ PRIMCACHE_GUARDED_BY(mu_) = false;

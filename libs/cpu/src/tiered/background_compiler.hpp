@@ -111,13 +111,16 @@ class background_compiler {
   // fork is done (taken before mu_ when both are).
   mutex run_mu_;
   mutex mu_;
-  std::condition_variable_any wake_;
+  // Made anew in a fork child (fork_child says why).
+  std::unique_ptr<std::condition_variable_any> wake_ =
+      std::make_unique<std::condition_variable_any>();
   std::deque<std::shared_ptr<background_job>> queue_ PRIMCACHE_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ PRIMCACHE_GUARDED_BY(mu_);
   bool stopping_ PRIMCACHE_GUARDED_BY(mu_) = false;
   int running_ PRIMCACHE_GUARDED_BY(mu_) = 0;  // jobs the threads are running
   std::thread registrar_ PRIMCACHE_GUARDED_BY(mu_);
-  std::condition_variable_any registrar_wake_;
+  std::unique_ptr<std::condition_variable_any> registrar_wake_ =
+      std::make_unique<std::condition_variable_any>();
   std::atomic<int> pending_{0};
   metric_gauge gauge_;
 };
