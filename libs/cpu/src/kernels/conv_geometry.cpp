@@ -37,4 +37,41 @@ std::int64_t conv_packed_weight_floats(const conv_geometry& g) {
 std::int64_t conv_work_items(const conv_geometry& g, const conv_config& c) {
   return g.n * (g.depthwise ? 1 : g.g) * div_up(g.nb, c.oc_blocks) * g.oh;
 }
+void conv_pack_weights(const conv_geometry& g, const memory_desc& weights, int nthr,
+                       const float* user, float* packed, thread_pool& pool) {
+  const bool five = weights.ndims() == 5;
+  auto user_at = [&](std::int64_t grp, std::int64_t o, std::int64_t i, std::int64_t h,
+                     std::int64_t w) {
+    const std::int64_t idx5[5] = {grp, o, i, h, w};
+    return user[conv_md_offset(weights, five ? idx5 : idx5 + 1)];
+  };
+  constexpr int lanes = conv_lanes;
+  const std::int64_t outer = g.depthwise ? g.nb : g.g * g.nb;
+  pool.parallel_for(nthr, [&](int ithr, int nthr_) {
+    const range r = balance(outer, ithr, nthr_);
+    for (std::int64_t blk = r.begin; blk < r.end; ++blk) {
+      if (g.depthwise) {
+        float* out = packed + blk * g.kh * g.kw * lanes;
+        for (std::int64_t h = 0; h < g.kh; ++h)
+          for (std::int64_t w = 0; w < g.kw; ++w)
+            for (int l = 0; l < lanes; ++l) {
+              const std::int64_t grp = blk * lanes + l;
+              *out++ = grp < g.g ? user_at(grp, 0, 0, h, w) : 0.f;
+            }
+        continue;
+      }
+      const std::int64_t grp = blk / g.nb;
+      const std::int64_t ob = blk % g.nb;
+      float* out = packed + blk * g.kh * g.kw * g.icg * lanes;
+      for (std::int64_t h = 0; h < g.kh; ++h)
+        for (std::int64_t w = 0; w < g.kw; ++w)
+          for (std::int64_t i = 0; i < g.icg; ++i)
+            for (int l = 0; l < lanes; ++l) {
+              const std::int64_t o = ob * lanes + l;
+              *out++ = o < g.ocg ? user_at(grp, o, i, h, w) : 0.f;
+            }
+    }
+  });
+}
+
 }  // namespace primcache::cpu_internal

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/conv_kernel.hpp"
+#include "primcache/runtime/thread_pool.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 
 namespace primcache::cpu_internal {
@@ -60,6 +61,14 @@ std::int64_t conv_md_offset(const memory_desc& md, const std::int64_t* idx);
 
 // Floats of the packed weights (Ohwi16o, or Goihw16g for depthwise).
 std::int64_t conv_packed_weight_floats(const conv_geometry& g);
+
+// Packs `user` weights (descriptor `weights`, oihw or goihw in any layout)
+// into `packed` (conv_packed_weight_floats(g) floats) on up to nthr
+// threads of `pool`: Ohwi16o per group, output channels past the group's
+// as zeros; depthwise Goihw16g, channels past the tensor's as zeros. The
+// layout both the specialized and the generic kernel read.
+void conv_pack_weights(const conv_geometry& g, const memory_desc& weights, int nthr,
+                       const float* user, float* packed, thread_pool& pool);
 
 // Work items of the generated function: rows x images x groups x chunks of
 // c.oc_blocks output blocks.

@@ -100,40 +100,7 @@ void conv_kernel::write_packing_key(key_writer& w) const {
 }
 
 void conv_kernel::pack_weights(const float* user, float* packed, thread_pool& pool) const {
-  const conv_geometry& g = *geometry_;
-  const memory_desc& md = problem_.weights;
-  const bool five = md.ndims() == 5;
-  auto user_at = [&](std::int64_t grp, std::int64_t o, std::int64_t i, std::int64_t h,
-                     std::int64_t w) {
-    const std::int64_t idx5[5] = {grp, o, i, h, w};
-    return user[conv_md_offset(md, five ? idx5 : idx5 + 1)];
-  };
-  const std::int64_t outer = g.depthwise ? g.nb : g.g * g.nb;
-  pool.parallel_for(problem_.nthr, [&](int ithr, int nthr) {
-    const range r = balance(outer, ithr, nthr);
-    for (std::int64_t blk = r.begin; blk < r.end; ++blk) {
-      if (g.depthwise) {
-        float* out = packed + blk * g.kh * g.kw * lanes;
-        for (std::int64_t h = 0; h < g.kh; ++h)
-          for (std::int64_t w = 0; w < g.kw; ++w)
-            for (int l = 0; l < lanes; ++l) {
-              const std::int64_t grp = blk * lanes + l;
-              *out++ = grp < g.g ? user_at(grp, 0, 0, h, w) : 0.f;
-            }
-        continue;
-      }
-      const std::int64_t grp = blk / g.nb;
-      const std::int64_t ob = blk % g.nb;
-      float* out = packed + blk * g.kh * g.kw * g.icg * lanes;
-      for (std::int64_t h = 0; h < g.kh; ++h)
-        for (std::int64_t w = 0; w < g.kw; ++w)
-          for (std::int64_t i = 0; i < g.icg; ++i)
-            for (int l = 0; l < lanes; ++l) {
-              const std::int64_t o = ob * lanes + l;
-              *out++ = o < g.ocg ? user_at(grp, o, i, h, w) : 0.f;
-            }
-    }
-  });
+  conv_pack_weights(*geometry_, problem_.weights, problem_.nthr, user, packed, pool);
 }
 
 void conv_kernel::execute(const conv_args& args, void* scratchpad, thread_pool& pool) const {
