@@ -331,3 +331,38 @@ TEST_CASE("a forked child runs parallel regions on a fresh default pool",
   CHECK(status == 0);
   primcache::set_num_threads(before);
 }
+
+TEST_CASE("a fork while a pool's workers are starting leaves the child able to start its own",
+          "[runtime][thread_pool][fork]") {
+  // Each round constructs a pool (two workers starting) and forks at once,
+  // while those workers may still be in their thread's start-up, which
+  // allocates. Before fork() waited for them, a child under
+  // AddressSanitizer could inherit an allocator lock held by one of them
+  // and its own new workers then waited on it forever. The child's region
+  // needs both of its workers to run a share; an alarm ends a stuck child.
+  const int before = primcache::get_num_threads();
+  primcache::set_num_threads(3);
+  constexpr int kRounds = 300;
+  int failed_round = -1;
+  int failed_status = 0;
+  for (int round = 0; round < kRounds && failed_round < 0; ++round) {
+    primcache::thread_pool starting(3);
+    const int status = in_child([] {
+      ::alarm(60);
+      std::atomic<int> started{0};
+      primcache::default_thread_pool().parallel_for(3, [&](int, int) {
+        started.fetch_add(1);
+        while (started.load() < 3) std::this_thread::yield();
+      });
+      return started.load() == 3 ? 0 : 40;
+    });
+    if (status != 0) {
+      failed_round = round;
+      failed_status = status;
+    }
+  }
+  INFO("round " << failed_round << " exited with status " << failed_status
+                << " (-1: killed, by the alarm when stuck)");
+  CHECK(failed_round == -1);
+  primcache::set_num_threads(before);
+}

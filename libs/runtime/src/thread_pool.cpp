@@ -91,6 +91,23 @@ struct region_flag {
   ~region_flag() { tl_in_region = false; }
 };
 
+// Every live pool, for the fork handlers. Never destroyed: pools may be
+// destroyed by other objects' static destructors.
+struct pool_list {
+  mutex mu;
+  std::vector<thread_pool*> pools PRIMCACHE_GUARDED_BY(mu);
+};
+pool_list& live_pools() {
+  static auto* list = new pool_list;
+  return *list;
+}
+
+// The default pool. Replaced in a fork() child (see thread_pool::fork_child).
+std::atomic<thread_pool*> g_pool{nullptr};
+// The size a child's replacement pool starts with (the parent's); 0 before
+// any fork.
+std::atomic<int> g_child_size{0};
+
 }  // namespace
 
 range balance(std::int64_t n, int ithr, int nthr) noexcept {
@@ -103,6 +120,15 @@ range balance(std::int64_t n, int ithr, int nthr) noexcept {
 
 thread_pool::thread_pool(int size) : size_(1), slots_(new region_slot[kRegionSlots]) {
   check_size(size);
+  static const bool fork_handlers_registered =
+      ::pthread_atfork(&thread_pool::fork_prepare, &thread_pool::fork_parent,
+                       &thread_pool::fork_child) == 0;
+  (void)fork_handlers_registered;
+  {
+    pool_list& list = live_pools();
+    lock_guard g(list.mu);
+    list.pools.push_back(this);
+  }
   lock_guard g(workers_mu_);
   start_workers(size - 1);
   size_.store(size, std::memory_order_relaxed);
@@ -112,8 +138,61 @@ thread_pool::~thread_pool() {
   stopping_.store(true, std::memory_order_seq_cst);
   generation_.fetch_add(1, std::memory_order_seq_cst);
   futex_wake(generation_, INT_MAX);
-  lock_guard g(workers_mu_);
-  for (auto& t : workers_) t.join();
+  {
+    lock_guard g(workers_mu_);
+    for (auto& t : workers_) t.join();
+  }
+  // Only now: a fork until here still waits for this pool's starting workers.
+  pool_list& list = live_pools();
+  lock_guard g(list.mu);
+  std::erase(list.pools, this);
+}
+
+// A thread's start-up allocates (its stack guard, thread-local storage and,
+// under AddressSanitizer, the sanitizer's own bookkeeping). A fork at that
+// moment could give the child an allocator lock held by a thread the child
+// does not have: glibc's malloc locks its arenas around fork(), but GCC 12's
+// AddressSanitizer allocator does not, and CI saw a child's new workers wait
+// forever on such a lock. So a fork waits until every worker of every pool
+// is past its start-up, and holds the pools' worker locks across the fork so
+// that no new worker starts meanwhile. Running workers allocate nothing of
+// the pool's own (a region allocates nothing).
+void thread_pool::fork_prepare() {
+  pool_list& list = live_pools();
+  list.mu.lock();
+  for (thread_pool* pool : list.pools) {
+    pool->workers_mu_.lock();
+    const int spawned = static_cast<int>(pool->workers_.size());
+    for (int tries = 0; pool->started_workers_.load(std::memory_order_acquire) < spawned; ++tries) {
+      if (tries < 100) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  }
+}
+
+void thread_pool::fork_parent() {
+  pool_list& list = live_pools();
+  for (thread_pool* pool : list.pools) pool->workers_mu_.unlock();
+  list.mu.unlock();
+}
+
+// The child, single-threaded. The parent's default pool has no workers here
+// and may be in the middle of a region, so it is abandoned (never destroyed:
+// destroying it would join threads that do not exist) and a new one is made
+// on first use, with the same size.
+void thread_pool::fork_child() {
+  pool_list& list = live_pools();
+  for (thread_pool* pool : list.pools) pool->workers_mu_.unlock();
+  thread_pool* old = g_pool.load(std::memory_order_relaxed);
+  if (old != nullptr) {
+    g_child_size.store(old->size(), std::memory_order_relaxed);
+    g_pool.store(nullptr, std::memory_order_relaxed);
+    std::erase(list.pools, old);
+  }
+  list.mu.unlock();
 }
 
 void thread_pool::start_workers(int count) {
@@ -174,6 +253,7 @@ bool thread_pool::run_shares(int i) noexcept {
 
 void thread_pool::worker_main() noexcept {
   tl_in_region = true;
+  started_workers_.fetch_add(1, std::memory_order_release);
   // Where this worker starts looking among open slots; advanced after each
   // region so that concurrent regions are served in turn.
   unsigned start = 0;
@@ -462,28 +542,7 @@ int initial_num_threads() {
 
 namespace {
 
-// The default pool. Replaced in a fork() child (see on_fork_child).
-std::atomic<thread_pool*> g_pool{nullptr};
-// The size a child's replacement pool starts with (the parent's); 0 before
-// any fork.
-std::atomic<int> g_child_size{0};
-std::atomic<bool> g_atfork_registered{false};
-
-// Runs in the child, single-threaded, right after fork(). The parent's pool
-// has no workers here and may be in the middle of a region, so it is
-// abandoned (never destroyed: destroying it would join threads that do not
-// exist) and a new one is made on first use.
-void on_fork_child() {
-  thread_pool* old = g_pool.load(std::memory_order_relaxed);
-  if (old == nullptr) return;
-  g_child_size.store(old->size(), std::memory_order_relaxed);
-  g_pool.store(nullptr, std::memory_order_relaxed);
-}
-
 thread_pool& make_default_pool() {
-  if (!g_atfork_registered.exchange(true, std::memory_order_acq_rel)) {
-    ::pthread_atfork(nullptr, nullptr, on_fork_child);
-  }
   int size = g_child_size.load(std::memory_order_relaxed);
   if (size == 0) size = runtime_internal::initial_num_threads();
   // Never destroyed: kernels may run from static destructors of user code,

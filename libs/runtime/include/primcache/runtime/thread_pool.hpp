@@ -41,7 +41,9 @@
 // cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us, rounded up). It is
 // created on first use. fork(): the child has none of the parent's threads,
 // so the default pool is replaced in the child (same size) on its first use
-// there; a pool a user constructed must not be used in a child.
+// there; a pool a user constructed must not be used in a child. A fork waits
+// until every pool's workers are past their thread's start-up, so that none
+// of them holds an allocator lock the child would inherit.
 #pragma once
 
 #include <atomic>
@@ -121,6 +123,10 @@ class PRIMCACHE_API thread_pool {
 
   void start_workers(int count) PRIMCACHE_REQUIRES(workers_mu_);
   void worker_main() noexcept;
+  // fork() handlers for every live pool (thread_pool.cpp says why).
+  static void fork_prepare() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+  static void fork_parent() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+  static void fork_child() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
   // Claims and runs shares of slot `i` until none is left; false when it
   // found none to claim.
   bool run_shares(int i) noexcept;
@@ -137,6 +143,8 @@ class PRIMCACHE_API thread_pool {
   std::atomic<std::int64_t> saturated_at_{INT64_MIN / 2};
   mutex workers_mu_;
   std::vector<std::thread> workers_ PRIMCACHE_GUARDED_BY(workers_mu_);
+  // Workers that have entered worker_main, past their thread's start-up.
+  std::atomic<int> started_workers_{0};
   // Bit i: slot i is owned by a caller (its region runs or is being set up).
   alignas(64) std::atomic<std::uint64_t> used_slots_{0};
   // Bit i: slot i's region may still have unclaimed shares. Set by the
