@@ -257,3 +257,88 @@ TEST_CASE("the cache blob id is the key with the library version and build ident
         std::string::npos);
   CHECK_THROWS_AS(primitive_desc().cache_blob_id(), error);
 }
+
+namespace {
+
+// A descriptor with configurations ("x" from 1 to 8; the heuristic's is 4)
+// and nothing else: what finalize and finalize_with_config decide.
+class configured_pd final : public backend::primitive_desc_impl {
+ public:
+  configured_pd()
+      : primitive_desc_impl(backend::primitive_kind::reorder, primitive_attr(), "test:configured") {
+  }
+  memory_desc arg_md(int) const override { return {}; }
+  void write_op_key(key_writer& w) const override { w.str("configured"); }
+  std::shared_ptr<const backend::primitive_impl> create_impl(const engine&) const override {
+    return nullptr;
+  }
+  std::optional<kernel_config> default_config() const override {
+    return kernel_config().add("x", 4);
+  }
+  result<bool> validate_config(const kernel_config& cfg) const override {
+    const auto x = cfg.get("x");
+    if (!x || *x < 1 || *x > 8) return failure{status::invalid_arguments, "x must be in [1, 8]"};
+    return true;
+  }
+};
+
+// The same without configurations.
+class configless_pd final : public backend::primitive_desc_impl {
+ public:
+  configless_pd()
+      : primitive_desc_impl(backend::primitive_kind::reorder, primitive_attr(), "test:configless") {
+  }
+  memory_desc arg_md(int) const override { return {}; }
+  void write_op_key(key_writer& w) const override { w.str("configless"); }
+  std::shared_ptr<const backend::primitive_impl> create_impl(const engine&) const override {
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a configuration given at finalize wins over the source and goes into the key",
+          "[runtime][config]") {
+  fake::install();
+  const engine eng(engine_kind::gpu, 0);
+  const auto& eng_impl = backend::impl_of(eng);
+  // The config source would choose x = 2: a given configuration wins over it.
+  backend::set_config_source(
+      [](const backend::primitive_desc_impl&) { return kernel_config().add("x", 2); });
+  configured_pd chosen;
+  chosen.finalize(eng_impl, 1);
+  configured_pd given;
+  given.finalize_with_config(eng_impl, 1, kernel_config().add("x", 7));
+  backend::set_config_source({});
+  REQUIRE(chosen.config().has_value());
+  CHECK(*chosen.config() == kernel_config().add("x", 2));
+  REQUIRE(given.config().has_value());
+  CHECK(*given.config() == kernel_config().add("x", 7));
+  CHECK(given.problem_key() == chosen.problem_key());
+  CHECK_FALSE(given.cache_key() == chosen.cache_key());
+  configured_pd same;
+  same.finalize_with_config(eng_impl, 1, kernel_config().add("x", 7));
+  CHECK(same.cache_key() == given.cache_key());
+
+  SECTION("a configuration the descriptor does not validate is refused with the reason") {
+    configured_pd bad;
+    try {
+      bad.finalize_with_config(eng_impl, 1, kernel_config().add("x", 9));
+      FAIL("finalized");
+    } catch (const error& e) {
+      CHECK(e.code() == status::invalid_arguments);
+      CHECK_THAT(e.message(), Catch::Contains("test:configured") && Catch::Contains("[1, 8]"));
+    }
+  }
+  SECTION("a descriptor without configurations refuses one") {
+    configless_pd none;
+    try {
+      none.finalize_with_config(eng_impl, 1, kernel_config().add("x", 1));
+      FAIL("finalized");
+    } catch (const error& e) {
+      CHECK(e.code() == status::invalid_arguments);
+      CHECK_THAT(e.message(),
+                 Catch::Contains("test:configless") && Catch::Contains("no kernel configurations"));
+    }
+  }
+}

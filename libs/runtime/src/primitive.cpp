@@ -29,6 +29,24 @@ resource::~resource() = default;
 primitive_impl::~primitive_impl() = default;
 
 void primitive_desc_impl::finalize(const engine_impl& eng, int nthr) {
+  finalize_keys(eng, nthr, nullptr);
+}
+
+void primitive_desc_impl::finalize_with_config(const engine_impl& eng, int nthr,
+                                               const kernel_config& cfg) {
+  if (!default_config()) {
+    throw error(status::invalid_arguments,
+                std::string(name_) + " has no kernel configurations to be given one");
+  }
+  if (auto ok = validate_config(cfg); !ok) {
+    throw error(status::invalid_arguments,
+                std::string(name_) + " cannot take the configuration given: " + ok.why().message);
+  }
+  finalize_keys(eng, nthr, &cfg);
+}
+
+void primitive_desc_impl::finalize_keys(const engine_impl& eng, int nthr,
+                                        const kernel_config* forced) {
   nthr_ = nthr;
   key_writer w;
   w.enumeration(kind_);
@@ -43,7 +61,9 @@ void primitive_desc_impl::finalize(const engine_impl& eng, int nthr) {
   // table is indexed by) and appended after it.
   config_ = default_config();
   if (config_) {
-    if (auto chosen = config_from_source(*this)) {
+    if (forced != nullptr) {
+      config_ = *forced;
+    } else if (auto chosen = config_from_source(*this)) {
       config_ = std::move(chosen);
     } else if (auto tuned = runtime_internal::tuned_config(*this, eng)) {
       config_ = std::move(tuned);  // the tune table's winner (tuning.cpp)

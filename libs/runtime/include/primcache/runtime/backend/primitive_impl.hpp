@@ -154,6 +154,13 @@ class PRIMCACHE_API primitive_desc_impl : public std::enable_shared_from_this<pr
   // last, on a fully built descriptor (it calls default_config and
   // validate_config).
   void finalize(const engine_impl& eng, int nthr);
+  // finalize() with `cfg` as the configuration instead of the config
+  // source's, the tune table's or the heuristic's: for a composing
+  // implementation whose configuration is its nested primitive's (the key
+  // carries `cfg`, so the nested impl is cached under it like any other).
+  // Throws primcache::error (invalid_arguments) when this descriptor has no
+  // configurations or does not validate `cfg`.
+  void finalize_with_config(const engine_impl& eng, int nthr, const kernel_config& cfg);
   int nthr() const noexcept { return nthr_; }
 
   // One argument execute() requires: its index (PRIMCACHE_ARG_*), its
@@ -177,6 +184,9 @@ class PRIMCACHE_API primitive_desc_impl : public std::enable_shared_from_this<pr
                                                           const impl_blob& blob) const;
 
  private:
+  // finalize()'s work; `forced`, when given, is the configuration.
+  void finalize_keys(const engine_impl& eng, int nthr, const kernel_config* forced);
+
   primitive_kind kind_;
   primitive_attr attr_;
   const char* name_;
