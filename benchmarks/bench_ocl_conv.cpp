@@ -20,6 +20,13 @@
 //   build/release/benchmarks/bench_ocl_conv --benchmark_filter=nchw
 //   build/release/benchmarks/bench_ocl_conv --benchmark_filter=BM_OclConvLayouts
 //
+// BM_OclConvUnroll also runs on four more 3x3 layers (kUnrollExtra), and
+// with u8 (against a default that may now unroll less). Tuned
+// configurations: a run with PRIMCACHE_TUNE=1 PRIMCACHE_TUNE_TABLE=t.json
+// [--tune-max-nconfigs=N] tunes each primitive at its warm-up execution and
+// writes the table at exit; runs with PRIMCACHE_TUNE_TABLE=t.json alone
+// then create every primitive with its tuned configuration.
+//
 // Counter GFLOPS: 2 * N * OC * OH * OW * IC/G * KH * KW per iteration.
 // PoCL's own kernel cache is disabled (POCL_KERNEL_CACHE=0) unless the
 // caller sets it. PRIMCACHE_OCL_DEVICE picks the device.
@@ -35,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_ocl_tune_flag.hpp"
 #include "primcache/ocl/ocl.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 #include "primcache/runtime/backend/registry.hpp"
@@ -68,6 +76,17 @@ const layer kLayers[] = {
     {"dw3x3_32_112", 32, 32, 112, 3, 1, 1, 32},
     {"dw3x3s2_64_112", 64, 64, 112, 3, 2, 1, 64},
     {"g32_3x3_128to128_56", 128, 128, 56, 3, 1, 1, 32},
+};
+
+// More 3x3 layers for BM_OclConvUnroll only, beside ResNet-50's: the 7x7
+// output with fewer input channels, and 512 input channels on a 14x14
+// output, which tell apart what makes conv5_3x3_512to512_7 want the
+// unroll of 8 (docs/PERFORMANCE.md, "Per-shape channel unroll").
+const layer kUnrollExtra[] = {
+    {"x3x3_128to128_7", 128, 128, 7, 3, 1, 1},
+    {"x3x3_256to256_7", 256, 256, 7, 3, 1, 1},
+    {"x3x3_512to512_14", 512, 512, 14, 3, 1, 1},
+    {"x3x3_1024to256_7", 1024, 256, 7, 3, 1, 1},
 };
 
 void fill(const memory& m, std::uint32_t seed) {
@@ -274,9 +293,13 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
-  for (int u : {1, 2, 4}) {
-    for (const layer& l : kLayers) {
-      if (l.g != 1) continue;
+  std::vector<layer> unroll_layers;
+  for (const layer& l : kLayers) {
+    if (l.g == 1) unroll_layers.push_back(l);
+  }
+  unroll_layers.insert(unroll_layers.end(), std::begin(kUnrollExtra), std::end(kUnrollExtra));
+  for (int u : {1, 2, 4, 8}) {
+    for (const layer& l : unroll_layers) {
       benchmark::RegisterBenchmark(
           ("BM_OclConvUnroll/u" + std::to_string(u) + "/" + l.name).c_str(), bm_pair, l,
           [l, u](const engine& e) { return make_run(e, l, format_tag::any, u); },
@@ -287,6 +310,7 @@ int main(int argc, char** argv) {
     }
   }
   benchmark::Initialize(&argc, argv);
+  if (!bench_ocl::take_tune_flag(argc, argv)) return 1;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -19,6 +19,9 @@
 // attribute with the gpu cache at capacity 0: the primitive reuses the
 // buffer it packed, no pack per call).
 //
+// --tune-max-nconfigs=N with PRIMCACHE_TUNE=1 and PRIMCACHE_TUNE_TABLE
+// fills a tune table, which later runs read (bench_ocl_tune_flag.hpp).
+//
 // PoCL's own kernel cache is disabled (POCL_KERNEL_CACHE=0) unless the
 // caller sets it. PRIMCACHE_OCL_DEVICE picks the device.
 #include <benchmark/benchmark.h>
@@ -32,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_ocl_tune_flag.hpp"
 #include "primcache/ocl/ocl.hpp"
 #include "primcache/runtime/runtime.hpp"
 
@@ -169,6 +173,7 @@ int main(int argc, char** argv) {
     }
   }
   benchmark::Initialize(&argc, argv);
+  if (!bench_ocl::take_tune_flag(argc, argv)) return 1;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
