@@ -138,6 +138,7 @@ bool register_cpu_backend() {
       });
   register_matmul_impls();
   register_conv_impls();
+  register_conv_via_matmul_impls();
   register_eltwise_impls();
   register_reorder_impls();
   return true;

@@ -32,6 +32,7 @@ class cpu_engine final : public backend::engine_impl {
 bool register_cpu_backend();
 void register_matmul_impls();
 void register_conv_impls();
+void register_conv_via_matmul_impls();  // conv_via_matmul_impl.cpp
 void register_eltwise_impls();
 void register_reorder_impls();
 
