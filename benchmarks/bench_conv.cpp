@@ -47,7 +47,10 @@
 #include "jit/compiler.hpp"
 #include "kernels/conv_kernel.hpp"
 #include "kernels/generic_conv_kernel.hpp"
+#include "primcache/runtime/backend/primitive_impl.hpp"
+#include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/runtime.hpp"
+#include "primcache/runtime/tuning.hpp"
 
 namespace {
 
@@ -375,6 +378,79 @@ void bm_dw_create_miss(benchmark::State& state, primcache::jit_mode mode) {
   pc::set_jit_mode(saved);
 }
 
+// BM_Conv/primcache_nhwc and BM_Conv/primcache_via_matmul rows (issue 13):
+// the 1x1 stride-1 layers with nhwc src and dst, oihw weights marked
+// constant (each implementation packs them once into the constant tensor
+// cache, outside the timed loop), bias on: the direct convolution
+// ("jit:conv") against "jit:conv:via_matmul" (one nested matmul, M = H*W,
+// K = IC, N = OC) on the same op — the choice tuning makes between the two.
+// via_matmul is reached as tuning leaves it: a tune-table entry naming it
+// for the direct convolution's problem (removed once the primitive is
+// made). Both compiled in sync mode (specialized code).
+void bm_primcache_nhwc(benchmark::State& state, layer l, int nthr, bool via_matmul) {
+  namespace pc = primcache;
+  pc::set_num_threads(nthr);
+  static pc::engine eng(pc::engine_kind::cpu, 0);
+  using tag = pc::format_tag;
+  pc::memory::desc src_md({1, l.ic, l.in, l.in}, pc::data_type::f32, tag::nhwc);
+  pc::memory::desc wei_md({l.oc, l.ic, 1, 1}, pc::data_type::f32, tag::oihw);
+  pc::memory::desc bias_md({l.oc}, pc::data_type::f32, tag::a);
+  pc::memory::desc dst_md({1, l.oc, l.out(), l.out()}, pc::data_type::f32, tag::nhwc);
+  pc::primitive_attr attr;
+  attr.set_constant_weights(true);
+  const pc::convolution_forward::desc d(pc::prop_kind::forward_inference,
+                                        pc::algorithm::convolution_direct, src_md, wei_md, bias_md,
+                                        dst_md, {1, 1}, {0, 0}, {0, 0});
+  pc::convolution_forward::primitive_desc pd;
+  std::vector<std::byte> entry_key;
+  const std::string device = pc::tune_device_of(eng);
+  try {
+    pd = pc::convolution_forward::primitive_desc(d, attr, eng);
+    if (via_matmul) {
+      const auto& direct = pc::backend::impl_of(pd);
+      const auto k = direct.problem_key().bytes();
+      entry_key.assign(k.begin(), k.end());
+      pc::global_tune_table().put(device, direct.problem_key(),
+                                  pc::tune_entry{"jit:conv:via_matmul", "{}", 1, 1, "bench_conv"});
+      pc::backend::set_config_source({});  // the cached descriptor is made again
+      pd = pc::convolution_forward::primitive_desc(d, attr, eng);
+    }
+  } catch (const pc::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const std::string name = pc::backend::impl_of(pd).name();
+  if (via_matmul && name != "jit:conv:via_matmul") {
+    state.SkipWithError(("the op was made by " + name).c_str());
+    return;
+  }
+  state.SetLabel(name);
+  aligned_floats src(src_md.size_bytes() / 4), wei(wei_md.size_bytes() / 4),
+      bias(static_cast<std::size_t>(l.oc)), dst(dst_md.size_bytes() / 4);
+  fill(src.data, src_md.size_bytes() / 4, 1);
+  fill(wei.data, wei_md.size_bytes() / 4, 2);
+  fill(bias.data, static_cast<std::size_t>(l.oc), 3);
+  const pc::jit_mode mode = pc::get_jit_mode();
+  pc::set_jit_mode(pc::jit_mode::sync);
+  pc::convolution_forward prim(pd);
+  pc::set_jit_mode(mode);
+  if (via_matmul) {
+    pc::global_tune_table().erase(device, entry_key);
+    pc::backend::set_config_source({});
+  }
+  pc::stream strm(eng);
+  const pc::primitive::args args = {{PRIMCACHE_ARG_SRC, pc::memory(src_md, eng, src.data)},
+                                    {PRIMCACHE_ARG_WEIGHTS, pc::memory(wei_md, eng, wei.data)},
+                                    {PRIMCACHE_ARG_BIAS, pc::memory(bias_md, eng, bias.data)},
+                                    {PRIMCACHE_ARG_DST, pc::memory(dst_md, eng, dst.data)}};
+  prim.execute(strm, args);  // packs the constant weights
+  for (auto _ : state) {
+    prim.execute(strm, args);
+    benchmark::DoNotOptimize(dst.data);
+  }
+  report(state, l);
+}
+
 int register_all() {
   for (int nthr : {1, 2}) {
     for (const layer& l : layers) {
@@ -403,6 +479,19 @@ int register_all() {
         benchmark::RegisterBenchmark(
             ((generic ? "BM_Conv/primcache_generic/" : "BM_Conv/primcache/") + suffix).c_str(),
             bm_dw, l, nthr, generic)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  for (int nthr : {1, 2}) {
+    for (const layer& l : layers) {
+      if (l.k != 1 || l.stride != 1 || l.pad != 0) continue;
+      const std::string suffix = std::string(l.name) + "/threads:" + std::to_string(nthr);
+      for (bool via : {false, true}) {
+        benchmark::RegisterBenchmark(
+            ((via ? "BM_Conv/primcache_via_matmul/" : "BM_Conv/primcache_nhwc/") + suffix).c_str(),
+            bm_primcache_nhwc, l, nthr, via)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
