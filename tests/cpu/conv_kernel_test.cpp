@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,7 +13,10 @@
 #include <vector>
 
 #include "jit/object_symbols.hpp"
+#include "kernels/conv_config.hpp"
 #include "kernels/conv_kernel.hpp"
+#include "kernels/conv_schedule.hpp"
+#include "kernels/conv_validation.hpp"
 #include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
@@ -853,5 +857,144 @@ TEST_CASE("a tap in the padding adds nothing: a -0 bias stays -0, an infinite we
       }
     CHECK(border == (2 * dd[3] + 2 * (dd[2] - 2)) * dd[1]);
     CHECK(negative_zeros == border);
+  }
+}
+
+TEST_CASE("the item schedule runs a share's home range first, then the back of others'",
+          "[cpu][conv][schedule]") {
+  SECTION("one share alone runs its range front to back, then the others' back to front") {
+    ci::conv_item_schedule s(10, 2, 2);
+    std::vector<std::int64_t> order;
+    for (primcache::range r = s.next(0); r.begin < r.end; r = s.next(0)) {
+      for (std::int64_t i = r.begin; i < r.end; ++i) order.push_back(i);
+    }
+    CHECK(order == std::vector<std::int64_t>{0, 1, 2, 3, 4, 8, 9, 6, 7, 5});
+    const primcache::range none = s.next(1);
+    CHECK(none.begin == none.end);
+  }
+  SECTION("shares taking turns each run exactly their balanced home range") {
+    ci::conv_item_schedule s(56, 2, ci::conv_chunk_for(56, 2));
+    std::vector<int> runs(56, 0);
+    std::int64_t done[2] = {0, 0};
+    for (bool more = true; more;) {
+      more = false;
+      for (int home : {0, 1}) {
+        const primcache::range r = s.next(home);
+        if (r.begin >= r.end) continue;
+        more = true;
+        const primcache::range own = primcache::balance(56, home, 2);
+        CHECK(r.begin >= own.begin);
+        CHECK(r.end <= own.end);
+        for (std::int64_t i = r.begin; i < r.end; ++i) ++runs[static_cast<std::size_t>(i)];
+        done[home] += r.end - r.begin;
+      }
+    }
+    CHECK(done[0] == 28);
+    CHECK(done[1] == 28);
+    CHECK(std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; }));
+  }
+  SECTION("a late share finds what the others left at the front of its range") {
+    ci::conv_item_schedule s(8, 2, 1);
+    for (int i = 0; i < 4; ++i) CHECK(s.next(0).begin == i);
+    CHECK(s.next(0).begin == 7);  // taken from share 1's back
+    CHECK(s.next(1).begin == 4);  // share 1 arrives: its front
+    CHECK(s.next(0).begin == 6);
+    CHECK(s.next(1).begin == 5);
+    CHECK(s.next(1).begin == s.next(1).end);
+  }
+  SECTION("more shares than items, and no items") {
+    ci::conv_item_schedule s(2, 4, 1);
+    CHECK(s.next(3).begin == 0);  // home 3 is empty: the next range (wrapping) first
+    CHECK(s.next(3).begin == 1);
+    CHECK(s.next(0).begin == s.next(0).end);
+    ci::conv_item_schedule empty(0, 2, 1);
+    CHECK(empty.next(0).begin == empty.next(0).end);
+  }
+}
+
+TEST_CASE("homes are claimed once each; a thread keeps its home across regions",
+          "[cpu][conv][schedule]") {
+  ci::conv_item_schedule s(100, 3, 1);
+  CHECK(s.claim_home(1, 0) == 1);
+  CHECK(s.claim_home(1, 0) == 0);  // taken: the lowest free
+  CHECK(s.claim_home(0, 0) == 2);
+  CHECK(s.claim_home(2, 1) == 1);  // every home taken: the fallback
+  CHECK(s.claim_home(7, 0) == 0);  // out of range: clamped to 2, taken: the fallback
+  const std::thread::id caller = std::this_thread::get_id();
+  CHECK(ci::conv_home_for_this_thread(caller, 2) == 0);
+  CHECK(ci::conv_home_for_this_thread(caller, 1) == 0);
+  int first = -1, again = -1, alone = -1;
+  std::thread other([&] {
+    first = ci::conv_home_for_this_thread(caller, 2);
+    again = ci::conv_home_for_this_thread(caller, 2);
+    alone = ci::conv_home_for_this_thread(caller, 1);
+  });
+  other.join();
+  CHECK(first == 1);
+  CHECK(again == 1);
+  CHECK(alone == 0);
+}
+
+TEST_CASE("threads sharing one item schedule run every item exactly once",
+          "[cpu][conv][schedule][threads]") {
+  constexpr std::int64_t items = 20011;
+  constexpr int threads = 4;
+  for (std::int64_t chunk : {std::int64_t{1}, std::int64_t{7}}) {
+    ci::conv_item_schedule s(items, threads, chunk);
+    std::vector<std::atomic<int>> runs(items);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        const int home = s.claim_home(t % 2, t);  // two threads ask for the same homes
+        for (primcache::range r = s.next(home); r.begin < r.end; r = s.next(home)) {
+          for (std::int64_t i = r.begin; i < r.end; ++i) {
+            runs[static_cast<std::size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    int wrong = 0;
+    for (auto& r : runs) wrong += r.load() != 1;
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("ResNet-50's conv2 3x3 layer gives both of two threads half of its rows",
+          "[cpu][conv][schedule]") {
+  shape s;
+  s.ic = s.oc = 64;
+  s.ih = s.iw = 56;
+  s.nthr = 2;
+  const auto p = make_problem(s);
+  const cpu_isa isa = primcache::effective_isa();
+  const ci::conv_config c = ci::default_conv_config(p, isa);
+  const ci::conv_geometry g = ci::flatten_conv_pointwise(ci::analyze_conv(p).value());
+  const std::int64_t items = ci::conv_work_items(g, ci::effective_conv_config(g, c));
+  INFO(describe(p, c, isa) << " items " << items);
+  CHECK(items >= 2 * 16);  // enough for both threads and for chunks
+  // Both homes get half the items; a thread that never comes loses them to
+  // the other, which then runs all.
+  ci::conv_item_schedule both(items, 2, ci::conv_chunk_for(items, 2));
+  CHECK(primcache::balance(items, 0, 2).end == items / 2);
+  std::int64_t alone = 0;
+  for (primcache::range r = both.next(0); r.begin < r.end; r = both.next(0)) {
+    alone += r.end - r.begin;
+  }
+  CHECK(alone == items);
+  // Through the kernel on a pool of 2: the result is bitwise that of one
+  // thread and matches the reference.
+  auto k = check_against_reference(p, c, isa);
+  auto one_problem = p;
+  one_problem.nthr = 1;
+  auto one = ci::conv_kernel::create(one_problem, c, isa);
+  REQUIRE(one.has_value());
+  tensors t(p, 5);
+  primcache::thread_pool two(2);
+  buffer d2(p.dst.size_bytes() / 4), d1(p.dst.size_bytes() / 4);
+  for (int rep = 0; rep < 3; ++rep) {
+    k->execute(t.args(d2.data), nullptr, two);
+    one.value()->execute(t.args(d1.data), nullptr, two);
+    CHECK(std::memcmp(d1.data, d2.data, d1.size * sizeof(float)) == 0);
   }
 }

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "jit/jit_module.hpp"
 #include "kernels/conv_config.hpp"
 #include "kernels/conv_generator.hpp"
 #include "kernels/conv_geometry.hpp"
+#include "kernels/conv_schedule.hpp"
 #include "kernels/conv_validation.hpp"
 #include "kernels/kernel_failure.hpp"
 
@@ -117,10 +119,27 @@ void conv_kernel::execute(const conv_args& args, void* scratchpad, thread_pool& 
   auto* dst = static_cast<float*>(args.dst);
   const std::int64_t items = work_items_;
   entry_fn* fn = fn_;
-  pool.parallel_for(problem_.nthr, [&](int ithr, int nthr) {
-    const range r = balance(items, ithr, nthr);
-    if (r.begin < r.end) fn(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
-  });
+  // Each share runs its home range, then helps with what others have not
+  // started (kernels/conv_schedule.hpp): a late worker no longer holds the
+  // region up for its whole range, and a thread keeps its rows from one
+  // execution to the next. Every item writes its own outputs, each summed
+  // in the kernel's fixed order, so the split changes no result.
+  const int nthr = std::min(problem_.nthr, pool.size());
+  if (nthr <= 1 || items >= (std::int64_t{1} << 31)) {
+    pool.parallel_for(nthr, [&](int ithr, int n) {
+      const range r = balance(items, ithr, n);
+      if (r.begin < r.end) fn(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
+    });
+  } else {
+    conv_item_schedule s(items, nthr, conv_chunk_for(items, nthr));
+    const std::thread::id caller = std::this_thread::get_id();
+    pool.parallel_for(nthr, [&](int ithr, int n) {
+      const int home = s.claim_home(conv_home_for_this_thread(caller, n), ithr);
+      for (range r = s.next(home); r.begin < r.end; r = s.next(home)) {
+        fn(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
+      }
+    });
+  }
   if (zeroes_dst_padding_) zero_dst_padding(dst);
 }
 
