@@ -582,3 +582,84 @@ TEST_CASE("a generic depthwise output whose taps all fall in the padding keeps a
     CHECK(negative_zeros == 20);
   }
 }
+
+TEST_CASE("the generic depthwise row form (3-tap rows, nChw16c, stride 1 and 2) over row splits",
+          "[cpu][generic][conv][depthwise]") {
+  // generic_dw_row_symbol: widths from one pixel (edges only, no tile) to
+  // several tiles of two widths, left and right padding from 0 to 3 (edge
+  // pixels with one, two or no tap inside), 40 channels (a chunk of two
+  // blocks and a last chunk of one partial block), kernel heights 1 to 3
+  // with and without dilation along h.
+  std::mt19937 rng(41);
+  for (cpu_isa isa : test_isas()) {
+    for (std::int64_t iw : {1, 2, 3, 4, 5, 7, 9, 12, 14, 17, 23, 28, 33, 41}) {
+      for (std::int64_t sw : {1, 2}) {
+        for (std::int64_t pl : {0, 1, 2, 3}) {
+          shape s;
+          s.g = s.ic = s.oc = 40;
+          s.kw = 3;
+          s.kh = 1 + static_cast<std::int64_t>(rng() % 3);
+          s.dh = rng() % 4 == 0 ? 1 : 0;
+          s.ih = 2 + static_cast<std::int64_t>(rng() % 4);
+          s.iw = iw;
+          s.sw = sw;
+          s.sh = 1 + static_cast<std::int64_t>(rng() % 2);
+          s.pl = pl;
+          s.pr = static_cast<std::int64_t>(rng() % 4);
+          s.pt = static_cast<std::int64_t>(rng() % 2);
+          s.pb = static_cast<std::int64_t>(rng() % 2);
+          s.bias = rng() % 4 != 0;
+          if (s.iw + s.pl + s.pr < 3 || s.ih + s.pt + s.pb < (s.kh - 1) * (s.dh + 1) + 1) continue;
+          const format_tag dsts[] = {format_tag::nChw16c, format_tag::nhwc, format_tag::nchw};
+          s.dst = dsts[rng() % 3];
+          conv_problem p = make_problem(s);
+          if (rng() % 4 == 0) {
+            post_op op;
+            op.eltwise = random_eltwise(rng);
+            p.post_ops.push_back(op);
+          }
+          INFO(std::string(to_string(isa)) + ": " + describe(s, p));
+          check_problem(p, isa, 700 + static_cast<std::uint32_t>(iw * 8 + sw * 4 + pl), false);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a generic depthwise row keeps a -0 bias where an edge pixel has no tap inside",
+          "[cpu][generic][conv][depthwise]") {
+  // Padding 3 on both sides of a 3-tap row: the first and last pixels read
+  // only padding, so they are their bias exactly (-0), the row form's edge
+  // pixels over an empty kw range.
+  for (cpu_isa isa : test_isas()) {
+    for (std::int64_t sw : {1, 2}) {
+      shape s;
+      s.g = s.ic = s.oc = 32;
+      s.ih = 4;
+      s.iw = 6;
+      s.sw = sw;
+      s.pl = s.pr = 3;
+      const conv_problem p = make_problem(s);
+      auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
+      REQUIRE(g);
+      auto k = conv_kernel::create(p, default_conv_config(p, isa), isa);
+      REQUIRE(k);
+      tensors t(p, 9);
+      std::fill_n(t.bias.p, 32, -0.f);
+      const std::vector<float> generic = t.run(p, g.value().get());
+      CHECK(same_bits(generic, t.run(p, k.value().get())));
+      // dst (0, c, oh, 0): the first pixel of every row.
+      const auto dims = p.dst.dims();
+      int negative_zeros = 0, pixels = 0;
+      for (std::int64_t c = 0; c < 32; ++c) {
+        for (std::int64_t oh = 0; oh < dims[2]; ++oh) {
+          const std::int64_t off = p.dst.offset_of({0, c, oh, 0});
+          const float v = generic[static_cast<std::size_t>(off)];
+          ++pixels;
+          if (v == 0.f && std::signbit(v)) ++negative_zeros;
+        }
+      }
+      CHECK(negative_zeros == pixels);
+    }
+  }
+}

@@ -42,6 +42,11 @@ std::string generic_dw_symbol(int ow_block, int blocks, generic_dw_load load) {
          loads[static_cast<int>(load)];
 }
 
+std::string generic_dw_row_symbol(int ow_block, int blocks, int stride) {
+  return "conv_generic_dw_row_" + std::to_string(ow_block) + "x" + std::to_string(blocks) + "_s" +
+         std::to_string(stride);
+}
+
 std::string generic_conv_name(cpu_isa isa) {
   return "conv_generic_" + std::string(to_string(isa));
 }
@@ -77,6 +82,7 @@ class generic_conv_generator {
         for (int load = 0; load < generic_dw_load_count; ++load) {
           build_dw_tile(width, blocks, static_cast<generic_dw_load>(load));
         }
+        for (int stride : {1, 2}) build_dw_row(width, blocks, stride);
       }
     }
   }
@@ -622,14 +628,268 @@ class generic_conv_generator {
     b_.CreateRetVoid();
   }
 
+  // A depthwise row (generic_dw_row_symbol): a kernel row of 3 taps with
+  // no dilation along w, an nChw16c source read at stride `s`, the whole
+  // output row in one call. The gt_dw_left pixels at the left edge run one
+  // by one over their kw range inside the image, then gt_dw_wide tiles of
+  // owb pixels and gt_dw_narrow tiles of owb - 1 (every tap inside), then
+  // the pixels up to gt_dw_ow one by one. A tile reads each source vector
+  // of a kernel row once for all the taps that share it ((owb - 1) * s + 3
+  // loads per block and kh instead of 3 * owb, as the specialized kernel's
+  // constant addresses merge them); each output still takes its
+  // multiply-adds from its bias (or +0), kh ascending then kw ascending.
+  void build_dw_row(int owb, int blocks, int s) {
+    constexpr int kw_size = 3;
+    auto* fn = llvm::Function::Create(
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, ptr_, ptr_, ptr_, ptr_}, false),
+        llvm::Function::ExternalLinkage, generic_dw_row_symbol(owb, blocks, s), m_);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    for (unsigned a : {1u, 2u, 3u}) {
+      fn->addParamAttr(a, llvm::Attribute::NoAlias);
+      fn->addParamAttr(a, llvm::Attribute::ReadOnly);
+    }
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    params_ = fn->getArg(0);
+    llvm::Value* src_img = fn->getArg(1);
+    llvm::Value* wei_first = fn->getArg(2);
+    llvm::Value* bias = fn->getArg(3);
+    llvm::Value* dst = fn->getArg(4);
+    binary_ = fn->getArg(5);
+    tile_ = fn->getArg(6);
+
+    llvm::Value* iw_size = param(gc_iw);
+    llvm::Value* dh1 = param(gc_dh1);
+    llvm::Value* src_cs = param(gc_src_c_stride);
+    llvm::Value* src_hs = param(gc_src_h_stride);
+    llvm::Value* wei_bs = param(gc_wei_block_stride);
+    llvm::Value* dst_ws = param(gc_dst_w_stride);
+    llvm::Value* ih0 = tile(gt_ih0);
+    llvm::Value* kh_lo = tile(gt_kh_lo);
+    llvm::Value* kh_hi = tile(gt_kh_hi);
+    llvm::Value* iw_first = tile(gt_iw0);  // pixel 0's first tap: -pl
+    llvm::Value* c_base = tile(gt_c_first);
+    llvm::Value* last_lanes = tile(gt_last_lanes);
+    llvm::Value* row_off = tile(gt_dst_row_off);
+
+    llvm::Value* full_mask = lane_mask(i64c(lanes));
+    llvm::Value* last_mask = lane_mask(last_lanes);
+    auto valid_of = [&](int k) { return k == blocks - 1 ? last_lanes : i64c(lanes); };
+    auto mask_of = [&](int k) { return k == blocks - 1 ? last_mask : full_mask; };
+    // The chunk's first channel and weights (set per chunk below).
+    llvm::Value* c_first = nullptr;
+    llvm::Value* wei_chunk = nullptr;
+    auto c0_of = [&](int k) { return b_.CreateAdd(c_first, i64c(std::int64_t{k} * lanes)); };
+
+    // Per chunk: block k's channels in a source pixel (nChw16c: a whole
+    // block) and in a dst pixel, and each block's bias (or +0), the start
+    // of every pixel's sums; its weights (kh * 3 vectors) from the chunk's.
+    llvm::Value* dst_blocked = flag(gc_dst_blocked);
+    llvm::Value* dst_cs = param(gc_dst_c_stride);
+    std::vector<llvm::Value*> coff, woff, dst_coff;
+    values start;
+    for (int k = 0; k < blocks; ++k) woff.push_back(b_.CreateMul(wei_bs, i64c(k)));
+    // As the tiles: whole-vector stores from the registers without
+    // post-ops into a dst whose 16 channels are consecutive and all valid.
+    llvm::Value* direct = b_.CreateAnd(
+        b_.CreateICmpEQ(param(gc_post_op_count), i64c(0)),
+        b_.CreateAnd(flag(gc_dst_contiguous), b_.CreateICmpEQ(last_lanes, i64c(lanes))));
+
+    auto store = [&](const values& acc, llvm::Value* ow0, int width) {
+      auto* direct_bb = llvm::BasicBlock::Create(ctx_, "store.direct", fn);
+      auto* general_bb = llvm::BasicBlock::Create(ctx_, "store.general", fn);
+      auto* done_bb = llvm::BasicBlock::Create(ctx_, "store.done", fn);
+      b_.CreateCondBr(direct, direct_bb, general_bb);
+      b_.SetInsertPoint(direct_bb);
+      llvm::Value* px0 = gep(dst, b_.CreateAdd(row_off, b_.CreateMul(ow0, dst_ws)));
+      for (int k = 0; k < blocks; ++k) {
+        llvm::Value* at = gep(px0, dst_coff[k]);
+        for (int j = 0; j < width; ++j) {
+          b_.CreateAlignedStore(acc[static_cast<std::size_t>(j * blocks + k)],
+                                gep(at, b_.CreateMul(dst_ws, i64c(j))), llvm::Align(4));
+        }
+      }
+      b_.CreateBr(done_bb);
+      b_.SetInsertPoint(general_bb);
+      emit_epilogue(fn, dst, acc, width, blocks, valid_of, mask_of, c0_of, ow0);
+      b_.CreateBr(done_bb);
+      b_.SetInsertPoint(done_bb);
+    };
+
+    // `width` pixels from ow0, every tap inside the image.
+    // skip_lo, skip_hi (i1 values, or null for false): the tile's first
+    // pixel leaves out its tap kw 0, its last pixel its tap kw 2 (the edge
+    // pixels of padding 1): the multiply-add is kept only where the flag is
+    // clear (a select), its load reads the pixel's next tap inward.
+    auto run_tile = [&](llvm::Value* ow0, int width, llvm::Value* skip_lo, llvm::Value* skip_hi) {
+      llvm::Value* iw0 = b_.CreateAdd(iw_first, b_.CreateMul(ow0, i64c(s)));
+      values init;
+      for (int j = 0; j < width; ++j)
+        for (int k = 0; k < blocks; ++k) init.push_back(start[k]);
+      const values acc = emit_loop(
+          kh_lo, kh_hi, init,
+          [&](llvm::Value* kh, const values& cur) {
+            values a = cur;
+            llvm::Value* ih = b_.CreateAdd(ih0, b_.CreateMul(kh, dh1));
+            llvm::Value* row = gep(
+                src_img, b_.CreateAdd(b_.CreateMul(ih, src_hs), b_.CreateMul(iw0, i64c(lanes))));
+            llvm::Value* wk = gep(wei_chunk, b_.CreateMul(kh, i64c(kw_size * lanes)));
+            for (int k = 0; k < blocks; ++k) {
+              llvm::Value* px = gep(row, coff[k]);
+              llvm::Value* wb = gep(wk, woff[k]);
+              // Source vector q of the kernel row (pixel j's tap kw is
+              // j * s + kw), loaded once.
+              std::vector<llvm::Value*> x(static_cast<std::size_t>((width - 1) * s + kw_size));
+              for (int kw = 0; kw < kw_size; ++kw) {
+                llvm::Value* w =
+                    b_.CreateAlignedLoad(vec_, gep(wb, i64c(kw * lanes)), llvm::Align(4));
+                for (int j = 0; j < width; ++j) {
+                  llvm::Value*& sum = a[static_cast<std::size_t>(j * blocks + k)];
+                  // (Taps j * s + kw of no other pixel.)
+                  llvm::Value* skip = j == 0 && kw == 0                     ? skip_lo
+                                      : j == width - 1 && kw == kw_size - 1 ? skip_hi
+                                                                            : nullptr;
+                  if (skip != nullptr) {
+                    const int inward = j * s + (kw == 0 ? 1 : kw_size - 2);
+                    llvm::Value* at =
+                        b_.CreateSelect(skip, i64c(inward * lanes), i64c((j * s + kw) * lanes));
+                    llvm::Value* xs = b_.CreateAlignedLoad(vec_, gep(px, at), llvm::Align(4));
+                    sum = b_.CreateSelect(skip, sum, fma(xs, w, sum));
+                    continue;
+                  }
+                  llvm::Value*& xq = x[static_cast<std::size_t>(j * s + kw)];
+                  if (xq == nullptr) {
+                    xq = b_.CreateAlignedLoad(vec_, gep(px, i64c((j * s + kw) * lanes)),
+                                              llvm::Align(4));
+                  }
+                  sum = fma(xq, w, sum);
+                }
+              }
+            }
+            return a;
+          },
+          "kh");
+      store(acc, ow0, width);
+    };
+
+    // Pixel ow alone, over its kw range inside the image (empty when none
+    // is): the taps the specialized kernel keeps.
+    auto run_edge = [&](llvm::Value* ow) {
+      llvm::Value* iw0 = b_.CreateAdd(iw_first, b_.CreateMul(ow, i64c(s)));
+      llvm::Value* kw_lo =
+          b_.CreateSelect(b_.CreateICmpSLT(iw0, i64c(0)), b_.CreateNeg(iw0), i64c(0));
+      llvm::Value* room = b_.CreateSub(iw_size, iw0);
+      llvm::Value* kw_hi =
+          b_.CreateSelect(b_.CreateICmpSLT(room, i64c(kw_size)), room, i64c(kw_size));
+      const values acc = emit_loop(
+          kh_lo, kh_hi, start,
+          [&](llvm::Value* kh, const values& cur_kh) {
+            llvm::Value* ih = b_.CreateAdd(ih0, b_.CreateMul(kh, dh1));
+            llvm::Value* row = gep(
+                src_img, b_.CreateAdd(b_.CreateMul(ih, src_hs), b_.CreateMul(iw0, i64c(lanes))));
+            llvm::Value* wk = gep(wei_chunk, b_.CreateMul(kh, i64c(kw_size * lanes)));
+            return emit_loop(
+                kw_lo, kw_hi, cur_kh,
+                [&](llvm::Value* kw, const values& cur) {
+                  values a = cur;
+                  llvm::Value* at = b_.CreateMul(kw, i64c(lanes));
+                  for (int k = 0; k < blocks; ++k) {
+                    llvm::Value* w =
+                        b_.CreateAlignedLoad(vec_, gep(gep(wk, woff[k]), at), llvm::Align(4));
+                    llvm::Value* x =
+                        b_.CreateAlignedLoad(vec_, gep(gep(row, coff[k]), at), llvm::Align(4));
+                    a[static_cast<std::size_t>(k)] = fma(x, w, a[static_cast<std::size_t>(k)]);
+                  }
+                  return a;
+                },
+                "kw");
+          },
+          "kh");
+      store(acc, ow, 1);
+    };
+
+    auto pixels = [&](llvm::Value* from, llvm::Value* to, int step, const char* name,
+                      const std::function<void(llvm::Value*)>& body) {
+      emit_counted_loop(
+          b_, from, to, step, {},
+          [&](llvm::Value* ow, const values&) {
+            body(ow);
+            return values{};
+          },
+          loop_test::index_below_end, name);
+    };
+    // The row's split (read once: the stores may alias the tile block).
+    llvm::Value* left = tile(gt_dw_left);
+    llvm::Value* first = tile(gt_dw_first);
+    llvm::Value* first_lo = b_.CreateICmpNE(tile(gt_dw_first_lo), i64c(0));
+    llvm::Value* first_hi = b_.CreateICmpNE(tile(gt_dw_first_hi), i64c(0));
+    llvm::Value* wide = tile(gt_dw_wide);
+    llvm::Value* narrow = tile(gt_dw_narrow);
+    llvm::Value* last = tile(gt_dw_last);
+    llvm::Value* last_hi = b_.CreateICmpNE(tile(gt_dw_last_hi), i64c(0));
+    llvm::Value* ow_size = tile(gt_dw_ow);
+    llvm::Value* chunks = tile(gt_dw_chunks);
+    // The row of one chunk: the pixels alone on the left, the first tile
+    // (owb pixels), the middle ones (owb, then owb - 1), the last (owb - 1
+    // or owb), the pixels alone on the right, each only where the row has
+    // it.
+    auto emit_row = [&] {
+      pixels(i64c(0), left, 1, "left", run_edge);
+      emit_if(
+          b_.CreateICmpNE(first, i64c(0)), [&] { run_tile(left, owb, first_lo, first_hi); },
+          "first");
+      llvm::Value* end = b_.CreateAdd(left, b_.CreateMul(first, i64c(owb)));
+      {
+        llvm::Value* from = end;
+        end = b_.CreateAdd(from, b_.CreateMul(wide, i64c(owb)));
+        pixels(from, end, owb, "wide",
+               [&](llvm::Value* ow0) { run_tile(ow0, owb, nullptr, nullptr); });
+      }
+      if (owb > 1) {
+        llvm::Value* from = end;
+        end = b_.CreateAdd(from, b_.CreateMul(narrow, i64c(owb - 1)));
+        pixels(from, end, owb - 1, "narrow",
+               [&](llvm::Value* ow0) { run_tile(ow0, owb - 1, nullptr, nullptr); });
+        emit_if(
+            b_.CreateICmpEQ(last, i64c(owb - 1)), [&] { run_tile(end, owb - 1, nullptr, last_hi); },
+            "last.narrow");
+      }
+      emit_if(
+          b_.CreateICmpEQ(last, i64c(owb)), [&] { run_tile(end, owb, nullptr, last_hi); },
+          "last.wide");
+      end = b_.CreateAdd(end, last);
+      pixels(end, ow_size, 1, "right", run_edge);
+    };
+    // gt_dw_chunks chunks of `blocks` blocks from the tile's, one after
+    // the other (the full chunks of a row; the last chunk alone).
+    emit_loop(
+        i64c(0), chunks, {},
+        [&](llvm::Value* chunk, const values&) {
+          c_first = b_.CreateAdd(c_base, b_.CreateMul(chunk, i64c(std::int64_t{blocks} * lanes)));
+          wei_chunk = gep(wei_first, b_.CreateMul(chunk, b_.CreateMul(wei_bs, i64c(blocks))));
+          coff.clear();
+          dst_coff.clear();
+          for (int k = 0; k < blocks; ++k) {
+            coff.push_back(b_.CreateMul(b_.CreateLShr(c0_of(k), 4), src_cs));
+            dst_coff.push_back(channel_offset(dst_blocked, dst_cs, c0_of(k)));
+          }
+          start = initial_accumulators(bias, 1, blocks, c0_of, mask_of);
+          emit_row();
+          return values{};
+        },
+        "chunk");
+    b_.CreateRetVoid();
+  }
+
   // Epilogue: post-ops, then one store per accumulator, over the pixels
   // in a loop (the accumulators go through a stack array). acc holds
-  // pixel j's block k at j * blocks + k.
+  // pixel j's block k at j * blocks + k; the tile's first pixel is
+  // ow0_value, or gt_ow0 when null.
   void emit_epilogue(llvm::Function* fn, llvm::Value* dst, const values& acc, int owb, int blocks,
                      const std::function<llvm::Value*(int)>& valid_of,
                      const std::function<llvm::Value*(int)>& mask_of,
-                     const std::function<llvm::Value*(int)>& c0_of) {
-    llvm::Value* ow0 = tile(gt_ow0);
+                     const std::function<llvm::Value*(int)>& c0_of,
+                     llvm::Value* ow0_value = nullptr) {
+    llvm::Value* ow0 = ow0_value != nullptr ? ow0_value : tile(gt_ow0);
     llvm::Value* row_off = tile(gt_dst_row_off);
     llvm::Value* dst_ws = param(gc_dst_w_stride);
     llvm::Value* with_ops = b_.CreateICmpSGT(param(gc_post_op_count), i64c(0));

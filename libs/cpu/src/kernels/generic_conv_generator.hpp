@@ -115,6 +115,20 @@ inline constexpr int generic_dw_load_count = 5;
 // gt_kw_hi read). Every tap of the kw range must be inside the image.
 std::string generic_dw_symbol(int ow_block, int blocks, generic_dw_load load);
 
+// The exported depthwise row function: a whole output row of a depthwise
+// convolution whose kernel rows have 3 taps with no dilation along w, over
+// an nChw16c source (16 floats a pixel) at stride 1 or 2 (the MobileNet
+// shapes), in one call, as the gt_dw_* slots split it: pixels alone over
+// their kw range, a first tile of ow_block pixels, tiles of ow_block and
+// ow_block - 1 pixels, a last tile, pixels alone. A tile loads each source
+// vector of a kernel row once for the taps that share it; the first and
+// last tile may hold the edge pixels of padding 1 (their one tap in the
+// padding left out). gt_iw0: pixel 0's first tap (-pad_l). It runs that
+// row for gt_dw_chunks consecutive chunks (wei_chunk: the first's weights;
+// gt_last_lanes holds for each). Same signature as the others; ow_block x
+// blocks as generic_dw_tiles has them.
+std::string generic_dw_row_symbol(int ow_block, int blocks, int stride);
+
 // params: a generic_conv_slot-indexed block of int64 slots (floats in the
 // low four bytes of theirs); tile: a generic_conv_tile-indexed block;
 // src_img: src at image n (offset0 applied); wei_chunk: the packed weights
@@ -165,6 +179,17 @@ enum generic_conv_tile : int {
   gt_dst_row_off,  // dst's offset0 + n * n_stride + oh * h_stride
   gt_kw_lo,        // depthwise tiles: the kw range they run (taps inside the image)
   gt_kw_hi,
+  // Depthwise rows (generic_dw_row_symbol), in the order they run:
+  gt_dw_left,      // pixels [0, left) alone, over their kw range
+  gt_dw_first,     // 0 or 1: a first tile of ow_block pixels
+  gt_dw_first_lo,  // 0 or 1: its first pixel leaves out tap kw 0
+  gt_dw_first_hi,  // 0 or 1: its last pixel leaves out tap kw 2
+  gt_dw_wide,      // tiles of ow_block pixels
+  gt_dw_narrow,    // tiles of ow_block - 1 pixels
+  gt_dw_last,      // the last tile's width: 0 (none), ow_block - 1 or ow_block
+  gt_dw_last_hi,   // 0 or 1: its last pixel leaves out tap kw 2
+  gt_dw_ow,        // pixels from the tiles' end to ow alone
+  gt_dw_chunks,    // the row of this many chunks of `blocks` blocks from gt_c_first
   gt_count,
 };
 

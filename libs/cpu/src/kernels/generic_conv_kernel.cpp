@@ -164,6 +164,53 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create_depthwi
     return generic_dw_load::masked;
   };
   const int blocks[2] = {tile.oc_blocks, static_cast<int>(flat.nb - (chunks - 1) * tile.oc_blocks)};
+  if (flat.kw == 3 && flat.dw == 0 && (flat.sw == 1 || flat.sw == 2) && flat.src.blocked &&
+      flat.src.w_stride == lanes) {
+    // A whole row per call: the pixels whose taps are all inside, [a, b),
+    // and the edge pixel at either end whose one tap outside is its first
+    // (kw 0, padding 1) or its last (kw 2), in n tiles as even as can be
+    // (widths w and w - 1, w <= ow_block); the other edge pixels alone.
+    std::unique_ptr<generic_conv_kernel> k(
+        new generic_conv_kernel(p, g, flat, tile, code_isa, tile_table{}));
+    const std::int64_t ow = flat.ow;
+    const std::int64_t a = std::clamp<std::int64_t>(k->inside_lo_, 0, ow);
+    const std::int64_t b = std::clamp<std::int64_t>(k->inside_hi_, a, ow);
+    // Whether pixel o's taps inside the image are exactly [lo, hi).
+    auto taps_are = [&](std::int64_t o, std::int64_t lo, std::int64_t hi) {
+      const std::int64_t iw0 = o * flat.sw - flat.pl;
+      return std::max<std::int64_t>(0, -iw0) == lo &&
+             std::min<std::int64_t>(3, flat.iw - iw0) == hi;
+    };
+    const bool with_lo = a == 1 && taps_are(0, 1, 3);
+    const bool with_hi = ow - b == 1 && taps_are(ow - 1, 0, 2);
+    const std::int64_t from = with_lo ? 0 : a;
+    const std::int64_t count = (with_hi ? ow : b) - from;
+    const std::int64_t n = div_up(count, std::int64_t{tile.ow_block});
+    const std::int64_t w = n == 0 ? 1 : div_up(count, n);
+    std::int64_t wide = count - n * (w - 1), narrow = n - wide, last = 0;
+    if (n >= 2) {
+      last = narrow > 0 ? w - 1 : w;
+      (narrow > 0 ? narrow : wide) -= 1;
+    }
+    k->tile_.ow_block = static_cast<int>(w);
+    for (int c = 0; c < 2; ++c) {
+      auto fn = tile_function(code_isa, generic_dw_row_symbol(static_cast<int>(w), blocks[c],
+                                                              static_cast<int>(flat.sw)));
+      if (!fn) return fn.why();
+      k->dw_rows_[static_cast<std::size_t>(c)] = fn.value();
+    }
+    const bool first = n >= 1;
+    k->dw_split_ = {from,
+                    first ? 1 : 0,
+                    with_lo ? 1 : 0,
+                    with_hi && n == 1 ? 1 : 0,
+                    first ? wide - 1 : 0,
+                    narrow,
+                    last,
+                    with_hi && n >= 2 ? 1 : 0,
+                    ow};
+    return k;
+  }
   tile_table tiles(static_cast<std::size_t>(tile.ow_block));
   for (int w = 1; w <= tile.ow_block; ++w) {
     for (int b = 0; b < 2; ++b) {
@@ -240,7 +287,14 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
     const float* src_img = src + f.src.off0 + n * f.src.n_stride;
     const float* wei_chunk = wei + (grp * f.nb + first_block) * f.kh * f.kw * f.icg * lanes;
     if (f.depthwise) {
-      run_depthwise_row(t, src_img, wei_chunk, bias, dst, binary, last_chunk);
+      // The row functions run a row's full chunks that follow in the
+      // item order (chunks innermost) in one call.
+      const std::int64_t run = dw_rows_[0] != nullptr && !oc_outer && !last_chunk
+                                   ? std::min(end - item, chunks_ - 1 - occ)
+                                   : 1;
+      run_depthwise_row(t, src_img, wei_chunk, bias, dst, binary, last_chunk, run);
+      item += run - 1;
+      idx[0] += run - 1;
       continue;
     }
     // Each tile of the row as its pixels whose taps are all inside (one
@@ -266,8 +320,16 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
 
 void generic_conv_kernel::run_depthwise_row(std::int64_t* t, const float* src_img,
                                             const float* wei_chunk, const float* bias, float* dst,
-                                            const float* const* binary, bool last_chunk) const {
+                                            const float* const* binary, bool last_chunk,
+                                            std::int64_t chunks) const {
   const conv_geometry& f = flat_;
+  if (dw_rows_[0] != nullptr) {
+    t[gt_iw0] = -f.pl;
+    std::copy(dw_split_.begin(), dw_split_.end(), t + gt_dw_left);
+    t[gt_dw_chunks] = chunks;
+    dw_rows_[last_chunk ? 1 : 0](params_.data(), src_img, wei_chunk, bias, dst, binary, t);
+    return;
+  }
   auto call = [&](std::int64_t ow0, std::int64_t width) {
     t[gt_iw0] = ow0 * f.sw - f.pl;
     t[gt_ow0] = ow0;

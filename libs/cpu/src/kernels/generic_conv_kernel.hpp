@@ -18,7 +18,10 @@
 // Depthwise convolutions (groups == IC == OC) run the depthwise tiles
 // (generic_dw_symbol) over the same kind of work items (rows x images x
 // chunks of the tensor's channels), with the weights in Goihw16g as the
-// specialized kernel packs them.
+// specialized kernel packs them; those with 3-tap kernel rows (no dilation
+// along w) over an nChw16c source at stride 1 or 2 run a whole row per call
+// instead (generic_dw_row_symbol), split into tiles of two widths one apart,
+// the edge pixels of padding 1 inside the first and last tile.
 //
 // create() declines (unimplemented), so that the convolution is created
 // synchronously, what it cannot run with results bit-identical to the
@@ -77,10 +80,11 @@ class generic_conv_kernel {
                  const float* const* binary, std::int64_t begin, std::int64_t end) const;
   // One row of a depthwise item (t: its tile block, row fields set): the
   // pixels whose taps are all inside in tiles of ow_block, the others one
-  // by one over their kw range inside the image.
+  // by one over their kw range inside the image; with the row functions,
+  // the row of `chunks` consecutive chunks in one call.
   void run_depthwise_row(std::int64_t* t, const float* src_img, const float* wei_chunk,
-                         const float* bias, float* dst, const float* const* binary,
-                         bool last_chunk) const;
+                         const float* bias, float* dst, const float* const* binary, bool last_chunk,
+                         std::int64_t chunks) const;
   void zero_dst_padding(float* dst) const;
 
   conv_problem problem_;
@@ -97,6 +101,12 @@ class generic_conv_kernel {
   // Output pixels [inside_lo_, inside_hi_) have every tap inside the image.
   std::int64_t inside_lo_ = 0, inside_hi_ = 0;
   std::int64_t work_items_ = 0;
+  // Depthwise problems the row functions take (generic_dw_row_symbol): the
+  // row function of a full chunk and of the last, and the split of a row
+  // (the tile slots gt_dw_left to gt_dw_ow); null where the tiles run
+  // instead.
+  std::array<generic_conv_function*, 2> dw_rows_{};
+  std::array<std::int64_t, gt_dw_chunks - gt_dw_left> dw_split_{};
 };
 
 }  // namespace primcache::cpu_internal
