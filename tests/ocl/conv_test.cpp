@@ -415,6 +415,100 @@ TEST_CASE("the convolution's channel unroll keeps an iteration within 128 FMAs a
   CHECK(conv_ic_unroll(conv_config{4, 1, 16, 16, 1, 4, false, 2}, 64) == 2);
 }
 
+TEST_CASE("the default convolution's channel unroll is 8 for long channel loops and 2 otherwise",
+          "[ocl][conv][config]") {
+  using ocl_internal::conv_problem;
+  using ocl_internal::default_conv_config;
+  auto problem = [](const conv_shape& s) {
+    conv_problem p;
+    p.src = memory::desc({s.mb, s.ic, s.ih, s.iw}, data_type::f32, format_tag::nhwc);
+    p.weights = weights_md(s, false);
+    p.dst = memory::desc({s.mb, s.oc, s.oh(), s.ow()}, data_type::f32, format_tag::nhwc);
+    p.stride_h = s.sh;
+    p.stride_w = s.sw;
+    p.pad_t = s.pt;
+    p.pad_l = s.pl;
+    p.pad_b = s.pb;
+    p.pad_r = s.pr;
+    return p;
+  };
+  ocl_internal::device_entry cpu, gpu;
+  cpu.type = CL_DEVICE_TYPE_CPU;
+  cpu.max_work_group_size = 4096;
+  cpu.local_mem_size = 4 << 20;
+  gpu = cpu;
+  gpu.type = CL_DEVICE_TYPE_GPU;
+  gpu.max_work_group_size = 1024;
+  gpu.local_mem_size = 48 << 10;
+  struct unroll_case {
+    conv_shape s;
+    int want;  // on the CPU device
+  };
+  for (const auto& [s, want] :
+       {// ResNet-50: IC/G * KH * KW below 2048 takes 2 ...
+        unroll_case{make(1, 1, 64, 64, 56, 56, 3, 1, 1, 1), 2},     // 576
+        unroll_case{make(1, 1, 128, 128, 56, 56, 3, 2, 1, 1), 2},   // 1152
+        unroll_case{make(1, 1, 512, 128, 28, 28, 1, 1, 0, 0), 2},   // 512
+        unroll_case{make(1, 1, 1024, 256, 14, 14, 1, 1, 0, 0), 2},  // 1024
+        unroll_case{make(1, 1, 3, 64, 224, 224, 7, 2, 3, 3), 2},    // 147 (3 channels: 2)
+        unroll_case{make(1, 1, 128, 128, 7, 7, 3, 1, 1, 1),
+                    2},  // 1152 on 7x7
+                         // ... and from 2048 on the unroll of 8 ...
+        unroll_case{make(1, 1, 256, 256, 14, 14, 3, 1, 1, 1), 8},  // 2304
+        unroll_case{make(1, 1, 512, 512, 7, 7, 3, 1, 1, 1), 8},    // 4608
+        unroll_case{make(1, 1, 2048, 512, 7, 7, 1, 1, 0, 0), 8},   // 2048
+        unroll_case{make(1, 1, 2047, 64, 7, 7, 1, 1, 0, 0), 2},    // 2047
+        unroll_case{make(1, 1, 256, 256, 56, 56, 3, 1, 1, 1),
+                    8},  // 2304 on 56x56
+                         // ... within conv_ic_unroll's caps: no more than IC/G.
+        unroll_case{make(1, 32, 32, 32, 112, 112, 3, 1, 1, 1), 1},  // depthwise
+        unroll_case{make(1, 2, 2, 64, 9, 9, 3, 1, 1, 1), 1}}) {     // 1 channel a group
+    INFO(s.str());
+    const auto c = default_conv_config(cpu, problem(s));
+    CHECK_FALSE(c.local_tiling);
+    CHECK(c.ic_unroll == want);
+    CHECK(ocl_internal::conv_default_ic_unroll(c, problem(s)) == want);
+    // GPUs stage channels in local memory: no unroll (canonically 0).
+    const auto g = default_conv_config(gpu, problem(s));
+    if (g.local_tiling) CHECK(g.ic_unroll == 0);
+  }
+  CHECK(ocl_internal::kConvLongChannelLoop == 2048);
+}
+
+TEST_CASE("the default configuration computes right on both sides of the unroll rule",
+          "[ocl][conv][config]") {
+  engine eng(engine_kind::gpu, 0);
+  const bool gpu = (ocl_internal::ocl_engine_of(backend::impl_of(eng)).device_info().type &
+                    CL_DEVICE_TYPE_GPU) != 0;
+  struct rule_case {
+    conv_shape s;
+    int want;  // ic_unroll on a CPU device
+  };
+  // Odd sizes: channels not a multiple of the unroll (remainder loops),
+  // columns not a multiple of the tile, padding on every side.
+  for (const auto& [s, want] : {rule_case{make(1, 1, 37, 40, 9, 11, 3, 1, 1, 1), 2},
+                                rule_case{make(1, 1, 229, 24, 7, 7, 3, 1, 1, 1), 8},
+                                rule_case{make(1, 1, 2051, 19, 5, 5, 1, 1, 0, 0), 8},
+                                rule_case{make(2, 1, 2045, 17, 3, 5, 1, 1, 0, 0), 2}}) {
+    INFO(s.str());
+    options o;
+    o.src_tag = o.dst_tag = format_tag::nhwc;
+    o.weights_any = true;
+    o.bias = true;
+    run_and_check(s, o);
+    const convolution_forward::desc d(
+        prop_kind::forward_inference, algorithm::convolution_direct,
+        memory::desc({s.mb, s.ic, s.ih, s.iw}, data_type::f32, format_tag::nhwc),
+        weights_md(s, true), memory::desc(),
+        memory::desc({s.mb, s.oc, s.oh(), s.ow()}, data_type::f32, format_tag::nhwc), {s.sh, s.sw},
+        {s.pt, s.pl}, {s.pb, s.pr});
+    const convolution_forward::primitive_desc pd(d, eng);
+    const auto& cfg = backend::impl_of(pd).config();
+    REQUIRE(cfg.has_value());
+    if (!gpu) CHECK(cfg->get("ic_unroll") == want);
+  }
+}
+
 TEST_CASE("the default convolution configuration fits the device for ResNet-50's layers",
           "[ocl][conv][config]") {
   engine eng(engine_kind::gpu, 0);

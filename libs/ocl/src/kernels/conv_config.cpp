@@ -28,6 +28,14 @@ int conv_ic_unroll(const conv_config& c, std::int64_t icg) {
   return u;
 }
 
+int conv_default_ic_unroll(const conv_config& c, const conv_problem& p) {
+  conv_config capped = c;
+  capped.ic_unroll = 0;  // the FMA and channel caps alone
+  const int full = conv_ic_unroll(capped, p.ic_per_group());
+  const std::int64_t loop = p.ic_per_group() * p.kh() * p.kw();
+  return loop >= kConvLongChannelLoop ? full : std::min(full, kConvShortLoopIcUnroll);
+}
+
 int conv_best_columns(std::int64_t ow, int lo, int hi) {
   if (ow <= lo) return static_cast<int>(std::max<std::int64_t>(ow, 1));
   int best = lo;
@@ -59,7 +67,8 @@ conv_config default_conv_config(const device_entry& dev, const conv_problem& p) 
     // directly. The register-tiled kernel with 16 output channels in one
     // float16 by 7-8 output columns per work-item (7-8 zmm accumulators,
     // one vector load and 7-8 broadcast FMAs per input channel, the
-    // channel loop unrolled 8 times), 4 work-items along the channels
+    // channel loop unrolled 8 times where it is long, else twice:
+    // conv_default_ic_unroll), 4 work-items along the channels
     // (docs/PERFORMANCE.md, "The register-tiled OpenCL convolution").
     c = {4, 1, 16, 8, 16, 4, false};
   }
@@ -93,7 +102,7 @@ conv_config default_conv_config(const device_entry& dev, const conv_problem& p) 
     c.tile_ic /= 2;
   }
   if (conv_local_bytes(c, p) > dev.local_mem_size) c.local_tiling = false;
-  c.ic_unroll = c.local_tiling ? 0 : conv_ic_unroll(c, p.ic_per_group());
+  c.ic_unroll = c.local_tiling ? 0 : conv_default_ic_unroll(c, p);
   return c;
 }
 

@@ -52,6 +52,16 @@ int conv_best_columns(std::int64_t ow, int lo, int hi);
 // c.ic_unroll when set, else the rule: at most 8 and at most 128 vector
 // FMAs an iteration, no more than icg.
 int conv_ic_unroll(const conv_config& c, std::int64_t icg);
+// The default configuration's channel unroll for the register-tiled kernel
+// (CPU devices), per shape: conv_ic_unroll's (8 on ResNet-50's layers) where
+// a work-item's channel loop is long (IC/G * KH * KW at least
+// kConvLongChannelLoop, the 512- to 2048-channel layers of 14x14 and 7x7
+// outputs), where a smaller unroll ran up to 3x slower on PoCL; else at most
+// kConvShortLoopIcUnroll, which ran as fast there and builds in about a third
+// of the time (docs/PERFORMANCE.md, "Per-shape channel unroll").
+inline constexpr std::int64_t kConvLongChannelLoop = 2048;
+inline constexpr int kConvShortLoopIcUnroll = 2;
+int conv_default_ic_unroll(const conv_config& c, const conv_problem& p);
 // Bytes of local memory `c` uses for `p` (0 without local tiling).
 std::size_t conv_local_bytes(const conv_config& c, const conv_problem& p);
 // The layout `any` activations (src and dst alike) resolve to for a
