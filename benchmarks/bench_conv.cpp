@@ -378,6 +378,35 @@ void bm_dw_create_miss(benchmark::State& state, primcache::jit_mode mode) {
   pc::set_jit_mode(saved);
 }
 
+// BM_CreateMiss/onednn/dw_3x3_128_56: oneDNN 2.6 creating the same
+// depthwise convolution (nChw16c activations, weights `any`, bias) from a
+// primitive descriptor made once, its primitive cache cleared before each
+// iteration (outside the timing): what the primcache rows above time.
+void bm_dw_create_miss_onednn(benchmark::State& state) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  const dnnl::memory::desc src_md({1, 128, 56, 56}, dt::f32, tag::nChw16c);
+  const dnnl::memory::desc wei_md({128, 1, 1, 3, 3}, dt::f32, tag::any);
+  const dnnl::memory::desc bias_md({128}, dt::f32, tag::x);
+  const dnnl::memory::desc dst_md({1, 128, 56, 56}, dt::f32, tag::nChw16c);
+  const dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::convolution_direct, src_md, wei_md, bias_md,
+                                      dst_md, {1, 1}, {1, 1}, {1, 1}),
+      eng);
+  state.SetLabel(pd.impl_info_str());
+  for (auto _ : state) {
+    state.PauseTiming();
+    dnnl::set_primitive_cache_capacity(0);
+    dnnl::set_primitive_cache_capacity(1024);
+    state.ResumeTiming();
+    dnnl::convolution_forward p(pd);
+    benchmark::DoNotOptimize(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 // BM_Conv/primcache_nhwc and BM_Conv/primcache_via_matmul rows (issue 13):
 // the 1x1 stride-1 layers with nhwc src and dst, oihw weights marked
 // constant (each implementation packs them once into the constant tensor
@@ -503,6 +532,9 @@ int register_all() {
       ->Iterations(10);
   benchmark::RegisterBenchmark("BM_CreateMiss/primcache_tiered/dw_3x3_128_56", bm_dw_create_miss,
                                primcache::jit_mode::tiered)
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(10);
+  benchmark::RegisterBenchmark("BM_CreateMiss/onednn/dw_3x3_128_56", bm_dw_create_miss_onednn)
       ->Unit(benchmark::kMillisecond)
       ->Iterations(10);
   return 0;
