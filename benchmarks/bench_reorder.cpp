@@ -10,6 +10,8 @@
 // thread pool, with the configuration the primitive's heuristic gives.
 // BM_Eltwise/primcache and BM_Eltwise/primcache_generic: the same pair for
 // the eltwise (kernels/generic_eltwise_kernel.hpp), which shares the walk.
+// The last three reorder cases and the last eltwise case have padding
+// (channels not a multiple of the block: dst's padding written as zero).
 //
 //   OMP_WAIT_POLICY=PASSIVE build/<dir>/benchmarks/bench_reorder
 //
@@ -105,6 +107,28 @@ const std::vector<reorder_case>& cases() {
        format_tag::a,
        data_type::f32,
        format_tag::a,
+       false},
+      // Padded: channels not a multiple of the block (a first layer's input).
+      {"f32_nchw_to_nChw16c_1x3x224x224",
+       {1, 3, 224, 224},
+       data_type::f32,
+       format_tag::nchw,
+       data_type::f32,
+       format_tag::nChw16c,
+       false},
+      {"f32_nChw16c_to_nchw_1x17x56x56",
+       {1, 17, 56, 56},
+       data_type::f32,
+       format_tag::nChw16c,
+       data_type::f32,
+       format_tag::nchw,
+       false},
+      {"f32_to_bf16_nchw_to_nChw8c_1x50x56x56",
+       {1, 50, 56, 56},
+       data_type::f32,
+       format_tag::nchw,
+       data_type::bf16,
+       format_tag::nChw8c,
        false},
   };
   return c;
@@ -203,6 +227,12 @@ const std::vector<eltwise_case>& eltwise_cases() {
        format_tag::nhwc,
        algorithm::eltwise_relu,
        true},
+      // Padded: 20 channels in blocks of 8.
+      {"relu_nChw8c_1x20x56x56",
+       {1, 20, 56, 56},
+       format_tag::nChw8c,
+       algorithm::eltwise_relu,
+       false},
   };
   return c;
 }

@@ -1,8 +1,9 @@
 // The shape-generic eltwise kernel built into the library: bit for bit the
 // specialized kernel's results (what makes the tiered swap invisible), for
 // its default configuration and its variants, at avx2 and avx512_core, over
-// random shapes, layouts (plain, channels-last, blocked, strided, with an
-// offset), f32/bf16 pairs, every algorithm and post-op and binary
+// random shapes, layouts (plain, channels-last, blocked, blocked with
+// padding whose dst padding must be zero, strided, with an offset),
+// f32/bf16 pairs, every algorithm and post-op and binary
 // broadcast; the reference's within rounding on odd shapes; and what it
 // declines (created synchronously).
 #include <catch2/catch.hpp>
@@ -152,6 +153,40 @@ std::string describe(const eltwise_problem& p) {
   return s + " nthr " + std::to_string(p.nthr);
 }
 
+// The element offsets of md's padding: the logical indices in [dims,
+// padded dims) along some dimension.
+std::vector<std::int64_t> padding_offsets(const memory_desc& md) {
+  std::vector<std::int64_t> out;
+  const int nd = md.ndims();
+  const auto dims = md.dims();
+  const auto padded = md.padded_dims();
+  dims_array idx{};
+  for (;;) {
+    bool pad = false;
+    for (int k = 0; k < nd; ++k) pad = pad || idx[k] >= dims[k];
+    if (pad) {
+      out.push_back(md.offset_of(
+          dims_view(std::span<const std::int64_t>(idx.data(), static_cast<std::size_t>(nd)))));
+    }
+    int k = nd - 1;
+    while (k >= 0 && ++idx[k] == padded[k]) idx[k--] = 0;
+    if (k < 0) break;
+  }
+  return out;
+}
+
+// Counts the bytes of dst's padding in `buf` that are not zero.
+std::size_t nonzero_padding(const memory_desc& dst, const std::vector<std::byte>& buf) {
+  const std::size_t es = size_of(dst.data_type());
+  std::size_t bad = 0;
+  for (std::int64_t off : padding_offsets(dst)) {
+    for (std::size_t b = 0; b < es; ++b) {
+      bad += buf[static_cast<std::size_t>(off) * es + b] != std::byte{0};
+    }
+  }
+  return bad;
+}
+
 // The generic kernel against the specialized default and variants, bytes.
 void check_bits(const eltwise_problem& p, cpu_isa isa, std::uint32_t seed, bool variants) {
   INFO(describe(p) + " at " + std::string(to_string(isa)));
@@ -160,6 +195,8 @@ void check_bits(const eltwise_problem& p, cpu_isa isa, std::uint32_t seed, bool 
   INFO((g ? std::string() : g.why().message));
   REQUIRE(g);
   const auto generic = run(*g.value(), p, seed);
+  // run() fills dst with 0x5a first: its padding must be written as zero.
+  CHECK(nonzero_padding(p.dst, generic) == 0);
   auto k = eltwise_kernel::create(p, def, isa);
   REQUIRE(k);
   CHECK(generic == run(*k.value(), p, seed));
@@ -218,6 +255,25 @@ eltwise_problem random_problem(std::mt19937& rng) {
   p.src = random_layout(rng, d, nd, types[rng() % 4 == 0 ? 1 : 0]);
   p.dst = p.src.with_data_type(types[rng() % 4 == 0 ? 1 : 0]);
   if (rng() % 4 == 0) p.dst = p.dst.with_offset0(static_cast<std::int64_t>(rng() % 7));
+  p.op = random_op(rng);
+  p.post_ops = random_chain(rng, true);
+  p.nthr = 1 + static_cast<int>(rng() % 3);
+  return p;
+}
+
+// Blocked activations with channels not a multiple of the block (padding).
+eltwise_problem random_padded_problem(std::mt19937& rng) {
+  std::int64_t c = 1 + static_cast<std::int64_t>(rng() % 50);
+  if (c % 8 == 0) ++c;
+  const dims_array d{1 + static_cast<std::int64_t>(rng() % 2), c,
+                     1 + static_cast<std::int64_t>(rng() % 7),
+                     1 + static_cast<std::int64_t>(rng() % 13)};
+  dims_view dims(std::span<const std::int64_t>(d.data(), 4));
+  const data_type types[] = {data_type::f32, data_type::bf16};
+  eltwise_problem p;
+  p.src = memory_desc(dims, types[rng() % 3 == 0 ? 1 : 0],
+                      rng() % 2 ? format_tag::nChw16c : format_tag::nChw8c);
+  p.dst = p.src.with_data_type(types[rng() % 3 == 0 ? 1 : 0]);
   p.op = random_op(rng);
   p.post_ops = random_chain(rng, true);
   p.nthr = 1 + static_cast<int>(rng() % 3);
@@ -296,17 +352,28 @@ TEST_CASE("the generic eltwise: every algorithm and post-op, on odd shapes, agai
   }
 }
 
+TEST_CASE("generic eltwises of padded layouts equal the specialized kernel bit for bit",
+          "[cpu][generic][eltwise]") {
+  std::mt19937 rng(23);
+  for (cpu_isa isa : test_isas()) {
+    for (int trial = 0; trial < 50; ++trial) {
+      const eltwise_problem p = random_padded_problem(rng);
+      INFO("trial " << trial);
+      check_bits(p, isa, 700 + static_cast<std::uint32_t>(trial), trial % 5 == 0);
+    }
+    // nChw8c with 20 channels: the third block's last 4 are padding.
+    eltwise_problem p;
+    p.src = p.dst = memory_desc({2, 20, 5, 7}, data_type::f32, format_tag::nChw8c);
+    p.op.alg = eltwise_alg::relu;
+    p.nthr = 2;
+    check_bits(p, isa, 77, true);
+  }
+}
+
 TEST_CASE("the generic eltwise declines what it cannot walk", "[cpu][generic][eltwise]") {
   const cpu_isa isa = test_isas().back();
   eltwise_problem p;
   p.op.alg = eltwise_alg::relu;
-  SECTION("a blocked layout with padding (channels not a multiple of the block)") {
-    p.src = p.dst = memory_desc({1, 20, 3, 3}, data_type::f32, format_tag::nChw16c);
-    auto g = generic_eltwise_kernel::create(p, default_eltwise_config(p, isa), isa);
-    REQUIRE_FALSE(g);
-    CHECK(g.why().code == status::unimplemented);
-    CHECK(g.why().message.find("padd") != std::string::npos);
-  }
   SECTION("more post-ops than its parameter block holds") {
     p.src = p.dst = memory_desc({4, 8}, data_type::f32, format_tag::ab);
     for (int i = 0; i <= gw_max_post_ops; ++i) p.post_ops.push_back(post_op{});

@@ -8,8 +8,10 @@
 //   if (!g) return sync_creation();
 //   g.value()->execute(args, nullptr, pool);   // bit-identical to the specialized
 //
-// create() declines (unimplemented): layouts with padding to zero, walks
-// with more loops than the block holds, more than gw_max_post_ops
+// Layouts with padding (blocked dims not a multiple of the block) are
+// walked as the specialized kernel walks them, dst's padding written as
+// zero. create() declines (unimplemented): more than gw_max_checks padded
+// dimensions, walks with more loops than the block holds, more than gw_max_post_ops
 // post-ops, and programs without the built-in code (or an ISA below avx2).
 //
 // Thread-safety: immutable after creation; execute() may run on any number

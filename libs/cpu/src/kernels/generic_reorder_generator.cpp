@@ -1,5 +1,6 @@
 #include "kernels/generic_reorder_generator.hpp"
 
+#include <array>
 #include <functional>
 #include <string>
 #include <vector>
@@ -197,7 +198,86 @@ class generic_walk_emitter {
   llvm::Value* src_base_ = nullptr;
   llvm::Value* dst_base_ = nullptr;
   llvm::Value* track_base_ = nullptr;
+  // The copy of the walk that checks padding (gw_checks > 0).
+  bool checked_ = false;
+  std::array<llvm::Value*, gw_max_checks> check_base_{};  // per work item
+  std::array<llvm::Value*, gw_max_checks> check_dims_{};
+  std::array<llvm::Value*, gw_max_checks> check_bound_{};
+  std::array<llvm::Value*, gw_max_checks> check_split_{};
+  std::array<llvm::Value*, gw_max_checks> check_j_{};
+
+  // Whether every checked dimension's index at (i, j) of the inner loops
+  // (i null: a streaming walk) is below its real extent (`bound` false) or
+  // dst's padded bound. Indices grow with i and j: true at the last element
+  // of a vector or tile is true at all of them.
+  llvm::Value* inside(llvm::Value* i, llvm::Value* j, bool bound);
+  // An element, a vector or a tile of the checked copy: as element(),
+  // vector() and tile() where all real, element by element otherwise.
+  void checked_element(llvm::Value* i, llvm::Value* j);
+  void checked_vector(llvm::Value* j, int n);
+  void checked_tile(llvm::Value* i, llvm::Value* j);
+  void any_element(llvm::Value* i, llvm::Value* j) {
+    if (checked_) {
+      checked_element(i, j);
+    } else {
+      element(i, j);
+    }
+  }
+  void any_vector(llvm::Value* j, int n) {
+    if (checked_) {
+      checked_vector(j, n);
+    } else {
+      vector(j, n);
+    }
+  }
 };
+
+llvm::Value* generic_walk_emitter::inside(llvm::Value* i, llvm::Value* j, bool bound) {
+  llvm::Value* ok = b_.getTrue();
+  for (int c = 0; c < gw_max_checks; ++c) {
+    llvm::Value* l =
+        b_.CreateAdd(check_base_[c], b_.CreateMul(j, i ? check_j_[c] : check_split_[c]));
+    if (i) l = b_.CreateAdd(l, b_.CreateMul(i, check_split_[c]));
+    ok = b_.CreateAnd(ok, b_.CreateICmpSLT(l, bound ? check_bound_[c] : check_dims_[c]));
+  }
+  return ok;
+}
+
+void generic_walk_emitter::checked_element(llvm::Value* i, llvm::Value* j) {
+  // As walk_emitter::emit_element: real elements converted, dst's padding
+  // zero, elements past the bound (a loop rounded up to its cut) untouched.
+  emit_if(
+      inside(i, j, false), [&] { element(i, j); },
+      [&] {
+        emit_if(inside(i, j, true),
+                [&] {
+                  llvm::Value* dst_off =
+                      i ? b_.CreateAdd(b_.CreateAdd(dst_base_, j), b_.CreateMul(i, split_ds_))
+                        : b_.CreateAdd(dst_base_, b_.CreateMul(j, split_ds_));
+                  store_lanes(llvm::Constant::getNullValue(dst_ty_), dst_, dst_ty_, dst_off);
+                },
+                {});
+      });
+}
+
+void generic_walk_emitter::checked_vector(llvm::Value* j, int n) {
+  emit_if(
+      inside(nullptr, b_.CreateAdd(j, c64(n - 1)), false), [&] { vector(j, n); },
+      [&] {
+        loop(j, b_.CreateAdd(j, c64(n)), 1, [&](llvm::Value* e) { checked_element(nullptr, e); });
+      });
+}
+
+void generic_walk_emitter::checked_tile(llvm::Value* i, llvm::Value* j) {
+  const int t = s_.tile;
+  emit_if(
+      inside(b_.CreateAdd(i, c64(t - 1)), b_.CreateAdd(j, c64(t - 1)), false), [&] { tile(i, j); },
+      [&] {
+        loop(i, b_.CreateAdd(i, c64(t)), 1, [&](llvm::Value* iq) {
+          loop(j, b_.CreateAdd(j, c64(t)), 1, [&](llvm::Value* jr) { checked_element(iq, jr); });
+        });
+      });
+}
 
 llvm::Value* generic_walk_emitter::finish_value(llvm::Value* v, int n, llvm::Value* dst_off,
                                                 llvm::Value* dst_step, llvm::Value* track,
@@ -279,7 +359,7 @@ void generic_walk_emitter::stream(llvm::Value* s0, llvm::Value* s1) {
   emit_if(
       dense,
       [&] {
-        if (v_.raw) {
+        if (v_.raw && !checked_) {
           const std::int64_t es = static_cast<std::int64_t>(size_of(v_.src_dt));
           llvm::Value* sp = b_.CreateGEP(b_.getInt8Ty(), src_,
                                          b_.CreateMul(b_.CreateAdd(src_base_, s0), c64(es)));
@@ -293,21 +373,21 @@ void generic_walk_emitter::stream(llvm::Value* s0, llvm::Value* s1) {
         llvm::Value* j = s0;
         if (v_.wide > 1) {
           j = loop(
-              j, s1, std::int64_t{n} * v_.wide, [&](llvm::Value* at) { vector(at, n * v_.wide); },
-              loop_test::step_within_end);
+              j, s1, std::int64_t{n} * v_.wide,
+              [&](llvm::Value* at) { any_vector(at, n * v_.wide); }, loop_test::step_within_end);
         } else if (s_.unroll > 1) {
           j = loop(
               j, s1, std::int64_t{n} * s_.unroll,
               [&](llvm::Value* at) {
-                for (int u = 0; u < s_.unroll; ++u) vector(b_.CreateAdd(at, c64(u * n)), n);
+                for (int u = 0; u < s_.unroll; ++u) any_vector(b_.CreateAdd(at, c64(u * n)), n);
               },
               loop_test::step_within_end);
         }
         j = loop(
-            j, s1, n, [&](llvm::Value* at) { vector(at, n); }, loop_test::step_within_end);
-        loop(j, s1, 1, [&](llvm::Value* at) { element(nullptr, at); });
+            j, s1, n, [&](llvm::Value* at) { any_vector(at, n); }, loop_test::step_within_end);
+        loop(j, s1, 1, [&](llvm::Value* at) { any_element(nullptr, at); });
       },
-      [&] { loop(s0, s1, 1, [&](llvm::Value* at) { element(nullptr, at); }); });
+      [&] { loop(s0, s1, 1, [&](llvm::Value* at) { any_element(nullptr, at); }); });
 }
 
 void generic_walk_emitter::tile(llvm::Value* i, llvm::Value* j) {
@@ -337,15 +417,22 @@ void generic_walk_emitter::tiles(llvm::Value* s0, llvm::Value* s1) {
       s0, s1, t,
       [&](llvm::Value* iv) {
         llvm::Value* jend = loop(
-            c64(0), j_extent_, t, [&](llvm::Value* jv) { tile(iv, jv); },
+            c64(0), j_extent_, t,
+            [&](llvm::Value* jv) {
+              if (checked_) {
+                checked_tile(iv, jv);
+              } else {
+                tile(iv, jv);
+              }
+            },
             loop_test::step_within_end);
         loop(jend, j_extent_, 1, [&](llvm::Value* jv) {
-          loop(iv, b_.CreateAdd(iv, c64(t)), 1, [&](llvm::Value* iq) { element(iq, jv); });
+          loop(iv, b_.CreateAdd(iv, c64(t)), 1, [&](llvm::Value* iq) { any_element(iq, jv); });
         });
       },
       loop_test::step_within_end);
   loop(i, s1, 1, [&](llvm::Value* iq) {
-    loop(c64(0), j_extent_, 1, [&](llvm::Value* jv) { element(iq, jv); });
+    loop(c64(0), j_extent_, 1, [&](llvm::Value* jv) { any_element(iq, jv); });
   });
 }
 
@@ -382,85 +469,111 @@ void generic_walk_emitter::emit(const std::string& symbol) {
   j_ss_ = param(gw_j_src_stride);
   j_tr_ = param(gw_j_track);
   if (v_.scales) scale_kind_ = param(gw_scales);
+  for (int c = 0; c < gw_max_checks; ++c) {
+    check_dims_[c] = param(gw_check_dims + c);
+    check_bound_[c] = param(gw_check_bound + c);
+    check_split_[c] = param(gw_split_check + c);
+    check_j_[c] = param(gw_j_check + c);
+  }
 
-  // The odometer at `begin`, and the bases it gives.
+  // The odometer at `begin`, and the bases it gives: src, dst, the tracked
+  // index, the checked indices (level fields 1, 2, 3, 4...).
+  ir_values start{begin, param(gw_src_offset0), param(gw_dst_offset0), c64(0)};
+  for (int c = 0; c < gw_max_checks; ++c) start.push_back(c64(0));
   auto decoded = emit_counted_loop(
-      b_, c64(0), levels, 1, {begin, param(gw_src_offset0), param(gw_dst_offset0), c64(0)},
+      b_, c64(0), levels, 1, start,
       [&](llvm::Value* kk, const ir_values& c) {
         llvm::Value* k = b_.CreateSub(b_.CreateSub(levels, c64(1)), kk);
         llvm::Value* ext = level_field(k, 0);
         llvm::Value* q = b_.CreateURem(c[0], ext);
         b_.CreateStore(q, b_.CreateGEP(i64, idx, k));
-        return ir_values{b_.CreateUDiv(c[0], ext),
-                         b_.CreateAdd(c[1], b_.CreateMul(q, level_field(k, 1))),
-                         b_.CreateAdd(c[2], b_.CreateMul(q, level_field(k, 2))),
-                         b_.CreateAdd(c[3], b_.CreateMul(q, level_field(k, 3)))};
+        ir_values out{b_.CreateUDiv(c[0], ext)};
+        for (std::size_t f = 1; f < c.size(); ++f) {
+          out.push_back(b_.CreateAdd(c[f], b_.CreateMul(q, level_field(k, static_cast<int>(f)))));
+        }
+        return out;
       },
       loop_test::index_below_end, "gw.decode");
 
   llvm::Value* last = b_.CreateSub(levels, c64(1));
-  emit_counted_loop(
-      b_, begin, end, 1, {decoded.carried[1], decoded.carried[2], decoded.carried[3]},
-      [&](llvm::Value*, const ir_values& c) {
-        src_base_ = c[0];
-        dst_base_ = c[1];
-        track_base_ = c[2];
-        llvm::Value* s0 = b_.CreateMul(b_.CreateLoad(i64, b_.CreateGEP(i64, idx, last)), chunk);
-        llvm::Value* s1 = b_.CreateAdd(s0, chunk);
-        s1 = b_.CreateSelect(b_.CreateICmpSLT(s1, split_extent), s1, split_extent);
-        if (v_.tile) {
-          tiles(s0, s1);
-        } else {
-          stream(s0, s1);
-        }
-        // Advance the odometer: the innermost level steps; a level that
-        // wraps returns to 0 and carries into the next outer one.
-        llvm::BasicBlock* from = b_.GetInsertBlock();
-        auto* step_bb = llvm::BasicBlock::Create(ctx_, "odo.step", fn_);
-        auto* wrap_bb = llvm::BasicBlock::Create(ctx_, "odo.wrap", fn_);
-        auto* done = llvm::BasicBlock::Create(ctx_, "odo.done", fn_);
-        b_.CreateBr(step_bb);
-        b_.SetInsertPoint(step_bb);
-        llvm::PHINode* k = b_.CreatePHI(i64, 2);
-        llvm::PHINode* sb = b_.CreatePHI(i64, 2);
-        llvm::PHINode* db = b_.CreatePHI(i64, 2);
-        llvm::PHINode* tb = b_.CreatePHI(i64, 2);
-        k->addIncoming(last, from);
-        sb->addIncoming(src_base_, from);
-        db->addIncoming(dst_base_, from);
-        tb->addIncoming(track_base_, from);
-        llvm::Value* at = b_.CreateGEP(i64, idx, k);
-        llvm::Value* next = b_.CreateAdd(b_.CreateLoad(i64, at), c64(1));
-        llvm::Value* ext = level_field(k, 0);
-        llvm::Value* ss = level_field(k, 1);
-        llvm::Value* ds = level_field(k, 2);
-        llvm::Value* ts = level_field(k, 3);
-        llvm::Value* sb1 = b_.CreateAdd(sb, ss);
-        llvm::Value* db1 = b_.CreateAdd(db, ds);
-        llvm::Value* tb1 = b_.CreateAdd(tb, ts);
-        llvm::Value* wraps = b_.CreateICmpEQ(next, ext);
-        b_.CreateStore(b_.CreateSelect(wraps, c64(0), next), at);
-        llvm::BasicBlock* step_end = b_.GetInsertBlock();
-        b_.CreateCondBr(b_.CreateAnd(wraps, b_.CreateICmpSGT(k, c64(0))), wrap_bb, done);
-        b_.SetInsertPoint(wrap_bb);
-        llvm::Value* sb0 = b_.CreateSub(sb1, b_.CreateMul(ext, ss));
-        llvm::Value* db0 = b_.CreateSub(db1, b_.CreateMul(ext, ds));
-        llvm::Value* tb0 = b_.CreateSub(tb1, b_.CreateMul(ext, ts));
-        k->addIncoming(b_.CreateSub(k, c64(1)), wrap_bb);
-        sb->addIncoming(sb0, wrap_bb);
-        db->addIncoming(db0, wrap_bb);
-        tb->addIncoming(tb0, wrap_bb);
-        b_.CreateBr(step_bb);
-        b_.SetInsertPoint(done);
-        llvm::PHINode* sb_out = b_.CreatePHI(i64, 1);
-        llvm::PHINode* db_out = b_.CreatePHI(i64, 1);
-        llvm::PHINode* tb_out = b_.CreatePHI(i64, 1);
-        sb_out->addIncoming(sb1, step_end);
-        db_out->addIncoming(db1, step_end);
-        tb_out->addIncoming(tb1, step_end);
-        return ir_values{sb_out, db_out, tb_out};
+  // The work items, in a copy that checks no padding (exact walks: the
+  // branch is taken once per call) and one that checks it.
+  auto items = [&] {
+    const std::size_t nbases = checked_ ? 3 + gw_max_checks : 3;
+    ir_values bases(decoded.carried.begin() + 1,
+                    decoded.carried.begin() + 1 + static_cast<std::ptrdiff_t>(nbases));
+    emit_counted_loop(
+        b_, begin, end, 1, bases,
+        [&](llvm::Value*, const ir_values& c) {
+          src_base_ = c[0];
+          dst_base_ = c[1];
+          track_base_ = c[2];
+          if (checked_) {
+            for (int e = 0; e < gw_max_checks; ++e) check_base_[e] = c[3 + e];
+          }
+          llvm::Value* s0 = b_.CreateMul(b_.CreateLoad(i64, b_.CreateGEP(i64, idx, last)), chunk);
+          llvm::Value* s1 = b_.CreateAdd(s0, chunk);
+          s1 = b_.CreateSelect(b_.CreateICmpSLT(s1, split_extent), s1, split_extent);
+          if (v_.tile) {
+            tiles(s0, s1);
+          } else {
+            stream(s0, s1);
+          }
+          // Advance the odometer: the innermost level steps; a level that
+          // wraps returns to 0 and carries into the next outer one.
+          llvm::BasicBlock* from = b_.GetInsertBlock();
+          auto* step_bb = llvm::BasicBlock::Create(ctx_, "odo.step", fn_);
+          auto* wrap_bb = llvm::BasicBlock::Create(ctx_, "odo.wrap", fn_);
+          auto* done = llvm::BasicBlock::Create(ctx_, "odo.done", fn_);
+          b_.CreateBr(step_bb);
+          b_.SetInsertPoint(step_bb);
+          llvm::PHINode* k = b_.CreatePHI(i64, 2);
+          k->addIncoming(last, from);
+          std::vector<llvm::PHINode*> base(c.size());
+          for (std::size_t f = 0; f < c.size(); ++f) {
+            base[f] = b_.CreatePHI(i64, 2);
+            base[f]->addIncoming(c[f], from);
+          }
+          llvm::Value* at = b_.CreateGEP(i64, idx, k);
+          llvm::Value* next = b_.CreateAdd(b_.CreateLoad(i64, at), c64(1));
+          llvm::Value* ext = level_field(k, 0);
+          std::vector<llvm::Value*> step(c.size()), stepped(c.size());
+          for (std::size_t f = 0; f < c.size(); ++f) {
+            step[f] = level_field(k, static_cast<int>(f) + 1);
+            stepped[f] = b_.CreateAdd(base[f], step[f]);
+          }
+          llvm::Value* wraps = b_.CreateICmpEQ(next, ext);
+          b_.CreateStore(b_.CreateSelect(wraps, c64(0), next), at);
+          llvm::BasicBlock* step_end = b_.GetInsertBlock();
+          b_.CreateCondBr(b_.CreateAnd(wraps, b_.CreateICmpSGT(k, c64(0))), wrap_bb, done);
+          b_.SetInsertPoint(wrap_bb);
+          k->addIncoming(b_.CreateSub(k, c64(1)), wrap_bb);
+          for (std::size_t f = 0; f < c.size(); ++f) {
+            base[f]->addIncoming(b_.CreateSub(stepped[f], b_.CreateMul(ext, step[f])), wrap_bb);
+          }
+          b_.CreateBr(step_bb);
+          b_.SetInsertPoint(done);
+          ir_values out;
+          for (std::size_t f = 0; f < c.size(); ++f) {
+            llvm::PHINode* o = b_.CreatePHI(i64, 1);
+            o->addIncoming(stepped[f], step_end);
+            out.push_back(o);
+          }
+          return out;
+        },
+        loop_test::index_below_end, checked_ ? "gw.checked_items" : "gw.items");
+  };
+  emit_if(
+      b_.CreateICmpEQ(param(gw_checks), c64(0)),
+      [&] {
+        checked_ = false;
+        items();
       },
-      loop_test::index_below_end, "gw.items");
+      [&] {
+        checked_ = true;
+        items();
+        checked_ = false;
+      });
   b_.CreateRetVoid();
 }
 

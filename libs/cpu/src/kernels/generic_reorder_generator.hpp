@@ -21,8 +21,12 @@
 // other strides. Each element goes through the specialized code's IR: the
 // same conversions (ir_math.hpp), the scale multiply only where there are
 // scales, the same transform, so results equal the specialized kernel's bit
-// for bit. It walks only layouts with no padding to zero (every dimension
-// exact in the plan): the driver declines the others.
+// for bit. Layouts with padding (dimensions not exact in the plan, at most
+// gw_max_checks of them) take a second copy of the walk, chosen once per
+// call: as the specialized code, vectors and tiles whose elements are all
+// real take the fast path, the others go element by element, converting
+// the real ones and writing zero to dst's padding; exact walks run the
+// first copy, which checks nothing.
 //
 // One function per (src, dst) data type pair and walk form, and a bit copy
 // per element size: generic_reorder_symbol names them.
@@ -55,6 +59,9 @@ using generic_walk_function = void(const std::int64_t* params, const void* src, 
                                    const float* scales, const float* const* operands,
                                    std::int64_t begin, std::int64_t end);
 
+// The padded dimensions a generic walk checks at most.
+inline constexpr int gw_max_checks = 2;
+
 // The slots of the parameter block (int64; floats in the low four bytes).
 enum generic_walk_slot : int {
   gw_levels,            // odometer levels: the loops outside the split loop, then its chunks
@@ -72,10 +79,20 @@ enum generic_walk_slot : int {
   gw_alpha,   // eltwise: the algorithm's alpha and beta (floats)
   gw_beta,
   gw_post_op_count,  // eltwise
-  gw_level0,         // gw_level_slots per level, outer to inner
+  // Padding: the dimensions not exact in the plan (0: none, the walk runs
+  // with no checks), each checked as the specialized walk checks it: an
+  // element whose logical index is below the dimension's real extent is
+  // converted, one in [extent, dst's padded bound) is written as zero.
+  gw_checks,
+  gw_check_dims,                                    // gw_max_checks: the real extents
+  gw_check_bound = gw_check_dims + gw_max_checks,   // dst's padded bounds
+  gw_split_check = gw_check_bound + gw_max_checks,  // the split loop's index steps
+  gw_j_check = gw_split_check + gw_max_checks,      // the J loop's
+  gw_level0 = gw_j_check + gw_max_checks,           // gw_level_slots per level, outer to inner
 };
-// Per level: extent, src stride, dst stride, tracked-index step.
-inline constexpr int gw_level_slots = 4;
+// Per level: extent, src stride, dst stride, tracked-index step, then the
+// index step of each checked dimension.
+inline constexpr int gw_level_slots = 4 + gw_max_checks;
 inline constexpr int gw_max_levels = 16;
 inline constexpr int gw_post_ops = gw_level0 + gw_level_slots * gw_max_levels;
 // The post-op chain: generic_post_op_slots per post-op (generic_post_ops.hpp).

@@ -1,6 +1,8 @@
 #include "kernels/generic_reorder_kernel.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <string>
 
 #include "kernels/integer_math.hpp"
@@ -13,12 +15,19 @@ namespace primcache::cpu_internal {
 
 result<generic_walk_params> make_generic_walk_params(const char* kernel, const walk_plan& plan,
                                                      std::int64_t chunk, int tracked_dim) {
+  // The dimensions with padding, checked per element as the specialized
+  // walk checks them (their loops are never merged: each has its dim).
+  std::array<int, gw_max_checks> checked{};
+  int nchecks = 0;
   for (int d = 0; d < plan.ndims; ++d) {
-    if (!plan.exact[d]) {
-      return kernel_unimplemented(kernel, "the generic kernel walks no padding (dimension " +
-                                              std::to_string(d) + " is padded or not a " +
-                                              "multiple of its blocks)");
+    if (plan.exact[d]) continue;
+    if (nchecks == gw_max_checks) {
+      return kernel_unimplemented(kernel, "the walk pads more than " +
+                                              std::to_string(gw_max_checks) +
+                                              " dimensions; the generic kernel checks at most " +
+                                              std::to_string(gw_max_checks));
     }
+    checked[nchecks++] = d;
   }
   if (tracked_dim >= 0 && !plan.known[tracked_dim]) {
     return kernel_unimplemented(
@@ -33,6 +42,10 @@ result<generic_walk_params> make_generic_walk_params(const char* kernel, const w
   }
   auto track = [&](const walk_loop& l) {
     return tracked_dim >= 0 && l.dim == tracked_dim ? l.mult : 0;
+  };
+  // Checked dimension c's index step in loop l.
+  auto check_step = [&](const walk_loop& l, int c) {
+    return c < nchecks && l.dim == checked[c] ? l.mult : 0;
   };
   generic_walk_params v{};
   const walk_loop& sl = plan.loops[split];
@@ -52,6 +65,16 @@ result<generic_walk_params> make_generic_walk_params(const char* kernel, const w
     v[gw_j_src_stride] = j.src_stride;
     v[gw_j_track] = track(j);
   }
+  v[gw_checks] = nchecks;
+  for (int c = 0; c < gw_max_checks; ++c) {
+    // Unused slots: nothing is past an extent of the largest index.
+    v[gw_check_dims + c] = c < nchecks ? plan.dims[checked[c]] : INT64_MAX;
+    v[gw_check_bound + c] = c < nchecks ? plan.bound[checked[c]] : INT64_MAX;
+    v[gw_split_check + c] = check_step(sl, c);
+    if (plan.inner == walk_plan::inner_kind::tile) {
+      v[gw_j_check + c] = check_step(plan.loops.back(), c);
+    }
+  }
   v[gw_src_offset0] = plan.src_offset0;
   v[gw_dst_offset0] = plan.dst_offset0;
   for (std::size_t k = 0; k < split; ++k) {
@@ -61,6 +84,7 @@ result<generic_walk_params> make_generic_walk_params(const char* kernel, const w
     level[1] = l.src_stride;
     level[2] = l.dst_stride;
     level[3] = track(l);
+    for (int c = 0; c < gw_max_checks; ++c) level[4 + c] = check_step(l, c);
   }
   std::int64_t* chunks = &v[gw_level0 + gw_level_slots * split];
   chunks[0] = div_up(sl.extent, chunk);
