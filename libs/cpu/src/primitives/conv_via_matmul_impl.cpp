@@ -21,12 +21,13 @@
 // "jit:conv" declines or when a tune table names it the winner for the op
 // (the registry's cross-implementation redirect, docs/autotune.md).
 //
-// A configuration other than the nested descriptor's (a tuned winner from
-// the matmul's space) is built by that descriptor's create_impl_with:
-// compiled synchronously (never tiered, so no generic code serves it
-// first), held by this impl alone (not in the global cache under the
-// matmul's key) and not serializable (a matmul descriptor has no way to
-// take a configuration its own key does not name).
+// When this descriptor's configuration is not the one the registry's
+// matmul descriptor got (a tune table names another for the convolution),
+// the nested matmul descriptor is made again with that configuration
+// (make_jit_matmul_pd_with_config, which finalizes it with the
+// configuration in its key): its impl is then created, cached, tiered and
+// serialized like any matmul's. Only a tuning candidate (create_impl_with)
+// holds a matmul impl of its own, never cached and not serializable.
 //
 // Declines (status::unimplemented, the direct convolution stays the
 // choice): any other geometry, layout or type, `any` descriptors, output
@@ -96,8 +97,8 @@ class conv_via_matmul_pd final : public primitive_desc_impl {
   std::shared_ptr<const primitive_impl> create_impl_with(
       const engine& eng, const backend::kernel_config& cfg) const override;
 
-  // Whether the configuration is the nested descriptor's (its impl then
-  // comes from the global cache and serializes).
+  // Whether the configuration is the nested descriptor's; true for every
+  // descriptor the factory returns (it remakes the nested one otherwise).
   bool nested_config() const { return config() == matmul_->config(); }
 
  protected:
@@ -147,13 +148,13 @@ class conv_via_matmul_impl final : public primitive_impl {
 };
 
 std::shared_ptr<const primitive_impl> conv_via_matmul_pd::create_impl(const engine& eng) const {
-  if (nested_config()) {
-    auto matmul = backend::create_nested_impl(*matmul_, eng);
-    return std::make_shared<const conv_via_matmul_impl>(shared_from_this(), std::move(matmul.value),
-                                                        true);
+  if (!nested_config()) {
+    throw error(status::runtime_error, std::string(kName) + ": the nested matmul descriptor's " +
+                                           "configuration is not this descriptor's");
   }
-  return std::make_shared<const conv_via_matmul_impl>(
-      shared_from_this(), matmul_->create_impl_with(eng, *config()), false);
+  auto matmul = backend::create_nested_impl(*matmul_, eng);
+  return std::make_shared<const conv_via_matmul_impl>(shared_from_this(), std::move(matmul.value),
+                                                      true);
 }
 
 std::shared_ptr<const primitive_impl> conv_via_matmul_pd::create_impl_with(
@@ -278,9 +279,19 @@ result<std::shared_ptr<const primitive_desc_impl>> make_conv_via_matmul_pd(
       return unimplemented(std::string("the nested matmul is ") + matmul->name() +
                            ", which has no configurations");
     }
-    auto pd = std::make_shared<conv_via_matmul_pd>(attr, op, std::move(matmul));
-    pd->finalize(eng, get_num_threads());
-    return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+    auto pd = std::make_shared<conv_via_matmul_pd>(attr, op, matmul);
+    const int nthr = get_num_threads();
+    pd->finalize(eng, nthr);
+    if (pd->nested_config()) return std::shared_ptr<const primitive_desc_impl>(std::move(pd));
+    // A configuration the nested descriptor does not have (a tune table's
+    // for this convolution): the nested matmul is made with it, so that it
+    // is cached and serialized under its own key like any matmul.
+    const backend::kernel_config cfg = *pd->config();
+    auto forced = make_jit_matmul_pd_with_config(mm, mattr, backend::impl_of(cpu), cfg);
+    if (!forced) return forced.why();
+    auto remade = std::make_shared<conv_via_matmul_pd>(attr, op, std::move(forced).value());
+    remade->finalize_with_config(eng, nthr, cfg);
+    return std::shared_ptr<const primitive_desc_impl>(std::move(remade));
   } catch (const error& e) {
     return failure{e.code(), e.message()};
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <string>
 
 #include "kernels/post_ops.hpp"
@@ -35,6 +36,15 @@ void register_conv_impls();
 void register_conv_via_matmul_impls();  // conv_via_matmul_impl.cpp
 void register_eltwise_impls();
 void register_reorder_impls();
+
+// A "jit:matmul" descriptor for `op` finalized with `cfg` as its
+// configuration (finalize_with_config): the nested matmul of a composing
+// implementation whose configuration is the matmul's. Fails like the
+// registry's matmul factory, and (invalid_arguments) when `cfg` does not
+// validate.
+result<std::shared_ptr<const backend::primitive_desc_impl>> make_jit_matmul_pd_with_config(
+    const backend::matmul_op& op, const primitive_attr& attr, const backend::engine_impl& eng,
+    const backend::kernel_config& cfg);
 
 // The attribute's post-ops as kernel post-ops. Binary operands are matched
 // against dst: same dims and strides (none), one value per channel/column

@@ -213,13 +213,23 @@ std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::load_impl(
 }
 
 // The descriptor of an accepted problem, finalized for this engine and
-// thread count.
+// thread count; with `forced`, finalized with that configuration (a
+// composing implementation's, see finalize_with_config), failing
+// (invalid_arguments) when the descriptor does not validate it.
 template <class Traits>
 result<std::shared_ptr<const backend::primitive_desc_impl>> make_kernel_pd(
     const primitive_attr& attr, const backend::engine_impl& eng, bool jit, typename Traits::desc d,
-    int nthr, cpu_isa isa) {
+    int nthr, cpu_isa isa, const backend::kernel_config* forced = nullptr) {
   auto pd = std::make_shared<kernel_pd<Traits>>(attr, jit, std::move(d), isa);
-  pd->finalize(eng, nthr);
+  if (forced == nullptr) {
+    pd->finalize(eng, nthr);
+  } else {
+    try {
+      pd->finalize_with_config(eng, nthr, *forced);
+    } catch (const error& e) {
+      return failure{e.code(), e.message()};
+    }
+  }
   return std::shared_ptr<const backend::primitive_desc_impl>(std::move(pd));
 }
 

@@ -123,10 +123,9 @@ struct matmul_traits {
   }
 };
 
-result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(const op_desc& desc,
-                                                                  const primitive_attr& attr,
-                                                                  const backend::engine_impl& eng,
-                                                                  bool jit) {
+result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(
+    const op_desc& desc, const primitive_attr& attr, const backend::engine_impl& eng, bool jit,
+    const backend::kernel_config* forced = nullptr) {
   matmul_op op = std::get<matmul_op>(desc);
   resolve_plain(op.src);
   resolve_plain(op.weights);
@@ -172,10 +171,16 @@ result<std::shared_ptr<const primitive_desc_impl>> make_matmul_pd(const op_desc&
   if (auto ok = check_matmul_problem(p, !jit); !ok) return ok.why();
   const int nthr = p.nthr;
   return make_kernel_pd<matmul_traits>(attr, eng, jit, matmul_desc{std::move(op), std::move(p)},
-                                       nthr, isa);
+                                       nthr, isa, forced);
 }
 
 }  // namespace
+
+result<std::shared_ptr<const primitive_desc_impl>> make_jit_matmul_pd_with_config(
+    const matmul_op& op, const primitive_attr& attr, const backend::engine_impl& eng,
+    const backend::kernel_config& cfg) {
+  return make_matmul_pd(op, attr, eng, true, &cfg);
+}
 
 void register_matmul_impls() {
   backend::register_implementation(
