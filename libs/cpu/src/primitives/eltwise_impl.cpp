@@ -70,8 +70,8 @@ struct eltwise_traits {
   // Tiered creation: the generic kernel built into the library until the
   // specialized one is installed (tiered/tiered_impl.hpp). The generic walk
   // is the specialized one's, element by element the same IR, so every
-  // configuration can be tiered; it declines layouts with padding (created
-  // synchronously).
+  // configuration can be tiered, padded layouts included (up to two padded
+  // dimensions; more are created synchronously).
   using generic_kernel = generic_eltwise_kernel;
   static std::shared_ptr<const backend::primitive_impl> create_tiered(
       std::shared_ptr<const kernel_pd<eltwise_traits>> pd, const config& c, cpu_isa isa) {

@@ -51,8 +51,9 @@ struct reorder_traits {
   }
   // Tiered creation: the generic walk built into the library until the
   // specialized one is installed (tiered/tiered_impl.hpp); element by
-  // element the same IR, so every configuration can be tiered. Layouts
-  // with padding are created synchronously.
+  // element the same IR, so every configuration can be tiered, padded
+  // layouts included (up to two padded dimensions; more are created
+  // synchronously).
   using generic_kernel = generic_reorder_kernel;
   static std::shared_ptr<const backend::primitive_impl> create_tiered(
       std::shared_ptr<const kernel_pd<reorder_traits>> pd, const config& c, cpu_isa isa) {
