@@ -116,40 +116,6 @@ std::string describe(const reorder_problem& p) {
          " nthr " + std::to_string(p.nthr);
 }
 
-// The element offsets of md's padding: the logical indices in [dims,
-// padded dims) along some dimension.
-std::vector<std::int64_t> padding_offsets(const memory_desc& md) {
-  std::vector<std::int64_t> out;
-  const int nd = md.ndims();
-  const auto dims = md.dims();
-  const auto padded = md.padded_dims();
-  dims_array idx{};
-  for (;;) {
-    bool pad = false;
-    for (int k = 0; k < nd; ++k) pad = pad || idx[k] >= dims[k];
-    if (pad) {
-      out.push_back(md.offset_of(
-          dims_view(std::span<const std::int64_t>(idx.data(), static_cast<std::size_t>(nd)))));
-    }
-    int k = nd - 1;
-    while (k >= 0 && ++idx[k] == padded[k]) idx[k--] = 0;
-    if (k < 0) break;
-  }
-  return out;
-}
-
-// Counts the bytes of dst's padding in `buf` that are not zero.
-std::size_t nonzero_padding(const memory_desc& dst, const std::vector<std::byte>& buf) {
-  const std::size_t es = size_of(dst.data_type());
-  std::size_t bad = 0;
-  for (std::int64_t off : padding_offsets(dst)) {
-    for (std::size_t b = 0; b < es; ++b) {
-      bad += buf[static_cast<std::size_t>(off) * es + b] != std::byte{0};
-    }
-  }
-  return bad;
-}
-
 void check_bits(const reorder_problem& p, cpu_isa isa, std::uint32_t seed, bool variants) {
   INFO(describe(p) + " at " + std::string(to_string(isa)));
   const reorder_config def = default_reorder_config(p, isa);
@@ -158,7 +124,7 @@ void check_bits(const reorder_problem& p, cpu_isa isa, std::uint32_t seed, bool 
   REQUIRE(g);
   const auto generic = run(*g.value(), p, seed);
   // run() fills dst with 0x5a first: its padding must be written as zero.
-  CHECK(nonzero_padding(p.dst, generic) == 0);
+  CHECK(cpu_test::naive_nonzero_padding_bytes(p.dst, generic) == 0);
   auto k = reorder_kernel::create(p, def, isa);
   REQUIRE(k);
   CHECK(generic == run(*k.value(), p, seed));

@@ -30,6 +30,28 @@ std::int64_t naive_offset(const memory_desc& md, std::span<const std::int64_t> i
   return off;
 }
 
+std::size_t naive_nonzero_padding_bytes(const memory_desc& md, std::span<const std::byte> buf) {
+  const int nd = md.ndims();
+  const auto dims = md.dims();
+  const auto padded = md.padded_dims();
+  const std::size_t es = size_of(md.data_type());
+  std::array<std::int64_t, primcache::max_ndims> idx{};
+  std::size_t bad = 0;
+  for (;;) {
+    bool pad = false;
+    for (int k = 0; k < nd; ++k) pad = pad || idx[k] >= dims[k];
+    if (pad) {
+      const auto off = static_cast<std::size_t>(naive_offset(
+          md, std::span<const std::int64_t>(idx.data(), static_cast<std::size_t>(nd))));
+      for (std::size_t b = 0; b < es; ++b) bad += buf[off * es + b] != std::byte{0};
+    }
+    int k = nd - 1;
+    while (k >= 0 && ++idx[k] == padded[k]) idx[k--] = 0;
+    if (k < 0) break;
+  }
+  return bad;
+}
+
 namespace {
 
 // The operand of binary post-op `o` for dst element `dst_off` in channel

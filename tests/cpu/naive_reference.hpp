@@ -8,6 +8,7 @@
 // IR), which post_ops_test checks on its own.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -24,6 +25,12 @@ namespace cpu_test {
 // digits placed by the product of the blocks inside them, the remaining
 // outer index times the dimension's stride, plus offset0.
 std::int64_t naive_offset(const primcache::memory_desc& md, std::span<const std::int64_t> index);
+
+// The bytes of md's padding (elements whose logical index is in [dims,
+// padded dims) along some dimension) in `buf`, md's whole buffer, that are
+// not zero: what a kernel writing dst must leave at 0.
+std::size_t naive_nonzero_padding_bytes(const primcache::memory_desc& md,
+                                        std::span<const std::byte> buf);
 
 // dst = post_ops(src x weights + bias) in double, over the problem's strides.
 void naive_matmul(const primcache::cpu_internal::matmul_problem& p,
