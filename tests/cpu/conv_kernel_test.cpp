@@ -938,25 +938,27 @@ TEST_CASE("homes are claimed once each; a thread keeps its home across regions",
 TEST_CASE("threads sharing one item schedule run every item exactly once",
           "[cpu][conv][schedule][threads]") {
   constexpr std::int64_t items = 20011;
-  constexpr int threads = 4;
-  for (std::int64_t chunk : {std::int64_t{1}, std::int64_t{7}}) {
-    ci::conv_item_schedule s(items, threads, chunk);
-    std::vector<std::atomic<int>> runs(items);
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&, t] {
-        const int home = s.claim_home(t % 2, t);  // two threads ask for the same homes
-        for (primcache::range r = s.next(home); r.begin < r.end; r = s.next(home)) {
-          for (std::int64_t i = r.begin; i < r.end; ++i) {
-            runs[static_cast<std::size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+  // 4 shares keep their ranges inside the schedule, 12 on the heap.
+  for (const int threads : {4, 12}) {
+    for (std::int64_t chunk : {std::int64_t{1}, std::int64_t{7}}) {
+      ci::conv_item_schedule s(items, threads, chunk);
+      std::vector<std::atomic<int>> runs(items);
+      std::vector<std::thread> ts;
+      for (int t = 0; t < threads; ++t) {
+        ts.emplace_back([&, t] {
+          const int home = s.claim_home(t % 2, t);  // two threads ask for the same homes
+          for (primcache::range r = s.next(home); r.begin < r.end; r = s.next(home)) {
+            for (std::int64_t i = r.begin; i < r.end; ++i) {
+              runs[static_cast<std::size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+            }
           }
-        }
-      });
+        });
+      }
+      for (auto& t : ts) t.join();
+      int wrong = 0;
+      for (auto& r : runs) wrong += r.load() != 1;
+      CHECK(wrong == 0);
     }
-    for (auto& t : ts) t.join();
-    int wrong = 0;
-    for (auto& r : runs) wrong += r.load() != 1;
-    CHECK(wrong == 0);
   }
 }
 

@@ -27,7 +27,7 @@
 //
 // Thread-safety: next() and claim_home() may be called from any number of
 // threads at once (lock-free). Exceptions: the constructor may throw
-// std::bad_alloc.
+// std::bad_alloc (more than 8 shares).
 #pragma once
 
 #include <algorithm>
@@ -48,13 +48,18 @@ class conv_item_schedule {
   conv_item_schedule(std::int64_t items, int shares, std::int64_t chunk)
       : shares_(std::max(shares, 1)),
         chunk_(std::max<std::int64_t>(chunk, 1)),
-        ranges_(new slot[static_cast<std::size_t>(shares_)]) {
+        heap_(shares_ > kInlineShares ? new slot[static_cast<std::size_t>(shares_)] : nullptr),
+        ranges_(heap_ ? heap_.get() : inline_) {
     for (int i = 0; i < shares_; ++i) {
       const range r = balance(items, i, shares_);
       ranges_[static_cast<std::size_t>(i)].be.store(pack(r.begin, r.end),
                                                     std::memory_order_relaxed);
     }
   }
+
+  // ranges_ may point into the object itself.
+  conv_item_schedule(const conv_item_schedule&) = delete;
+  conv_item_schedule& operator=(const conv_item_schedule&) = delete;
 
   int shares() const noexcept { return shares_; }
 
@@ -113,7 +118,13 @@ class conv_item_schedule {
 
   int shares_;
   std::int64_t chunk_;
-  std::unique_ptr<slot[]> ranges_;
+  // Up to kInlineShares ranges live in the schedule itself (on the
+  // executing thread's stack): no allocation per execution on the usual
+  // thread counts.
+  static constexpr int kInlineShares = 8;
+  slot inline_[kInlineShares];
+  std::unique_ptr<slot[]> heap_;
+  slot* ranges_;
   std::atomic<std::uint64_t> homes_{0};
 };
 
