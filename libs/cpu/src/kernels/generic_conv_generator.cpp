@@ -371,10 +371,14 @@ class generic_conv_generator {
     return fn;
   }
 
-  void build_tile(int owb, int blocks, bool interior) {
+  // void <symbol>(const i64* params, const void* src_img, const float* wei,
+  //               const float* bias, float* dst, const float* const* binary,
+  //               const i64* tile): the signature, attributes and entry block
+  // every tile function shares; sets params_, binary_ and tile_.
+  llvm::Function* begin_tile_function(const std::string& symbol) {
     auto* fn = llvm::Function::Create(
         llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, ptr_, ptr_, ptr_, ptr_}, false),
-        llvm::Function::ExternalLinkage, generic_conv_symbol(owb, blocks, interior), m_);
+        llvm::Function::ExternalLinkage, symbol, m_);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     for (unsigned a : {1u, 2u, 3u}) {
       fn->addParamAttr(a, llvm::Attribute::NoAlias);
@@ -382,12 +386,17 @@ class generic_conv_generator {
     }
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     params_ = fn->getArg(0);
+    binary_ = fn->getArg(5);
+    tile_ = fn->getArg(6);
+    return fn;
+  }
+
+  void build_tile(int owb, int blocks, bool interior) {
+    llvm::Function* fn = begin_tile_function(generic_conv_symbol(owb, blocks, interior));
     llvm::Value* src_img = fn->getArg(1);
     llvm::Value* wei_chunk = fn->getArg(2);
     llvm::Value* bias = fn->getArg(3);
     llvm::Value* dst = fn->getArg(4);
-    binary_ = fn->getArg(5);
-    tile_ = fn->getArg(6);
 
     llvm::Value* iw_size = param(gc_iw);
     llvm::Value* kw_size = param(gc_kw);
@@ -483,22 +492,11 @@ class generic_conv_generator {
   // (all inside the image). `load` is how those vectors are read
   // (generic_dw_load).
   void build_dw_tile(int owb, int blocks, generic_dw_load load) {
-    auto* fn = llvm::Function::Create(
-        llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, ptr_, ptr_, ptr_, ptr_}, false),
-        llvm::Function::ExternalLinkage, generic_dw_symbol(owb, blocks, load), m_);
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    for (unsigned a : {1u, 2u, 3u}) {
-      fn->addParamAttr(a, llvm::Attribute::NoAlias);
-      fn->addParamAttr(a, llvm::Attribute::ReadOnly);
-    }
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
-    params_ = fn->getArg(0);
+    llvm::Function* fn = begin_tile_function(generic_dw_symbol(owb, blocks, load));
     llvm::Value* src_img = fn->getArg(1);
     llvm::Value* wei_chunk = fn->getArg(2);
     llvm::Value* bias = fn->getArg(3);
     llvm::Value* dst = fn->getArg(4);
-    binary_ = fn->getArg(5);
-    tile_ = fn->getArg(6);
 
     // The blocked forms' pixel distance and stride are constants.
     const bool blocked16 =
@@ -640,22 +638,11 @@ class generic_conv_generator {
   // multiply-adds from its bias (or +0), kh ascending then kw ascending.
   void build_dw_row(int owb, int blocks, int s) {
     constexpr int kw_size = 3;
-    auto* fn = llvm::Function::Create(
-        llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, ptr_, ptr_, ptr_, ptr_}, false),
-        llvm::Function::ExternalLinkage, generic_dw_row_symbol(owb, blocks, s), m_);
-    fn->addFnAttr(llvm::Attribute::NoUnwind);
-    for (unsigned a : {1u, 2u, 3u}) {
-      fn->addParamAttr(a, llvm::Attribute::NoAlias);
-      fn->addParamAttr(a, llvm::Attribute::ReadOnly);
-    }
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
-    params_ = fn->getArg(0);
+    llvm::Function* fn = begin_tile_function(generic_dw_row_symbol(owb, blocks, s));
     llvm::Value* src_img = fn->getArg(1);
     llvm::Value* wei_first = fn->getArg(2);
     llvm::Value* bias = fn->getArg(3);
     llvm::Value* dst = fn->getArg(4);
-    binary_ = fn->getArg(5);
-    tile_ = fn->getArg(6);
 
     llvm::Value* iw_size = param(gc_iw);
     llvm::Value* dh1 = param(gc_dh1);
