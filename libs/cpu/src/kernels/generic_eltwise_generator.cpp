@@ -1,6 +1,7 @@
 #include "kernels/generic_eltwise_generator.hpp"
 
 #include <string>
+#include <vector>
 
 #include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
@@ -116,13 +117,13 @@ llvm::Value* apply_post_op(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* 
   bsw->addCase(b.getInt64(static_cast<std::uint64_t>(binary_broadcast::per_channel)), channel_bb);
   bsw->addCase(b.getInt64(static_cast<std::uint64_t>(binary_broadcast::scalar)), scalar_bb);
   b.SetInsertPoint(none_bb);
-  llvm::Value* vn = b.CreateFAdd(
-      x, emit_load_f32_lanes(b, operand, lanes.dst_offset, lanes.dst_step, lanes.lanes));
+  llvm::Value* vn = b.CreateFAdd(x, emit_load_f32_lanes(b, operand, lanes.dst_offset,
+                                                        lanes.dst_step, lanes.lanes, lanes.live));
   out->addIncoming(vn, b.GetInsertBlock());
   b.CreateBr(done);
   b.SetInsertPoint(channel_bb);
-  llvm::Value* vc = b.CreateFAdd(
-      x, emit_load_f32_lanes(b, operand, lanes.track_index, lanes.track_step, lanes.lanes));
+  llvm::Value* vc = b.CreateFAdd(x, emit_load_f32_lanes(b, operand, lanes.track_index,
+                                                        lanes.track_step, lanes.lanes, lanes.live));
   out->addIncoming(vc, b.GetInsertBlock());
   b.CreateBr(done);
   b.SetInsertPoint(scalar_bb);
@@ -135,19 +136,23 @@ llvm::Value* apply_post_op(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* 
 }
 
 // float chain(<n x float> x, i64 count, ptr params, ptr operands, i64
-// dst_offset, i64 dst_step, i64 track, i64 track_step): the post-op chain
-// applied to x (internal, not inlined: one copy per width and module).
-llvm::Function* chain_function(llvm::Module& m, int n) {
-  const std::string name = "gw_eltwise_chain_" + std::to_string(n);
+// dst_offset, i64 dst_step, i64 track, i64 track_step[, i64 live]): the
+// post-op chain applied to x (internal, not inlined: one copy per width and
+// module, and one that reads the operands of `live` lanes only, for vectors
+// clipped to their real part).
+llvm::Function* chain_function(llvm::Module& m, int n, bool clipped) {
+  const std::string name =
+      std::string(clipped ? "gw_eltwise_chain_live_" : "gw_eltwise_chain_") + std::to_string(n);
   if (llvm::Function* f = m.getFunction(name)) return f;
   llvm::LLVMContext& ctx = m.getContext();
   llvm::Type* f32 = llvm::Type::getFloatTy(ctx);
   llvm::Type* vt = n == 1 ? f32 : llvm::FixedVectorType::get(f32, static_cast<unsigned>(n));
   llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
   llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
-  llvm::Function* f = llvm::Function::Create(
-      llvm::FunctionType::get(vt, {vt, i64, ptr, ptr, i64, i64, i64, i64}, false),
-      llvm::Function::InternalLinkage, name, m);
+  std::vector<llvm::Type*> args = {vt, i64, ptr, ptr, i64, i64, i64, i64};
+  if (clipped) args.push_back(i64);
+  llvm::Function* f = llvm::Function::Create(llvm::FunctionType::get(vt, args, false),
+                                             llvm::Function::InternalLinkage, name, m);
   f->addFnAttr(llvm::Attribute::NoInline);
   f->addFnAttr(llvm::Attribute::NoUnwind);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
@@ -159,6 +164,7 @@ llvm::Function* chain_function(llvm::Module& m, int n) {
   lanes.track_index = f->getArg(6);
   lanes.track_step = f->getArg(7);
   lanes.lanes = n;
+  if (clipped) lanes.live = f->getArg(8);
   llvm::Value* y = emit_counted_loop(
                        b, b.getInt64(0), f->getArg(1), 1, {f->getArg(0)},
                        [&](llvm::Value* i, const ir_values& cur) {
@@ -246,9 +252,17 @@ void generate_generic_eltwise(cpu_isa isa, llvm::Module& m) {
           auto* done = llvm::BasicBlock::Create(b.getContext(), "chain.done", fn);
           b.CreateCondBr(b.CreateICmpSGT(count, b.getInt64(0)), call_bb, done);
           b.SetInsertPoint(call_bb);
-          llvm::Value* z = b.CreateCall(chain_function(*fn->getParent(), lanes.lanes),
-                                        {y, count, lanes.params, lanes.operands, lanes.dst_offset,
-                                         lanes.dst_step, lanes.track_index, lanes.track_step});
+          std::vector<llvm::Value*> args = {y,
+                                            count,
+                                            lanes.params,
+                                            lanes.operands,
+                                            lanes.dst_offset,
+                                            lanes.dst_step,
+                                            lanes.track_index,
+                                            lanes.track_step};
+          if (lanes.live) args.push_back(lanes.live);
+          llvm::Value* z = b.CreateCall(
+              chain_function(*fn->getParent(), lanes.lanes, lanes.live != nullptr), args);
           b.CreateBr(done);
           b.SetInsertPoint(done);
           llvm::PHINode* out = b.CreatePHI(y->getType(), 2);

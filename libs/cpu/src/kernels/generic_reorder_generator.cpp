@@ -36,8 +36,16 @@ std::string generic_reorder_raw_symbol(std::size_t element_bytes, bool tile) {
   return "reorder_generic_raw" + std::to_string(element_bytes * 8) + (tile ? "_tile" : "_stream");
 }
 
+llvm::Value* emit_lane_mask(llvm::IRBuilderBase& b, llvm::Value* count, int n) {
+  std::vector<llvm::Constant*> iota;
+  for (int e = 0; e < n; ++e) iota.push_back(b.getInt32(static_cast<std::uint32_t>(e)));
+  return b.CreateICmpULT(
+      llvm::ConstantVector::get(iota),
+      b.CreateVectorSplat(static_cast<unsigned>(n), b.CreateTrunc(count, b.getInt32Ty())));
+}
+
 llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* index,
-                                 llvm::Value* step, int n) {
+                                 llvm::Value* step, int n, llvm::Value* live) {
   llvm::Type* f32 = b.getFloatTy();
   auto scalar_at = [&](llvm::Value* i) {
     return b.CreateAlignedLoad(f32, b.CreateGEP(f32, base, i), llvm::Align(4));
@@ -59,9 +67,34 @@ llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm
   llvm::Value* s = b.CreateVectorSplat(static_cast<unsigned>(n), scalar_at(index));
   b.CreateBr(done);
   b.SetInsertPoint(dense_bb);
-  llvm::Value* d = b.CreateAlignedLoad(vt, b.CreateGEP(f32, base, index), llvm::Align(4));
+  llvm::Value* d = nullptr;
+  if (live) {
+    d = b.CreateMaskedLoad(vt, b.CreateGEP(f32, base, index), llvm::Align(4),
+                           emit_lane_mask(b, live, n), llvm::Constant::getNullValue(vt));
+  } else {
+    d = b.CreateAlignedLoad(vt, b.CreateGEP(f32, base, index), llvm::Align(4));
+  }
   b.CreateBr(done);
   b.SetInsertPoint(gather_bb);
+  if (live) {
+    // Only where a vector is clipped: a masked gather in place.
+    std::vector<llvm::Constant*> iota;
+    for (int e = 0; e < n; ++e) iota.push_back(b.getInt64(static_cast<std::uint64_t>(e)));
+    llvm::Value* at = b.CreateAdd(b.CreateVectorSplat(static_cast<unsigned>(n), index),
+                                  b.CreateMul(llvm::ConstantVector::get(iota),
+                                              b.CreateVectorSplat(static_cast<unsigned>(n), step)));
+    llvm::Value* g =
+        b.CreateMaskedGather(vt, b.CreateGEP(f32, base, at), llvm::Align(4),
+                             emit_lane_mask(b, live, n), llvm::Constant::getNullValue(vt));
+    llvm::BasicBlock* gather_end = b.GetInsertBlock();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    llvm::PHINode* out = b.CreatePHI(vt, 3);
+    out->addIncoming(s, splat_bb);
+    out->addIncoming(d, dense_bb);
+    out->addIncoming(g, gather_end);
+    return out;
+  }
   // Single loads in a function of their own: inline, their n addresses
   // (invariant in a post-op loop) were hoisted out of it by LICM and
   // computed, and spilled, for every vector, gather or not.
@@ -164,8 +197,11 @@ class generic_walk_emitter {
   llvm::Value* from_value(llvm::Value* v) { return walk_from_f32(b_, v_.dst_dt, v_.raw, v); }
 
   // Scale (only where the specialized code scales) and transform.
+  // `live`: the lanes, a prefix, whose scales and operands may be read
+  // (null: all).
   llvm::Value* finish_value(llvm::Value* v, int n, llvm::Value* dst_off, llvm::Value* dst_step,
-                            llvm::Value* track, llvm::Value* track_step);
+                            llvm::Value* track, llvm::Value* track_step,
+                            llvm::Value* live = nullptr);
   // One element at (i, j) of the inner loops (i null: a streaming walk).
   void element(llvm::Value* i, llvm::Value* j);
   void vector(llvm::Value* j, int n);
@@ -212,10 +248,29 @@ class generic_walk_emitter {
   // of a vector or tile is true at all of them.
   llvm::Value* inside(llvm::Value* i, llvm::Value* j, bool bound);
   // An element, a vector or a tile of the checked copy: as element(),
-  // vector() and tile() where all real, element by element otherwise.
+  // vector() and tile() where all real, clipped otherwise.
   void checked_element(llvm::Value* i, llvm::Value* j);
   void checked_vector(llvm::Value* j, int n);
   void checked_tile(llvm::Value* i, llvm::Value* j);
+
+  llvm::Value* smin(llvm::Value* a, llvm::Value* b) {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
+  }
+  // How many of `limit` lanes, lane e at index l + e * step (step >= 0, a
+  // run-time i64), have an index below l + d: a prefix of them.
+  llvm::Value* clip_count(llvm::Value* d, llvm::Value* step, int limit);
+  // A vector of the ISA's lanes at j of a dense stream, clipped to its real
+  // part: its real lanes (a prefix) converted as vector() converts them,
+  // dst's padding after them written as zero, both by masked loads and
+  // stores; lanes from `range` on (null: none) are past the loop, and lanes
+  // past dst's padded bound are left alone.
+  void clipped_vector(llvm::Value* j, llvm::Value* range);
+  // The same for a tile at (i, j): rows (along I) from ni on and columns
+  // (along J) from nj on are past the loops (null: none). Real rows and
+  // columns are prefixes (no checked dimension steps along both I and J:
+  // make_generic_walk_params declines such walks).
+  void clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Value* ni, llvm::Value* nj);
+  llvm::AllocaInst* tile_rows_ = nullptr;  // the transposed rows of a clipped tile
   void any_element(llvm::Value* i, llvm::Value* j) {
     if (checked_) {
       checked_element(i, j);
@@ -261,27 +316,156 @@ void generic_walk_emitter::checked_element(llvm::Value* i, llvm::Value* j) {
 }
 
 void generic_walk_emitter::checked_vector(llvm::Value* j, int n) {
+  // A wider vector (the eltwise's dense loop) is clipped vector by vector.
   emit_if(
       inside(nullptr, b_.CreateAdd(j, c64(n - 1)), false), [&] { vector(j, n); },
       [&] {
-        loop(j, b_.CreateAdd(j, c64(n)), 1, [&](llvm::Value* e) { checked_element(nullptr, e); });
+        for (int k = 0; k < n; k += s_.lanes) clipped_vector(b_.CreateAdd(j, c64(k)), nullptr);
       });
+}
+
+llvm::Value* generic_walk_emitter::clip_count(llvm::Value* d, llvm::Value* step, int limit) {
+  // Step 0: every lane or none; 1: d lanes; larger: ceil(d / step), the one
+  // division behind a branch on the step (a constant of the walk).
+  llvm::Value* lim = c64(limit);
+  llvm::Value* zero = c64(0);
+  llvm::Value* simple = b_.CreateSelect(b_.CreateICmpEQ(step, zero),
+                                        b_.CreateSelect(b_.CreateICmpSGT(d, zero), lim, zero), d);
+  llvm::BasicBlock* from = b_.GetInsertBlock();
+  auto* div_bb = llvm::BasicBlock::Create(ctx_, "clip.div", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "clip.done", fn_);
+  b_.CreateCondBr(b_.CreateICmpSGT(step, c64(1)), div_bb, done);
+  b_.SetInsertPoint(div_bb);
+  llvm::Value* pos = b_.CreateSelect(b_.CreateICmpSGT(d, zero), d, zero);
+  llvm::Value* q = b_.CreateUDiv(b_.CreateAdd(pos, b_.CreateSub(step, c64(1))), step);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  llvm::PHINode* n = b_.CreatePHI(b_.getInt64Ty(), 2);
+  n->addIncoming(simple, from);
+  n->addIncoming(q, div_bb);
+  llvm::Value* clamped = b_.CreateSelect(b_.CreateICmpSLT(n, zero), zero, n);
+  return smin(clamped, lim);
+}
+
+void generic_walk_emitter::clipped_vector(llvm::Value* j, llvm::Value* range) {
+  const int n = s_.lanes;
+  llvm::Value* real = range ? range : c64(n);
+  llvm::Value* bound = real;
+  for (int c = 0; c < gw_max_checks; ++c) {
+    llvm::Value* l = b_.CreateAdd(check_base_[c], b_.CreateMul(j, check_split_[c]));
+    real = smin(real, clip_count(b_.CreateSub(check_dims_[c], l), check_split_[c], n));
+    bound = smin(bound, clip_count(b_.CreateSub(check_bound_[c], l), check_split_[c], n));
+  }
+  llvm::Type* dvt = shaped(dst_ty_, n);
+  llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
+  llvm::Value* dst_at = b_.CreateGEP(dst_ty_, dst_, dst_off);
+  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
+  llvm::BasicBlock* from = b_.GetInsertBlock();
+  auto* some_bb = llvm::BasicBlock::Create(ctx_, "clip.real", fn_);
+  auto* store_bb = llvm::BasicBlock::Create(ctx_, "clip.store", fn_);
+  b_.CreateCondBr(b_.CreateICmpSGT(real, c64(0)), some_bb, store_bb);
+  b_.SetInsertPoint(some_bb);
+  llvm::Type* svt = shaped(src_ty_, n);
+  llvm::Value* x =
+      b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_base_, j)),
+                          llvm::Align(src_ty_->getPrimitiveSizeInBits() / 8),
+                          emit_lane_mask(b_, real, n), llvm::Constant::getNullValue(svt));
+  llvm::Value* track = b_.CreateAdd(track_base_, b_.CreateMul(j, split_tr_));
+  llvm::Value* v = finish_value(to_value(x), n, dst_off, c64(1), track, split_tr_, real);
+  v = b_.CreateSelect(emit_lane_mask(b_, real, n), v, zero);
+  llvm::BasicBlock* some_end = b_.GetInsertBlock();
+  b_.CreateBr(store_bb);
+  b_.SetInsertPoint(store_bb);
+  llvm::PHINode* out = b_.CreatePHI(dvt, 2);
+  out->addIncoming(zero, from);
+  out->addIncoming(v, some_end);
+  b_.CreateMaskedStore(out, dst_at, dalign, emit_lane_mask(b_, bound, n));
+}
+
+void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Value* ni,
+                                        llvm::Value* nj) {
+  const int t = s_.tile;
+  // Real and in-bound rows and columns: a rectangle each.
+  llvm::Value* rows_real = ni ? ni : c64(t);
+  llvm::Value* cols_real = nj ? nj : c64(t);
+  llvm::Value* rows_bound = rows_real;
+  llvm::Value* cols_bound = cols_real;
+  for (int c = 0; c < gw_max_checks; ++c) {
+    llvm::Value* l = b_.CreateAdd(check_base_[c], b_.CreateAdd(b_.CreateMul(i, check_split_[c]),
+                                                               b_.CreateMul(j, check_j_[c])));
+    llvm::Value* d = b_.CreateSub(check_dims_[c], l);
+    llvm::Value* e = b_.CreateSub(check_bound_[c], l);
+    rows_real = smin(rows_real, clip_count(d, check_split_[c], t));
+    cols_real = smin(cols_real, clip_count(d, check_j_[c], t));
+    rows_bound = smin(rows_bound, clip_count(e, check_split_[c], t));
+    cols_bound = smin(cols_bound, clip_count(e, check_j_[c], t));
+  }
+  rows_real = b_.CreateSelect(b_.CreateICmpEQ(cols_real, c64(0)), c64(0), rows_real);
+  // Src rows (one per column, along I): the real ones by masked loads.
+  llvm::Type* svt = shaped(src_ty_, t);
+  const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, j_ss_));
+  llvm::Value* row_mask = emit_lane_mask(b_, rows_real, t);
+  llvm::Value* no_lanes = llvm::Constant::getNullValue(row_mask->getType());
+  std::vector<llvm::Value*> rows(static_cast<std::size_t>(t));
+  for (int r = 0; r < t; ++r) {
+    llvm::Value* off = b_.CreateAdd(src_off, b_.CreateMul(c64(r), j_ss_));
+    llvm::Value* mask = b_.CreateSelect(b_.CreateICmpSGT(cols_real, c64(r)), row_mask, no_lanes);
+    rows[r] = to_value(b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, off), salign, mask,
+                                           llvm::Constant::getNullValue(svt)));
+  }
+  walk_transpose(b_, rows);
+  // Dst rows (along J), in a loop over the in-bound ones: one copy of the
+  // conversion instead of t.
+  llvm::Type* rvt = rows[0]->getType();
+  if (!tile_rows_) {
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    tile_rows_ = eb.CreateAlloca(rvt, c64(t));
+  }
+  for (int q = 0; q < t; ++q) {
+    b_.CreateAlignedStore(rows[q], b_.CreateGEP(rvt, tile_rows_, c64(q)), tile_rows_->getAlign());
+  }
+  llvm::Type* dvt = shaped(dst_ty_, t);
+  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
+  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* col_real = emit_lane_mask(b_, cols_real, t);
+  llvm::Value* col_bound = emit_lane_mask(b_, cols_bound, t);
+  llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
+  llvm::Value* track0 = b_.CreateAdd(track_base_, b_.CreateMul(j, j_tr_));
+  loop(c64(0), rows_bound, 1, [&](llvm::Value* q) {
+    llvm::Value* iq = b_.CreateAdd(i, q);
+    llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* real_bb = llvm::BasicBlock::Create(ctx_, "clip.row", fn_);
+    auto* store_bb = llvm::BasicBlock::Create(ctx_, "clip.row.store", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(q, rows_real), real_bb, store_bb);
+    b_.SetInsertPoint(real_bb);
+    llvm::Value* row =
+        b_.CreateAlignedLoad(rvt, b_.CreateGEP(rvt, tile_rows_, q), tile_rows_->getAlign());
+    llvm::Value* track = b_.CreateAdd(track0, b_.CreateMul(iq, split_tr_));
+    llvm::Value* v = finish_value(row, t, dst_off, c64(1), track, j_tr_, cols_real);
+    v = b_.CreateSelect(col_real, v, zero);
+    llvm::BasicBlock* real_end = b_.GetInsertBlock();
+    b_.CreateBr(store_bb);
+    b_.SetInsertPoint(store_bb);
+    llvm::PHINode* out = b_.CreatePHI(dvt, 2);
+    out->addIncoming(zero, from);
+    out->addIncoming(v, real_end);
+    b_.CreateMaskedStore(out, b_.CreateGEP(dst_ty_, dst_, dst_off), dalign, col_bound);
+  });
 }
 
 void generic_walk_emitter::checked_tile(llvm::Value* i, llvm::Value* j) {
   const int t = s_.tile;
   emit_if(
       inside(b_.CreateAdd(i, c64(t - 1)), b_.CreateAdd(j, c64(t - 1)), false), [&] { tile(i, j); },
-      [&] {
-        loop(i, b_.CreateAdd(i, c64(t)), 1, [&](llvm::Value* iq) {
-          loop(j, b_.CreateAdd(j, c64(t)), 1, [&](llvm::Value* jr) { checked_element(iq, jr); });
-        });
-      });
+      [&] { clipped_tile(i, j, nullptr, nullptr); });
 }
 
 llvm::Value* generic_walk_emitter::finish_value(llvm::Value* v, int n, llvm::Value* dst_off,
                                                 llvm::Value* dst_step, llvm::Value* track,
-                                                llvm::Value* track_step) {
+                                                llvm::Value* track_step, llvm::Value* live) {
   if (v_.raw) return v;
   if (v_.scales) {
     // none: no multiply; common: scales[0]; per_dim: scales[tracked index].
@@ -298,7 +482,8 @@ llvm::Value* generic_walk_emitter::finish_value(llvm::Value* v, int n, llvm::Val
     llvm::Value* vc = b_.CreateFMul(v, s);
     b_.CreateBr(done);
     b_.SetInsertPoint(dim_bb);
-    llvm::Value* vd = b_.CreateFMul(v, emit_load_f32_lanes(b_, scales_, track, track_step, n));
+    llvm::Value* vd =
+        b_.CreateFMul(v, emit_load_f32_lanes(b_, scales_, track, track_step, n, live));
     llvm::BasicBlock* dim_end = b_.GetInsertBlock();
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
@@ -317,6 +502,7 @@ llvm::Value* generic_walk_emitter::finish_value(llvm::Value* v, int n, llvm::Val
     lanes.track_index = track;
     lanes.track_step = track_step;
     lanes.lanes = n;
+    lanes.live = live;
     v = v_.transform(b_, v, lanes);
   }
   return from_value(v);
@@ -385,7 +571,12 @@ void generic_walk_emitter::stream(llvm::Value* s0, llvm::Value* s1) {
         }
         j = loop(
             j, s1, n, [&](llvm::Value* at) { any_vector(at, n); }, loop_test::step_within_end);
-        loop(j, s1, 1, [&](llvm::Value* at) { any_element(nullptr, at); });
+        if (checked_) {
+          // Fewer than n elements: one vector clipped to them.
+          emit_if(b_.CreateICmpSLT(j, s1), [&] { clipped_vector(j, b_.CreateSub(s1, j)); }, {});
+        } else {
+          loop(j, s1, 1, [&](llvm::Value* at) { any_element(nullptr, at); });
+        }
       },
       [&] { loop(s0, s1, 1, [&](llvm::Value* at) { any_element(nullptr, at); }); });
 }
@@ -413,6 +604,28 @@ void generic_walk_emitter::tile(llvm::Value* i, llvm::Value* j) {
 
 void generic_walk_emitter::tiles(llvm::Value* s0, llvm::Value* s1) {
   const int t = s_.tile;
+  if (checked_) {
+    // Full tiles where all real, clipped tiles elsewhere and at the edges of
+    // the I and J loops.
+    llvm::Value* i = loop(
+        s0, s1, t,
+        [&](llvm::Value* iv) {
+          llvm::Value* jend = loop(
+              c64(0), j_extent_, t, [&](llvm::Value* jv) { checked_tile(iv, jv); },
+              loop_test::step_within_end);
+          emit_if(b_.CreateICmpSLT(jend, j_extent_),
+                  [&] { clipped_tile(iv, jend, nullptr, b_.CreateSub(j_extent_, jend)); }, {});
+        },
+        loop_test::step_within_end);
+    emit_if(b_.CreateICmpSLT(i, s1),
+            [&] {
+              loop(c64(0), j_extent_, t, [&](llvm::Value* jv) {
+                clipped_tile(i, jv, b_.CreateSub(s1, i), smin(c64(t), b_.CreateSub(j_extent_, jv)));
+              });
+            },
+            {});
+    return;
+  }
   llvm::Value* i = loop(
       s0, s1, t,
       [&](llvm::Value* iv) {

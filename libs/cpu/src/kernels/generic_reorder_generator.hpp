@@ -24,9 +24,14 @@
 // for bit. Layouts with padding (dimensions not exact in the plan, at most
 // gw_max_checks of them) take a second copy of the walk, chosen once per
 // call: as the specialized code, vectors and tiles whose elements are all
-// real take the fast path, the others go element by element, converting
-// the real ones and writing zero to dst's padding; exact walks run the
-// first copy, which checks nothing.
+// real take the fast path; the others are clipped to their real part (the
+// indices only grow along a vector or tile, so its real lanes, rows and
+// columns are prefixes, counted from the block's steps): masked loads of
+// the real src elements (and of the scales and operands of real lanes
+// only), the same conversion, and masked stores of dst's in-bound lanes,
+// the padding among them written as zero; so are the partial vectors and
+// tiles at the ends of the loops. Walks with other strides go element by
+// element. Exact walks run the first copy, which checks nothing.
 //
 // One function per (src, dst) data type pair and walk form, and a bit copy
 // per element size: generic_reorder_symbol names them.
@@ -119,6 +124,10 @@ struct generic_walk_lanes {
   llvm::Value* track_index = nullptr;  // i64: the tracked dimension's index at lane 0
   llvm::Value* track_step = nullptr;   // i64: between lanes
   int lanes = 1;
+  // i64: the lanes, a prefix, whose operands may be read (a vector clipped
+  // to its real part: the others are padding or past the loop, and their
+  // results are thrown away); null: all of them.
+  llvm::Value* live = nullptr;
 };
 using generic_walk_transform = std::function<llvm::Value*(llvm::IRBuilderBase&, llvm::Value* x,
                                                           const generic_walk_lanes& lanes)>;
@@ -141,9 +150,14 @@ void emit_generic_walk(llvm::Module& m, const std::string& symbol, const generic
                        const generic_walk_variant& v);
 
 // Loads n f32 lanes at base[index + e * step] (step a run-time i64: a splat
-// for 0, one vector load for 1, single loads otherwise).
+// for 0, one vector load for 1, single loads otherwise). With `live` (an
+// i64 in [1, n]), only lanes e < live are read (a masked load or gather),
+// the others are zero: lane 0's element is read in every case.
 llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* index,
-                                 llvm::Value* step, int n);
+                                 llvm::Value* step, int n, llvm::Value* live = nullptr);
+
+// The <n x i1> mask of lanes e < count (an i64 in [0, n]).
+llvm::Value* emit_lane_mask(llvm::IRBuilderBase& b, llvm::Value* count, int n);
 
 // The data types the generic reorder converts between (all six), and its
 // symbols: converting walks per pair and form, bit copies per element size.

@@ -64,6 +64,14 @@ result<generic_walk_params> make_generic_walk_params(const char* kernel, const w
     v[gw_j_extent] = j.extent;
     v[gw_j_src_stride] = j.src_stride;
     v[gw_j_track] = track(j);
+    // A tile straddling the padding is clipped to a rectangle of real rows
+    // and columns: no checked dimension may step along both I and J.
+    for (int c = 0; c < nchecks; ++c) {
+      if (check_step(sl, c) != 0 && check_step(j, c) != 0) {
+        return kernel_unimplemented(kernel, "padded dimension " + std::to_string(checked[c]) +
+                                                " steps along both loops of the transposing walk");
+      }
+    }
   }
   v[gw_checks] = nchecks;
   for (int c = 0; c < gw_max_checks; ++c) {

@@ -12,9 +12,11 @@
 // Layouts with padding (dimensions not exact in the walk plan: blocked dims
 // not a multiple of the block) are walked as the specialized kernel walks
 // them: real elements converted, dst's padding written as zero. create()
-// declines (unimplemented): more than gw_max_checks padded dimensions, walks
-// with more loops than the block holds, and programs without the built-in
-// code (or an ISA below avx2).
+// declines (unimplemented): more than gw_max_checks padded dimensions, a
+// transposing walk whose I and J loops both step one padded dimension (its
+// straddling tiles would not clip to a rectangle), walks with more loops
+// than the block holds, and programs without the built-in code (or an ISA
+// below avx2).
 //
 // Thread-safety: immutable after creation; execute() may run on any number
 // of threads at once. Exceptions: none from create(); execute() throws only
@@ -38,8 +40,9 @@ using generic_walk_params = std::array<std::int64_t, gw_slot_count>;
 // The block of a plan walked in chunks of `chunk` (walk_chunk's rounding)
 // with the logical index of `tracked_dim` (-1: none; a dimension the plan
 // kept) available to scales and operands. Fails (unimplemented) for plans
-// with more than gw_max_checks padded dimensions or too many loops;
-// `kernel` names the caller.
+// with more than gw_max_checks padded dimensions, a transposing walk whose
+// I and J loops both step a padded dimension, or too many loops; `kernel`
+// names the caller.
 result<generic_walk_params> make_generic_walk_params(const char* kernel, const walk_plan& plan,
                                                      std::int64_t chunk, int tracked_dim);
 

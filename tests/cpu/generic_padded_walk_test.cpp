@@ -1,0 +1,316 @@
+// The generic layout walks (generic_reorder_generator.hpp) on layouts with
+// padding: a vector or tile that straddles the padding is clipped to its
+// real part (masked loads and stores, dst's padding written as zero) instead
+// of being walked element by element. Its results stay the specialized
+// kernel's bit for bit and the reference's; its src and operand reads stay
+// inside the real elements (buffers end at an unreadable page); the walk
+// functions carry the masked loads and stores.
+#include <catch2/catch.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/Function.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include "kernels/eltwise_kernel.hpp"
+#include "kernels/generic_eltwise_generator.hpp"
+#include "kernels/generic_eltwise_kernel.hpp"
+#include "kernels/generic_reorder_generator.hpp"
+#include "kernels/generic_reorder_kernel.hpp"
+#include "kernels/reorder_kernel.hpp"
+#include "naive_reference.hpp"
+#include "primcache/cpu/cpu.hpp"
+#include "primcache/runtime/thread_pool.hpp"
+#include "primcache/tensor/memory_desc.hpp"
+#include "primcache/tensor/numeric.hpp"
+
+using namespace primcache;
+using namespace primcache::cpu_internal;
+
+namespace {
+
+std::vector<cpu_isa> test_isas() {
+  std::vector<cpu_isa> out;
+  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512_core}) {
+    if (detected_isa() >= isa) out.push_back(isa);
+  }
+  return out;
+}
+
+thread_pool& pool() {
+  static thread_pool p(3);
+  return p;
+}
+
+// `bytes` that end where an unreadable page begins: a read past them faults.
+class guarded_bytes {
+ public:
+  explicit guarded_bytes(std::size_t bytes) : bytes_(bytes) {
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    map_bytes_ = (bytes + page - 1) / page * page + page;
+    map_ = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(map_ != MAP_FAILED);
+    auto* end = static_cast<std::byte*>(map_) + map_bytes_ - page;
+    REQUIRE(mprotect(end, page, PROT_NONE) == 0);
+    data_ = end - bytes;
+  }
+  guarded_bytes(const guarded_bytes&) = delete;
+  guarded_bytes& operator=(const guarded_bytes&) = delete;
+  ~guarded_bytes() { munmap(map_, map_bytes_); }
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  std::size_t bytes_;
+  std::size_t map_bytes_ = 0;
+  void* map_ = nullptr;
+  std::byte* data_ = nullptr;
+};
+
+// Values meaningful for the type, at every element of the buffer (padding
+// included: a walk must not let src's padding reach dst).
+void fill(const memory_desc& md, std::byte* p, std::uint32_t seed, float range = 300.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> val(-range, range);
+  const std::size_t es = size_of(md.data_type());
+  for (std::size_t i = 0; i < md.size_bytes() / es; ++i) {
+    const float f = rng() % 9 == 0 ? range / 2 + 0.5f : val(rng);
+    switch (md.data_type()) {
+      case data_type::f32: std::memcpy(p + 4 * i, &f, 4); break;
+      case data_type::bf16: {
+        const std::uint16_t h = f32_to_bf16(f);
+        std::memcpy(p + 2 * i, &h, 2);
+        break;
+      }
+      default: p[i] = static_cast<std::byte>(rng()); break;
+    }
+  }
+}
+
+const std::int64_t odd_channels[] = {1, 3, 15, 17, 33};
+
+std::string describe(const reorder_problem& p) {
+  return p.src.to_string() + " -> " + p.dst.to_string() + " scales " +
+         std::to_string(static_cast<int>(p.scales)) + " nthr " + std::to_string(p.nthr);
+}
+
+template <class Kernel>
+std::vector<std::byte> run_reorder(const Kernel& k, const reorder_problem& p,
+                                   const guarded_bytes& src, const float* scales) {
+  guarded_bytes dst(p.dst.size_bytes());
+  std::memset(dst.data(), 0x5a, dst.size());
+  k.execute({src.data(), dst.data(), scales}, nullptr, pool());
+  return std::vector<std::byte>(dst.data(), dst.data() + dst.size());
+}
+
+void check_reorder(const reorder_problem& p, cpu_isa isa, std::uint32_t seed) {
+  INFO(describe(p) + " at " + std::string(to_string(isa)));
+  guarded_bytes src(p.src.size_bytes());
+  fill(p.src, src.data(), seed);
+  std::vector<float> scales(static_cast<std::size_t>(p.src.dims()[1]));
+  for (std::size_t c = 0; c < scales.size(); ++c)
+    scales[c] = 0.25f + 0.125f * static_cast<float>(c);
+  // Exactly as many scales as the scale dimension's real extent, at the
+  // end of a page.
+  guarded_bytes scale_bytes(scales.size() * sizeof(float));
+  std::memcpy(scale_bytes.data(), scales.data(), scale_bytes.size());
+  const auto* s = reinterpret_cast<const float*>(scale_bytes.data());
+  const reorder_config def = default_reorder_config(p, isa);
+  auto g = generic_reorder_kernel::create(p, def, isa);
+  INFO((g ? std::string() : g.why().message));
+  REQUIRE(g);
+  const auto got = run_reorder(*g.value(), p, src, s);
+  CHECK(cpu_test::naive_nonzero_padding_bytes(p.dst, got) == 0);
+  auto k = reorder_kernel::create(p, def, isa);
+  REQUIRE(k);
+  CHECK(got == run_reorder(*k.value(), p, src, s));
+  std::vector<std::byte> want(p.dst.size_bytes(), std::byte{0x5a});
+  cpu_test::naive_reorder(p, {src.data(), want.data(), s});
+  CHECK(got == want);
+}
+
+// The instructions that call `intrinsic` in the functions of m named `name`.
+int calls_to(const llvm::Module& m, const std::string& name, llvm::Intrinsic::ID intrinsic) {
+  int n = 0;
+  const llvm::Function* f = m.getFunction(name);
+  REQUIRE(f != nullptr);
+  for (const llvm::BasicBlock& bb : *f) {
+    for (const llvm::Instruction& i : bb) {
+      if (const auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(&i)) {
+        n += call->getIntrinsicID() == intrinsic ? 1 : 0;
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the generic walks clip vectors and tiles that straddle padding with masked loads and "
+    "stores",
+    "[cpu][generic][padded]") {
+  // Exact walks run the copy without checks; the copy with checks walks a
+  // straddling vector or tile as one masked vector or tile (before, element
+  // by element: no masked load or store anywhere in the walk).
+  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512_core}) {
+    llvm::LLVMContext ctx;
+    llvm::Module reorder("reorder", ctx);
+    generate_generic_reorder(isa, reorder);
+    for (bool tile : {false, true}) {
+      for (const std::string& name : {generic_reorder_symbol(data_type::f32, data_type::bf16, tile),
+                                      generic_reorder_symbol(data_type::f32, data_type::s8, tile),
+                                      generic_reorder_raw_symbol(4, tile)}) {
+        INFO(name << " at " << to_string(isa));
+        CHECK(calls_to(reorder, name, llvm::Intrinsic::masked_load) > 0);
+        CHECK(calls_to(reorder, name, llvm::Intrinsic::masked_store) > 0);
+      }
+    }
+    llvm::Module eltwise("eltwise", ctx);
+    generate_generic_eltwise(isa, eltwise);
+    const std::string name =
+        generic_eltwise_symbol(generic_eltwise_form::relu_zero, data_type::f32, data_type::f32);
+    INFO(name << " at " << to_string(isa));
+    CHECK(calls_to(eltwise, name, llvm::Intrinsic::masked_load) > 0);
+    CHECK(calls_to(eltwise, name, llvm::Intrinsic::masked_store) > 0);
+    // The post-op chain of a clipped vector reads the operands of its real
+    // lanes only.
+    CHECK(eltwise.getFunction("gw_eltwise_chain_live_" +
+                              std::to_string(generic_walk_shape_for(isa).lanes)) != nullptr);
+  }
+}
+
+TEST_CASE(
+    "generic reorders of odd padded channels equal the specialized kernel and the reference, "
+    "reading only real elements",
+    "[cpu][generic][padded][reorder]") {
+  std::uint32_t seed = 3;
+  for (cpu_isa isa : test_isas()) {
+    for (std::int64_t c : odd_channels) {
+      for (format_tag blocked : {format_tag::nChw8c, format_tag::nChw16c}) {
+        for (format_tag plain : {format_tag::nchw, format_tag::nhwc}) {
+          for (data_type dt : {data_type::f32, data_type::bf16, data_type::s8}) {
+            for (bool to_blocked : {true, false}) {
+              ++seed;
+              reorder_problem p;
+              // 36 and 55 spatial elements: full tiles and vectors, and the
+              // edges of the I and J loops.
+              const bool odd = seed % 2 != 0;
+              const dims_array d{odd ? 2 : 1, c, odd ? 4 : 5, odd ? 9 : 11};
+              dims_view dims(std::span<const std::int64_t>(d.data(), 4));
+              const memory_desc pl(dims, data_type::f32, plain);
+              const memory_desc bl(dims, dt, blocked);
+              p.src = to_blocked ? pl : bl;
+              p.dst = to_blocked ? bl : pl;
+              p.scales = static_cast<reorder_scales>(seed % 3);
+              p.scale_dim = 1;
+              p.nthr = 1 + static_cast<int>(seed % 2);
+              check_reorder(p, isa, seed);
+              // The same layouts, one data type: a bit copy.
+              p.src = p.src.with_data_type(dt);
+              p.scales = reorder_scales::none;
+              check_reorder(p, isa, seed);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "generic eltwises of odd padded channels with post-op chains equal the specialized kernel "
+    "and the reference, reading only real operands",
+    "[cpu][generic][padded][eltwise]") {
+  std::uint32_t seed = 11;
+  for (cpu_isa isa : test_isas()) {
+    for (std::int64_t c : odd_channels) {
+      for (format_tag blocked : {format_tag::nChw8c, format_tag::nChw16c}) {
+        for (data_type sdt : {data_type::f32, data_type::bf16}) {
+          for (binary_broadcast bc :
+               {binary_broadcast::none, binary_broadcast::per_channel, binary_broadcast::scalar}) {
+            ++seed;
+            eltwise_problem p;
+            const dims_array d{2, c, 3, 5 + static_cast<std::int64_t>(seed % 3)};
+            dims_view dims(std::span<const std::int64_t>(d.data(), 4));
+            p.src = memory_desc(dims, sdt, blocked);
+            p.dst = p.src.with_data_type(seed % 2 ? data_type::f32 : sdt);
+            p.op.alg = static_cast<eltwise_alg>(seed % 8);
+            p.op.alpha = p.op.alg == eltwise_alg::clip ? -0.5f : 0.25f;
+            p.op.beta = 0.75f;
+            post_op e;
+            e.eltwise = {static_cast<eltwise_alg>((seed + 3) % 8), 0.5f, 1.f, 1.f};
+            if (e.eltwise.alg == eltwise_alg::clip) e.eltwise.alpha = -0.5f;
+            post_op b;
+            b.what = post_op::kind::binary_add;
+            b.binary = {0, bc};
+            p.post_ops = {b, e};
+            p.nthr = 1 + static_cast<int>(seed % 3);
+            INFO(p.src.to_string()
+                 << " -> " << p.dst.to_string() << " alg " << static_cast<int>(p.op.alg) << " then "
+                 << static_cast<int>(e.eltwise.alg) << ", broadcast " << static_cast<int>(bc)
+                 << " at " << to_string(isa));
+            guarded_bytes src(p.src.size_bytes());
+            fill(p.src, src.data(), seed, 3.f);
+            // The operand: dst's shape (padding included), C floats, or one,
+            // at the end of a page.
+            const std::size_t n =
+                bc == binary_broadcast::none ? p.dst.size_bytes() / size_of(p.dst.data_type())
+                : bc == binary_broadcast::per_channel ? static_cast<std::size_t>(c)
+                                                      : 1;
+            guarded_bytes operand(n * sizeof(float));
+            std::mt19937 rng(seed);
+            std::uniform_real_distribution<float> val(-2.f, 2.f);
+            for (std::size_t i = 0; i < n; ++i) {
+              const float v = val(rng);
+              std::memcpy(operand.data() + 4 * i, &v, 4);
+            }
+            const float* operands[] = {reinterpret_cast<const float*>(operand.data())};
+            auto run = [&](const auto& k) {
+              guarded_bytes dst(p.dst.size_bytes());
+              std::memset(dst.data(), 0x5a, dst.size());
+              k.execute({src.data(), dst.data(), operands}, nullptr, pool());
+              return std::vector<std::byte>(dst.data(), dst.data() + dst.size());
+            };
+            const eltwise_config def = default_eltwise_config(p, isa);
+            auto g = generic_eltwise_kernel::create(p, def, isa);
+            INFO((g ? std::string() : g.why().message));
+            REQUIRE(g);
+            const auto got = run(*g.value());
+            CHECK(cpu_test::naive_nonzero_padding_bytes(p.dst, got) == 0);
+            auto k = eltwise_kernel::create(p, def, isa);
+            REQUIRE(k);
+            CHECK(got == run(*k.value()));
+            // The reference, within the specialized kernel's tolerance
+            // (eltwise_kernel_test.cpp), f32 dst only.
+            if (p.dst.data_type() != data_type::f32) continue;
+            std::vector<std::byte> want(p.dst.size_bytes());
+            cpu_test::naive_eltwise(p, {src.data(), want.data(), operands});
+            int bad = 0;
+            for (std::size_t i = 0; i < got.size() / 4; ++i) {
+              float x, y;
+              std::memcpy(&x, got.data() + 4 * i, 4);
+              std::memcpy(&y, want.data() + 4 * i, 4);
+              if (std::isnan(y)
+                      ? !std::isnan(x)
+                      : (std::isinf(y) ? x != y : std::fabs(x - y) > 1e-4f * (1 + std::fabs(y)))) {
+                ++bad;
+              }
+            }
+            CHECK(bad == 0);
+          }
+        }
+      }
+    }
+  }
+}
