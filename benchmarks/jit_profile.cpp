@@ -9,7 +9,7 @@
 //   jit_profile [--iterations=N] [--kernel=matmul|conv|both|conv1|none] [--pipeline=TEXT]
 //               [--codegen-level=0..3] [--fast-isel] [--time-passes]
 //               [--lsr=0|1] [--dump=PREFIX] [--llvm=OPTION]...
-//               [--layer=IC,OC,IN,K,STRIDE,PAD]
+//               [--layer=IC,OC,IN,K,STRIDE,PAD] [--dw=C,IN,STRIDE]
 //
 // --pipeline takes PassBuilder text, "O1".."O3" (the default pipelines) or ""
 // (no IR pass); without it each kernel's own settings run. --lsr turns loop
@@ -19,7 +19,9 @@
 // prints LLVM's report, summed over every compilation, at the end.
 // --kernel=conv1 profiles bench_conv's 7x7 first layer instead; --layer
 // adds a convolution as bench_conv creates it (nChw16c, square, bias;
-// --kernel=none profiles it alone). --dump
+// --kernel=none profiles it alone); --dw likewise adds a 3x3 depthwise
+// convolution as bench_conv's BM_CreateMiss/*/dw_* rows create it (C
+// channels, groups C, padding 1; --dw=128,56,1 is dw_3x3_128_56). --dump
 // writes the first creation's IR after the pipeline and its object to
 // PREFIX<label>.<kernel>.ll / .o; --llvm passes an option to LLVM's own
 // command line (-disable-lsr, -enable-misched=false, ...), for experiments.
@@ -86,6 +88,22 @@ pc::primitive make_conv_layer(std::int64_t ic, std::int64_t oc, std::int64_t in,
       cpu()));
 }
 
+// A 3x3 depthwise convolution as bench_conv's BM_CreateMiss dw rows create
+// it: nChw16c activations, weights `any`, bias, padding 1.
+pc::primitive make_dw_layer(std::int64_t c, std::int64_t in, std::int64_t stride) {
+  using tag = pc::format_tag;
+  const std::int64_t out = (in + 2 - 3) / stride + 1;
+  pc::memory::desc src({1, c, in, in}, pc::data_type::f32, tag::nChw16c);
+  pc::memory::desc wei({c, 1, 1, 3, 3}, pc::data_type::f32, tag::any);
+  pc::memory::desc bias({c}, pc::data_type::f32, tag::a);
+  pc::memory::desc dst({1, c, out, out}, pc::data_type::f32, tag::nChw16c);
+  return pc::convolution_forward(pc::convolution_forward::primitive_desc(
+      pc::convolution_forward::desc(pc::prop_kind::forward_inference,
+                                    pc::algorithm::convolution_direct, src, wei, bias, dst,
+                                    {stride, stride}, {1, 1}, {1, 1}),
+      cpu()));
+}
+
 // bench_create's convolution: 3x3 128 -> 128 at 28x28.
 pc::primitive make_conv() {
   return make_conv_layer(kC, kC, kHW, 3, 1, 1);
@@ -115,6 +133,9 @@ struct options {
   // --layer=IC,OC,IN,K,STRIDE,PAD: a bench_conv-style layer instead.
   std::array<std::int64_t, 6> layer{};
   bool has_layer = false;
+  // --dw=C,IN,STRIDE: a 3x3 depthwise layer.
+  std::array<std::int64_t, 3> dw{};
+  bool has_dw = false;
 };
 
 // The overrides each creation's compile_probe gets.
@@ -220,6 +241,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       opt.has_layer = true;
+    } else if (a.starts_with("--dw=")) {
+      const std::string v = value("--dw=");
+      if (std::sscanf(v.c_str(), "%" SCNd64 ",%" SCNd64 ",%" SCNd64, &opt.dw[0], &opt.dw[1],
+                      &opt.dw[2]) != 3) {
+        std::fprintf(stderr, "jit_profile: --dw takes C,IN,STRIDE\n");
+        return 2;
+      }
+      opt.has_dw = true;
     } else if (a.starts_with("--llvm=")) {
       llvm_args.push_back(value("--llvm="));
     } else {
@@ -237,26 +266,21 @@ int main(int argc, char** argv) {
     }
   }
   // The settings each kernel compiles under: the matmul's by its name, the
-  // convolution's stated by its generator (not depthwise: no IR pass, None;
-  // depthwise: conv_compile_settings, LSR by geometry).
+  // convolution's stated by its generator (every convolution, depthwise
+  // included: no IR pass, None).
   const std::pair<const char*, ci::compile_settings> kernels[] = {
       {"matmul_f32", ci::default_compile_settings("matmul_f32")},
-      {"conv_fwd_f32", ci::conv_dense_compile_settings},
-      {"conv_fwd_f32 (depthwise)", ci::conv_compile_settings}};
+      {"conv_fwd_f32", ci::conv_compile_settings}};
   for (const auto& [kernel, kernel_settings] : kernels) {
     const std::string pipeline = settings.pipeline ? "\"" + *settings.pipeline + "\""
                                  : *kernel_settings.pipeline != 0
                                      ? std::string(kernel_settings.pipeline)
                                      : std::string("none");
-    const bool conv = std::string_view(kernel) == "conv_fwd_f32 (depthwise)";
-    const char* lsr = settings.loop_strength_reduction
-                          ? (*settings.loop_strength_reduction ? "on" : "off")
-                      : conv ? "on from 16 input channels per group"
-                      : kernel_settings.loop_strength_reduction ? "on"
-                                                                : "off";
+    const bool lsr =
+        settings.loop_strength_reduction.value_or(kernel_settings.loop_strength_reduction);
     std::printf("%s: pipeline %s; codegen level %d; loop strength reduction %s%s\n", kernel,
                 pipeline.c_str(), settings.codegen_level.value_or(kernel_settings.codegen_level),
-                lsr, settings.fast_isel ? ", FastISel" : "");
+                lsr ? "on" : "off", settings.fast_isel ? ", FastISel" : "");
   }
 
   // What the pool of target machines saves per compilation: creating one.
@@ -279,6 +303,11 @@ int main(int argc, char** argv) {
     profile(
         "layer", [&] { return make_conv_layer(l[0], l[1], l[2], l[3], l[4], l[5]); }, opt,
         settings);
+  }
+  if (opt.has_dw) {
+    const auto& l = opt.dw;
+    profile(
+        "dw", [&] { return make_dw_layer(l[0], l[1], l[2]); }, opt, settings);
   }
   if (opt.time_passes) llvm::reportAndResetTimings(&llvm::outs());
   return 0;

@@ -65,10 +65,6 @@ class conv_codegen {
     bias_ = fn_->getArg(2);
     dst_ = fn_->getArg(3);
     llvm::Value* bin = fn_->getArg(4);
-    if (g_.depthwise) {
-      acc_.resize(static_cast<std::size_t>(c_.ow_block * c_.oc_blocks));
-      for (auto& a : acc_) a = b_.CreateAlloca(v16_);
-    }
     for (std::size_t i = 0; i < p_.post_ops.size(); ++i) {
       const post_op& op = p_.post_ops[i];
       llvm::Value* operand = nullptr;
@@ -79,7 +75,11 @@ class conv_codegen {
     }
 
     const std::int64_t nocc = div_up(g_.nb, c_.oc_blocks);
-    loop(fn_->getArg(5), fn_->getArg(6), 1, [&](llvm::Value* item) { emit_item(item, nocc); });
+    if (g_.depthwise) {
+      emit_counted_items(fn_->getArg(5), fn_->getArg(6), nocc);
+    } else {
+      loop(fn_->getArg(5), fn_->getArg(6), 1, [&](llvm::Value* item) { emit_item(item, nocc); });
+    }
     b_.CreateRetVoid();
   }
 
@@ -193,27 +193,71 @@ class conv_codegen {
     llvm::Value* c_first;      // first output channel of the chunk (tensor-wide)
   };
 
-  void emit_item(llvm::Value* item, std::int64_t nocc) {
+  // An item's indices but the image's, innermost first: each one's extent
+  // and field. The image's index is what remains.
+  using item_digit = std::pair<std::int64_t, llvm::Value * item_ctx::*>;
+  std::array<item_digit, 3> item_digits(std::int64_t nocc) const {
     const std::int64_t groups = g_.depthwise ? 1 : g_.g;
+    if (c_.order == conv_loop_order::oc_outer) {
+      return {{{g_.oh, &item_ctx::oh}, {nocc, &item_ctx::occ}, {groups, &item_ctx::g}}};
+    }
+    return {{{nocc, &item_ctx::occ}, {groups, &item_ctx::g}, {g_.oh, &item_ctx::oh}}};
+  }
+
+  void emit_item(llvm::Value* item, std::int64_t nocc) {
     item_ctx it{};
     llvm::Value* rest = item;
-    auto take = [&](std::int64_t extent) {
-      if (extent == 1) return c64(0);
-      llvm::Value* v = b_.CreateURem(rest, c64(extent));
+    for (const auto& [extent, field] : item_digits(nocc)) {
+      if (extent == 1) {
+        it.*field = c64(0);
+        continue;
+      }
+      it.*field = b_.CreateURem(rest, c64(extent));
       rest = b_.CreateUDiv(rest, c64(extent));
-      return v;
-    };
-    if (c_.order == conv_loop_order::oc_outer) {
-      it.oh = take(g_.oh);
-      it.occ = take(nocc);
-      it.g = take(groups);
-      it.n = rest;
-    } else {
-      it.occ = take(nocc);
-      it.g = take(groups);
-      it.oh = take(g_.oh);
-      it.n = rest;
     }
+    it.n = rest;
+    emit_item_at(it, nocc);
+  }
+
+  // The items [begin, end) with their indices counted from begin's instead
+  // of divided out of each item number: at CodeGenOpt::None a division by
+  // a constant stays a div instruction, two per index, which a depthwise
+  // item (a row of a chunk, as little as 40 multiply-adds on a 7x7 layer)
+  // would pay each time. The divisions run once per call.
+  void emit_counted_items(llvm::Value* begin, llvm::Value* end, std::int64_t nocc) {
+    const std::array<item_digit, 3> digits = item_digits(nocc);
+    ir_values first;
+    llvm::Value* rest = begin;
+    for (const auto& [extent, field] : digits) {
+      if (extent == 1) continue;
+      first.push_back(b_.CreateURem(rest, c64(extent)));
+      rest = b_.CreateUDiv(rest, c64(extent));
+    }
+    first.push_back(rest);
+    emit_counted_loop(b_, begin, end, 1, first, [&](llvm::Value*, const ir_values& cur) {
+      item_ctx it{};
+      std::size_t i = 0;
+      for (const auto& [extent, field] : digits) it.*field = extent == 1 ? c64(0) : cur[i++];
+      it.n = cur[i];
+      emit_item_at(it, nocc);
+      // The next item's indices: the innermost one steps, each one that
+      // reaches its extent wraps to 0 and carries into the next.
+      ir_values next;
+      llvm::Value* carry = nullptr;
+      i = 0;
+      for (const auto& [extent, field] : digits) {
+        if (extent == 1) continue;
+        llvm::Value* v = cur[i++];
+        llvm::Value* stepped = carry ? b_.CreateAdd(v, b_.CreateZExt(carry, i64_)) : add(v, 1);
+        carry = b_.CreateICmpEQ(stepped, c64(extent));
+        next.push_back(b_.CreateSelect(carry, c64(0), stepped));
+      }
+      next.push_back(carry ? b_.CreateAdd(cur[i], b_.CreateZExt(carry, i64_)) : add(cur[i], 1));
+      return next;
+    });
+  }
+
+  void emit_item_at(item_ctx& it, std::int64_t nocc) {
     // Rows of kh that fall inside the image: ih = ih0 + kh * (dh + 1).
     const std::int64_t dk = g_.dh + 1;
     it.ih0 = add(mul(it.oh, g_.sh), -g_.pt);
@@ -262,7 +306,7 @@ class conv_codegen {
 
   void row(const item_ctx& it, int blocks, int last_lanes) {
     if (g_.depthwise) {
-      emit_row(it, blocks, last_lanes);
+      emit_dw_row(it, blocks, last_lanes);
     } else {
       emit_dense_row(it, blocks, last_lanes);
     }
@@ -524,8 +568,16 @@ class conv_codegen {
     return iw >= 0 && iw < g_.iw;
   }
 
-  void emit_row(const item_ctx& it, int blocks, int last_lanes) {
+  // A depthwise row: tiles whose taps all fall inside the image run one
+  // tile body in a loop with no bounds checks; edge tiles are emitted one by
+  // one, with the taps that fall into the padding left out at generation
+  // time.
+  void emit_dw_row(const item_ctx& it, int blocks, int last_lanes) {
     const int owb = c_.ow_block;
+    // The element offset of the chunk's first channel in a source pixel:
+    // every source address of the row is a base stepped per kh plus a
+    // constant (dw_channel_offset).
+    llvm::Value* coff = channel_offset(g_.src, it.c_first);
     std::int64_t ow0 = 0;
     while (ow0 < g_.ow) {
       const int len = static_cast<int>(std::min<std::int64_t>(owb, g_.ow - ow0));
@@ -537,139 +589,129 @@ class conv_codegen {
         std::int64_t count = 0;
         while (ow0 + (count + 1) * owb <= g_.ow && interior(ow0 + count * owb)) ++count;
         if (count == 1) {
-          emit_tile(it, c64(ow0), ow0, owb, blocks, last_lanes, true);
+          emit_dw_tile(it, c64(ow0), ow0, owb, blocks, last_lanes, true, coff);
         } else {
           const std::int64_t start = ow0;
-          loop(c64(0), c64(count), 1, [&](llvm::Value* i) {
-            llvm::Value* o = b_.CreateAdd(c64(start), b_.CreateMul(i, c64(owb)));
-            emit_tile(it, o, -1, owb, blocks, last_lanes, true);
-          });
+          emit_bottom_tested_loop(
+              b_, c64(0), c64(count), 1, {},
+              [&](llvm::Value* t, const ir_values&) {
+                emit_dw_tile(it, add(mul(t, owb), start), -1, owb, blocks, last_lanes, true, coff);
+                return ir_values{};
+              },
+              false, "tile");
         }
         ow0 += count * owb;
       } else {
-        emit_tile(it, c64(ow0), ow0, len, blocks, last_lanes, false);
+        emit_dw_tile(it, c64(ow0), ow0, len, blocks, last_lanes, false, coff);
         ow0 += len;
       }
     }
   }
 
-  // One register tile: pixels [ow0, ow0 + len) of the row, `blocks` output
-  // blocks of the chunk (the last with `last_lanes` lanes). `ow0_const` is
-  // ow0 when known at generation time (edge tiles), -1 in the interior loop,
-  // where every tap is inside.
-  void emit_tile(const item_ctx& it, llvm::Value* ow0, std::int64_t ow0_const, int len, int blocks,
-                 int last_lanes, bool all_inside) {
-    auto acc = [&](int j, int k) { return acc_[static_cast<std::size_t>(j * blocks + k)]; };
+  // The element offset of lane l of block k from the chunk's first channel
+  // in a source pixel.
+  std::int64_t dw_channel_offset(int k, int l) const {
+    if (g_.src.blocked) return k * g_.src.c_stride + l;
+    return (std::int64_t{k} * lanes + l) * g_.src.c_stride;
+  }
+
+  // 16 channels of block k of a source pixel at element offset `off` from
+  // `x` (the source at the chunk's first channel): one vector load where
+  // they are consecutive floats (masked for a plain layout's channel tail),
+  // lane by lane otherwise; lanes at and past `valid` read as 0.
+  llvm::Value* load_dw_source(llvm::Value* x, std::int64_t off, int k, int valid) {
+    if (g_.src.vector_contiguous(lanes)) {
+      llvm::Value* ptr = gep(x, off + dw_channel_offset(k, 0));
+      if (valid == lanes || g_.src.blocked) return b_.CreateAlignedLoad(v16_, ptr, llvm::Align(4));
+      return b_.CreateMaskedLoad(v16_, ptr, llvm::Align(4), lane_mask(valid), splat(0.f));
+    }
+    llvm::Value* v = splat(0.f);
+    for (int l = 0; l < valid; ++l) {
+      llvm::Value* e =
+          b_.CreateAlignedLoad(f32_, gep(x, off + dw_channel_offset(k, l)), llvm::Align(4));
+      v = b_.CreateInsertElement(v, e, static_cast<std::uint64_t>(l));
+    }
+    return v;
+  }
+
+  // One depthwise register tile: pixels [ow0, ow0 + len) of the row,
+  // `blocks` output blocks of the chunk (the last with `last_lanes` lanes).
+  // `ow0_const` is ow0 when known at generation time (edge tiles), -1 in
+  // the interior loop, where every tap is inside. The sums start at the
+  // bias and stay SSA values through the kh loop (top-tested, so that each
+  // multiply-add accumulates in place at CodeGenOpt::None), whose source
+  // and weight pointers step per kh; inside it the kernel row's taps are
+  // unrolled, each source vector loaded once for the taps that share it,
+  // each weight vector once. Per sum: one multiply-add per tap
+  // inside the image, kh then kw, as the generic kernel.
+  void emit_dw_tile(const item_ctx& it, llvm::Value* ow0, std::int64_t ow0_const, int len,
+                    int blocks, int last_lanes, bool all_inside, llvm::Value* coff) {
     auto valid_lanes = [&](int k) { return k == blocks - 1 ? last_lanes : lanes; };
     auto inside = [&](int j, std::int64_t kw) {
       return all_inside || tap_inside(ow0_const + j, kw);
     };
-
-    // Accumulators start at the bias.
-    for (int k = 0; k < blocks; ++k) {
-      llvm::Value* init = splat(0.f);
-      if (g_.has_bias) {
-        llvm::Value* c0 = b_.CreateAdd(it.c_first, c64(k * lanes));
-        init = load_dense(bias_, c0, valid_lanes(k));
+    const std::int64_t dk = g_.dh + 1;
+    const std::int64_t dw1 = g_.dw + 1;
+    const std::int64_t ws = g_.src.w_stride;
+    // The sums start at the bias, loaded per tile (hoisted out of the row,
+    // it would hold registers through every tile's reduction).
+    ir_values bias(static_cast<std::size_t>(blocks), splat(0.f));
+    if (g_.has_bias) {
+      for (int k = 0; k < blocks; ++k) {
+        bias[static_cast<std::size_t>(k)] =
+            load_dense(bias_, add(it.c_first, k * lanes), valid_lanes(k));
       }
-      for (int j = 0; j < len; ++j) b_.CreateStore(init, acc(j, k));
     }
-    // iw of pixel j at tap 0, relative to the image: ow0 * sw - pl + j * sw.
-    llvm::Value* iw0 = b_.CreateSub(b_.CreateMul(ow0, c64(g_.sw)), c64(g_.pl));
-
-    loop(it.kh_lo, it.kh_hi, 1, [&](llvm::Value* kh) {
-      llvm::Value* ih = b_.CreateAdd(it.ih0, b_.CreateMul(kh, c64(g_.dh + 1)));
-      llvm::Value* row = gep(it.src_img, b_.CreateAdd(b_.CreateMul(ih, c64(g_.src.h_stride)),
-                                                      b_.CreateMul(iw0, c64(g_.src.w_stride))));
-      auto pixel = [&](int j, std::int64_t kw) {
-        return gep(row, (j * g_.sw + kw * (g_.dw + 1)) * g_.src.w_stride);
-      };
-      if (g_.depthwise) {
-        llvm::Value* wk = gep(it.wei_chunk, b_.CreateMul(kh, c64(g_.kw * lanes)));
-        std::vector<llvm::Value*> a(static_cast<std::size_t>(len * blocks));
-        for (int j = 0; j < len; ++j)
-          for (int k = 0; k < blocks; ++k) a[j * blocks + k] = b_.CreateLoad(v16_, acc(j, k));
-        const bool contiguous = g_.src.vector_contiguous(lanes);
-        for (std::int64_t kw = 0; kw < g_.kw; ++kw) {
+    // The source at row ih(kh_lo), column iw of the tile's first pixel at
+    // tap 0, channel c_first; the weights of kh_lo.
+    llvm::Value* iw0 = add(mul(ow0, g_.sw), -g_.pl);
+    llvm::Value* ih_lo = plus(it.ih0, mul(it.kh_lo, dk));
+    llvm::Value* x_lo =
+        gep(it.src_img, plus(plus(mul(ih_lo, g_.src.h_stride), mul(iw0, ws)), coff));
+    llvm::Value* w_lo = gep(it.wei_chunk, mul(it.kh_lo, g_.kw * lanes));
+    ir_values carried{x_lo, w_lo};
+    for (int j = 0; j < len; ++j) carried.insert(carried.end(), bias.begin(), bias.end());
+    ir_values out =
+        inner_loop(it.kh_lo, it.kh_hi, 1, carried, "kh", [&](llvm::Value*, const ir_values& cur) {
+          llvm::Value* x = cur[0];
+          llvm::Value* wk = cur[1];
+          ir_values a(cur.begin() + 2, cur.end());
+          // Block by block: the kernel row's weight vectors, then the
+          // source columns the tile reads in ascending order, each loaded
+          // once and used by every tap that reads it (pixel j's tap kw
+          // reads column j * sw + kw * dw1, so a sum still takes its taps
+          // in kw order). Live at once: the sums, kw weights and one
+          // source vector.
           for (int k = 0; k < blocks; ++k) {
-            llvm::Value* w = b_.CreateAlignedLoad(v16_, gep(wk, (k * g_.kh * g_.kw + kw) * lanes),
-                                                  llvm::Align(4));
-            llvm::Value* c0 = b_.CreateAdd(it.c_first, c64(k * lanes));
-            for (int j = 0; j < len; ++j) {
-              if (!inside(j, kw)) continue;
-              llvm::Value* x = load_channels(g_.src, contiguous, pixel(j, kw), c0, valid_lanes(k));
-              a[j * blocks + k] = fma(x, w, a[j * blocks + k]);
+            std::vector<llvm::Value*> w(static_cast<std::size_t>(g_.kw));
+            for (std::int64_t kw = 0; kw < g_.kw; ++kw) {
+              w[static_cast<std::size_t>(kw)] = b_.CreateAlignedLoad(
+                  v16_, gep(wk, (k * g_.kh * g_.kw + kw) * lanes), llvm::Align(4));
+            }
+            const std::int64_t columns = (len - 1) * g_.sw + (g_.kw - 1) * dw1 + 1;
+            for (std::int64_t col = 0; col < columns; ++col) {
+              llvm::Value* xv = nullptr;
+              for (int j = 0; j < len; ++j) {
+                const std::int64_t rest = col - j * g_.sw;
+                if (rest < 0 || rest % dw1 != 0 || rest / dw1 >= g_.kw) continue;
+                const std::int64_t kw = rest / dw1;
+                if (!inside(j, kw)) continue;
+                if (xv == nullptr) xv = load_dw_source(x, col * ws, k, valid_lanes(k));
+                llvm::Value*& s = a[static_cast<std::size_t>(j * blocks + k)];
+                s = fma(w[static_cast<std::size_t>(kw)], xv, s);
+              }
             }
           }
-        }
-        for (int j = 0; j < len; ++j)
-          for (int k = 0; k < blocks; ++k) b_.CreateStore(a[j * blocks + k], acc(j, k));
-        return;
-      }
-
-      llvm::Value* wk = gep(it.wei_chunk, b_.CreateMul(kh, c64(g_.kw * g_.icg * lanes)));
-      llvm::Value* c_in0 = b_.CreateMul(it.g, c64(g_.icg));
-      const std::int64_t block_stride = g_.kh * g_.kw * g_.icg * lanes;
-      // When the channels of a reduction step lie at one stride from each
-      // other (conv_steps_channels), every address of a step is one base
-      // computed per step plus a constant: the form code generation would
-      // otherwise need loop strength reduction to find.
-      const bool one_stride = conv_steps_channels(g_, c_);
-      const std::int64_t channel_step = g_.src.blocked ? 1 : g_.src.c_stride;
-      // Channels [ic, ic + count) of the reduction.
-      auto reduce = [&](llvm::Value* ic, int count) {
-        std::vector<llvm::Value*> a(static_cast<std::size_t>(len * blocks));
-        for (int j = 0; j < len; ++j)
-          for (int k = 0; k < blocks; ++k) a[j * blocks + k] = b_.CreateLoad(v16_, acc(j, k));
-        llvm::Value* wic = gep(wk, b_.CreateMul(ic, c64(lanes)));
-        llvm::Value* xic =
-            one_stride ? gep(row, channel_offset(g_.src, b_.CreateAdd(c_in0, ic))) : nullptr;
-        for (int u = 0; u < count; ++u) {
-          llvm::Value* coff = nullptr;
-          if (!one_stride) {
-            coff = channel_offset(g_.src, b_.CreateAdd(c_in0, b_.CreateAdd(ic, c64(u))));
-          }
-          llvm::Value* wu = gep(wic, std::int64_t{u} * lanes);
-          for (std::int64_t kw = 0; kw < g_.kw; ++kw) {
-            std::vector<llvm::Value*> w(static_cast<std::size_t>(blocks));
-            for (int k = 0; k < blocks; ++k) {
-              w[k] = b_.CreateAlignedLoad(v16_, gep(wu, k * block_stride + kw * g_.icg * lanes),
-                                          llvm::Align(4));
-            }
-            for (int j = 0; j < len; ++j) {
-              if (!inside(j, kw)) continue;
-              llvm::Value* at = one_stride
-                                    ? gep(xic, (j * g_.sw + kw * (g_.dw + 1)) * g_.src.w_stride +
-                                                   u * channel_step)
-                                    : gep(pixel(j, kw), coff);
-              llvm::Value* x = b_.CreateAlignedLoad(f32_, at, llvm::Align(4));
-              llvm::Value* xs = b_.CreateVectorSplat(lanes, x);
-              for (int k = 0; k < blocks; ++k) a[j * blocks + k] = fma(xs, w[k], a[j * blocks + k]);
-            }
-          }
-        }
-        for (int j = 0; j < len; ++j)
-          for (int k = 0; k < blocks; ++k) b_.CreateStore(a[j * blocks + k], acc(j, k));
-      };
-      const int unroll = c_.ic_unroll;
-      const std::int64_t main = g_.icg / unroll * unroll;
-      if (main == unroll) {
-        reduce(c64(0), unroll);
-      } else if (main > 0) {
-        loop(c64(0), c64(main), unroll, [&](llvm::Value* ic) { reduce(ic, unroll); });
-      }
-      if (main < g_.icg) reduce(c64(main), static_cast<int>(g_.icg - main));
-    });
-
-    emit_epilogue(it, ow0, len, blocks, last_lanes);
-  }
-
-  // Post-ops, then one store per accumulator of the tile at ow0.
-  void emit_epilogue(const item_ctx& it, llvm::Value* ow0, int len, int blocks, int last_lanes) {
+          ir_values next{gep(x, dk * g_.src.h_stride), gep(wk, g_.kw * lanes)};
+          next.insert(next.end(), a.begin(), a.end());
+          return next;
+        });
+    out.erase(out.begin(), out.begin() + 2);
     emit_epilogue_range(it, ow0, 0, len, blocks, last_lanes, [&](int j, int k) {
-      return b_.CreateLoad(v16_, acc_[static_cast<std::size_t>(j * blocks + k)]);
+      return out[static_cast<std::size_t>(j * blocks + k)];
     });
   }
+
   // The same for pixels [j0, j1) of the tile, whose sums sum(j, k) gives.
   template <typename Sum>
   void emit_epilogue_range(const item_ctx& it, llvm::Value* ow0, int j0, int j1, int blocks,
@@ -723,7 +765,6 @@ class conv_codegen {
   llvm::Type* ptr_ = nullptr;
   llvm::Function* fn_ = nullptr;
   llvm::Value *src_ = nullptr, *wei_ = nullptr, *bias_ = nullptr, *dst_ = nullptr;
-  std::vector<llvm::Value*> acc_;
   std::vector<llvm::Value*> operands_;
 };
 
