@@ -87,9 +87,13 @@ TEST_CASE("prepacked defaults: K blocks up to 512 and a panel that fits L2 with 
         REQUIRE(validate_matmul_config_for(p, c, isa));
         CHECK_FALSE(c.pack_b);
         CHECK(c.n_inner);
-        // As few K blocks as blocks of 512 allow, balanced.
-        CHECK(div_up(s.k, c.kc) == div_up(s.k, 512));
-        CHECK(c.kc <= 512 + c.k_unroll);
+        // As few K blocks as blocks of 512 allow, balanced; a single row
+        // block (M <= mr) keeps blocks of 256 and the 1 MiB panel.
+        const bool one_row_block = s.m <= c.mr;
+        const std::int64_t kc_max = one_row_block ? 256 : 512;
+        CHECK(div_up(s.k, c.kc) == div_up(s.k, kc_max));
+        CHECK(c.kc <= kc_max + c.k_unroll);
+        if (one_row_block) continue;
         const std::int64_t rows = std::min(c.mc, div_up(div_up(s.m, c.mr), c.thr_m) * c.mr);
         const std::int64_t bytes = (c.kc * c.nc + rows * c.kc + rows * c.nc) * 4;
         if (c.nc > c.nr) CHECK(bytes <= 768 * 1024);

@@ -56,7 +56,7 @@ struct tile {
 matmul_config with_blocking(const matmul_problem& p, matmul_config c, int lanes) {
   (void)lanes;
   const std::int64_t unroll = c.k_unroll;
-  if (p.prepacked_weights) {
+  if (p.prepacked_weights && p.m > c.mr) {
     // The weights arrive packed, so a K block costs no packing and may be
     // deeper: up to 512 halves the micro-kernel calls (and the loads and
     // stores of dst between blocks) against 256. The innermost loop still
@@ -65,6 +65,8 @@ matmul_config with_blocking(const matmul_problem& p, matmul_config c, int lanes)
     // src for the K block and the dst stripe they update all stay in L2
     // (three quarters of 1 MiB): at 128x768x3072 a 768-column panel with
     // kc 256 (768 KiB, plus 384 KiB of dst) spilled to L3 on every K block.
+    // A single row block (M <= mr: a matrix-vector product) reuses no panel
+    // and streams the weights once: it keeps the blocking below.
     c.n_inner = true;
     const std::int64_t kc_max = 512;
     c.kc = round_up(div_up(p.k, div_up(p.k, kc_max)), unroll);
@@ -79,7 +81,7 @@ matmul_config with_blocking(const matmul_problem& p, matmul_config c, int lanes)
     const std::int64_t nc_cols =
         std::max<std::int64_t>(c.nr, (l2_budget - src_bytes) / ((c.kc + rows) * 4));
     c.nc = std::min(share, std::max<std::int64_t>(c.nr, nc_cols / c.nr * c.nr));
-  } else if (c.pack_b) {
+  } else if (c.pack_b || p.prepacked_weights) {
     // The innermost loop runs over the nr blocks of the packed kc x nc
     // panel (about 1 MiB: L2) with the mr x kc block of src in L1; depth
     // 256 makes each micro-kernel call long enough to hide its edges.
