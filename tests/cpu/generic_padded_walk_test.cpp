@@ -1,7 +1,10 @@
 // The generic layout walks (generic_reorder_generator.hpp) on layouts with
 // padding: a vector or tile that straddles the padding is clipped to its
 // real part (masked loads and stores, dst's padding written as zero) instead
-// of being walked element by element. Its results stay the specialized
+// of being walked element by element, and a padded stream whose split loop
+// continues in the next loop (an eltwise, or a reorder between the same
+// blocked layouts) is walked in runs of work items with vectors holding
+// several split loops. Its results stay the specialized
 // kernel's bit for bit and the reference's; its src and operand reads stay
 // inside the real elements (buffers end at an unreadable page); the walk
 // functions carry the masked loads and stores.
@@ -198,7 +201,7 @@ TEST_CASE(
   for (cpu_isa isa : test_isas()) {
     for (std::int64_t c : odd_channels) {
       for (format_tag blocked : {format_tag::nChw8c, format_tag::nChw16c}) {
-        for (format_tag plain : {format_tag::nchw, format_tag::nhwc}) {
+        for (format_tag plain : {format_tag::nchw, format_tag::nhwc, format_tag::nChw8c}) {
           for (data_type dt : {data_type::f32, data_type::bf16, data_type::s8}) {
             for (bool to_blocked : {true, false}) {
               ++seed;

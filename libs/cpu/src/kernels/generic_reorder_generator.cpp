@@ -278,6 +278,16 @@ class generic_walk_emitter {
       element(i, j);
     }
   }
+  // Steps the odometer (levels in idx, the innermost at `last`) by one
+  // work item: the innermost level steps; a level that wraps returns to 0
+  // and carries into the next outer one. c: the bases, stepped and returned.
+  ir_values odometer_step(llvm::Value* idx, llvm::Value* last, const ir_values& c);
+  // The checked copy's work items in runs along the innermost level
+  // (gw_batch): m items at once, as one dense stream of m split loops whose
+  // vectors hold several of them, masked per lane by the position in its
+  // split loop. Returns nothing; ends where `end` is reached.
+  void batched_items(llvm::Value* idx, llvm::Value* last, llvm::Value* begin, llvm::Value* end,
+                     const ir_values& bases, llvm::Value* split_extent);
   void any_vector(llvm::Value* j, int n) {
     if (checked_) {
       checked_vector(j, n);
@@ -649,6 +659,148 @@ void generic_walk_emitter::tiles(llvm::Value* s0, llvm::Value* s1) {
   });
 }
 
+ir_values generic_walk_emitter::odometer_step(llvm::Value* idx, llvm::Value* last,
+                                              const ir_values& c) {
+  llvm::Type* i64 = b_.getInt64Ty();
+  // Advance the odometer: the innermost level steps; a level that
+  // wraps returns to 0 and carries into the next outer one.
+  llvm::BasicBlock* from = b_.GetInsertBlock();
+  auto* step_bb = llvm::BasicBlock::Create(ctx_, "odo.step", fn_);
+  auto* wrap_bb = llvm::BasicBlock::Create(ctx_, "odo.wrap", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "odo.done", fn_);
+  b_.CreateBr(step_bb);
+  b_.SetInsertPoint(step_bb);
+  llvm::PHINode* k = b_.CreatePHI(i64, 2);
+  k->addIncoming(last, from);
+  std::vector<llvm::PHINode*> base(c.size());
+  for (std::size_t f = 0; f < c.size(); ++f) {
+    base[f] = b_.CreatePHI(i64, 2);
+    base[f]->addIncoming(c[f], from);
+  }
+  llvm::Value* at = b_.CreateGEP(i64, idx, k);
+  llvm::Value* next = b_.CreateAdd(b_.CreateLoad(i64, at), c64(1));
+  llvm::Value* ext = level_field(k, 0);
+  std::vector<llvm::Value*> step(c.size()), stepped(c.size());
+  for (std::size_t f = 0; f < c.size(); ++f) {
+    step[f] = level_field(k, static_cast<int>(f) + 1);
+    stepped[f] = b_.CreateAdd(base[f], step[f]);
+  }
+  llvm::Value* wraps = b_.CreateICmpEQ(next, ext);
+  b_.CreateStore(b_.CreateSelect(wraps, c64(0), next), at);
+  llvm::BasicBlock* step_end = b_.GetInsertBlock();
+  b_.CreateCondBr(b_.CreateAnd(wraps, b_.CreateICmpSGT(k, c64(0))), wrap_bb, done);
+  b_.SetInsertPoint(wrap_bb);
+  k->addIncoming(b_.CreateSub(k, c64(1)), wrap_bb);
+  for (std::size_t f = 0; f < c.size(); ++f) {
+    base[f]->addIncoming(b_.CreateSub(stepped[f], b_.CreateMul(ext, step[f])), wrap_bb);
+  }
+  b_.CreateBr(step_bb);
+  b_.SetInsertPoint(done);
+  ir_values out;
+  for (std::size_t f = 0; f < c.size(); ++f) {
+    llvm::PHINode* o = b_.CreatePHI(i64, 1);
+    o->addIncoming(stepped[f], step_end);
+    out.push_back(o);
+  }
+  return out;
+}
+
+void generic_walk_emitter::batched_items(llvm::Value* idx, llvm::Value* last, llvm::Value* begin,
+                                         llvm::Value* end, const ir_values& bases,
+                                         llvm::Value* split_extent) {
+  llvm::Type* i64 = b_.getInt64Ty();
+  const int n = s_.lanes;
+  llvm::BasicBlock* from = b_.GetInsertBlock();
+  auto* head = llvm::BasicBlock::Create(ctx_, "gw.run", fn_);
+  auto* body = llvm::BasicBlock::Create(ctx_, "gw.run.body", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "gw.run.end", fn_);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(head);
+  llvm::PHINode* item = b_.CreatePHI(i64, 2);
+  item->addIncoming(begin, from);
+  std::vector<llvm::PHINode*> base(bases.size());
+  for (std::size_t f = 0; f < bases.size(); ++f) {
+    base[f] = b_.CreatePHI(i64, 2);
+    base[f]->addIncoming(bases[f], from);
+  }
+  b_.CreateCondBr(b_.CreateICmpSLT(item, end), body, exit);
+  b_.SetInsertPoint(body);
+  src_base_ = base[0];
+  dst_base_ = base[1];
+  track_base_ = base[2];
+  for (int e = 0; e < gw_max_checks; ++e) check_base_[e] = base[3 + e];
+  // The run: the items left of the innermost level, up to `end`.
+  llvm::Value* k = b_.CreateSub(last, c64(1));
+  llvm::Value* at = b_.CreateGEP(i64, idx, k);
+  llvm::Value* pos = b_.CreateLoad(i64, at);
+  llvm::Value* m = smin(b_.CreateSub(end, item), b_.CreateSub(level_field(k, 0), pos));
+  llvm::Value* total = b_.CreateMul(m, split_extent);
+  // Real and in-bound elements of each split loop: the same prefix in all.
+  llvm::Value* real = split_extent;
+  llvm::Value* bound = split_extent;
+  for (int c = 0; c < gw_max_checks; ++c) {
+    real = smin(real, clip_count(b_.CreateSub(check_dims_[c], check_base_[c]), check_split_[c], n));
+    bound =
+        smin(bound, clip_count(b_.CreateSub(check_bound_[c], check_base_[c]), check_split_[c], n));
+  }
+  // Vectors start at a multiple of the split extent (a power of two no
+  // longer than them): lane e is element e % extent of its split loop.
+  std::vector<llvm::Constant*> iota;
+  for (int e = 0; e < n; ++e) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(e)));
+  llvm::Value* at_lane = b_.CreateAnd(
+      llvm::ConstantVector::get(iota),
+      b_.CreateVectorSplat(static_cast<unsigned>(n),
+                           b_.CreateTrunc(b_.CreateSub(split_extent, c64(1)), b_.getInt32Ty())));
+  auto below = [&](llvm::Value* count) {
+    return b_.CreateICmpULT(at_lane, b_.CreateVectorSplat(static_cast<unsigned>(n),
+                                                          b_.CreateTrunc(count, b_.getInt32Ty())));
+  };
+  llvm::Value* real_lanes = below(real);
+  llvm::Value* bound_lanes = below(bound);
+  llvm::Type* dvt = shaped(dst_ty_, n);
+  llvm::Type* svt = shaped(src_ty_, n);
+  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
+  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+  const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
+  emit_if(
+      b_.CreateICmpSGT(real, c64(0)),
+      [&] {
+        loop(c64(0), total, n, [&](llvm::Value* j) {
+          llvm::Value* rng = smin(c64(n), b_.CreateSub(total, j));
+          llvm::Value* in_range = emit_lane_mask(b_, rng, n);
+          llvm::Value* x = b_.CreateMaskedLoad(
+              svt, b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_base_, j)), salign,
+              b_.CreateAnd(real_lanes, in_range), llvm::Constant::getNullValue(svt));
+          llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
+          llvm::Value* track = b_.CreateAdd(track_base_, b_.CreateMul(j, split_tr_));
+          llvm::Value* v = finish_value(to_value(x), n, dst_off, c64(1), track, split_tr_, rng);
+          b_.CreateMaskedStore(b_.CreateSelect(real_lanes, v, zero),
+                               b_.CreateGEP(dst_ty_, dst_, dst_off), dalign,
+                               b_.CreateAnd(bound_lanes, in_range));
+        });
+      },
+      [&] {
+        loop(c64(0), total, n, [&](llvm::Value* j) {
+          llvm::Value* rng = smin(c64(n), b_.CreateSub(total, j));
+          b_.CreateMaskedStore(zero, b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_base_, j)),
+                               dalign, b_.CreateAnd(bound_lanes, emit_lane_mask(b_, rng, n)));
+        });
+      });
+  // Past the run's other items, then one step as for a single item.
+  llvm::Value* skip = b_.CreateSub(m, c64(1));
+  b_.CreateStore(b_.CreateAdd(pos, skip), at);
+  ir_values skipped(bases.size());
+  for (std::size_t f = 0; f < bases.size(); ++f) {
+    skipped[f] = b_.CreateAdd(base[f], b_.CreateMul(skip, level_field(k, static_cast<int>(f) + 1)));
+  }
+  ir_values next = odometer_step(idx, last, skipped);
+  llvm::BasicBlock* body_end = b_.GetInsertBlock();
+  item->addIncoming(b_.CreateAdd(item, m), body_end);
+  for (std::size_t f = 0; f < bases.size(); ++f) base[f]->addIncoming(next[f], body_end);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(exit);
+}
+
 void generic_walk_emitter::emit(const std::string& symbol) {
   src_ty_ = storage_type(v_.src_dt);
   dst_ty_ = storage_type(v_.dst_dt);
@@ -732,47 +884,7 @@ void generic_walk_emitter::emit(const std::string& symbol) {
           } else {
             stream(s0, s1);
           }
-          // Advance the odometer: the innermost level steps; a level that
-          // wraps returns to 0 and carries into the next outer one.
-          llvm::BasicBlock* from = b_.GetInsertBlock();
-          auto* step_bb = llvm::BasicBlock::Create(ctx_, "odo.step", fn_);
-          auto* wrap_bb = llvm::BasicBlock::Create(ctx_, "odo.wrap", fn_);
-          auto* done = llvm::BasicBlock::Create(ctx_, "odo.done", fn_);
-          b_.CreateBr(step_bb);
-          b_.SetInsertPoint(step_bb);
-          llvm::PHINode* k = b_.CreatePHI(i64, 2);
-          k->addIncoming(last, from);
-          std::vector<llvm::PHINode*> base(c.size());
-          for (std::size_t f = 0; f < c.size(); ++f) {
-            base[f] = b_.CreatePHI(i64, 2);
-            base[f]->addIncoming(c[f], from);
-          }
-          llvm::Value* at = b_.CreateGEP(i64, idx, k);
-          llvm::Value* next = b_.CreateAdd(b_.CreateLoad(i64, at), c64(1));
-          llvm::Value* ext = level_field(k, 0);
-          std::vector<llvm::Value*> step(c.size()), stepped(c.size());
-          for (std::size_t f = 0; f < c.size(); ++f) {
-            step[f] = level_field(k, static_cast<int>(f) + 1);
-            stepped[f] = b_.CreateAdd(base[f], step[f]);
-          }
-          llvm::Value* wraps = b_.CreateICmpEQ(next, ext);
-          b_.CreateStore(b_.CreateSelect(wraps, c64(0), next), at);
-          llvm::BasicBlock* step_end = b_.GetInsertBlock();
-          b_.CreateCondBr(b_.CreateAnd(wraps, b_.CreateICmpSGT(k, c64(0))), wrap_bb, done);
-          b_.SetInsertPoint(wrap_bb);
-          k->addIncoming(b_.CreateSub(k, c64(1)), wrap_bb);
-          for (std::size_t f = 0; f < c.size(); ++f) {
-            base[f]->addIncoming(b_.CreateSub(stepped[f], b_.CreateMul(ext, step[f])), wrap_bb);
-          }
-          b_.CreateBr(step_bb);
-          b_.SetInsertPoint(done);
-          ir_values out;
-          for (std::size_t f = 0; f < c.size(); ++f) {
-            llvm::PHINode* o = b_.CreatePHI(i64, 1);
-            o->addIncoming(stepped[f], step_end);
-            out.push_back(o);
-          }
-          return out;
+          return odometer_step(idx, last, c);
         },
         loop_test::index_below_end, checked_ ? "gw.checked_items" : "gw.items");
   };
@@ -784,7 +896,16 @@ void generic_walk_emitter::emit(const std::string& symbol) {
       },
       [&] {
         checked_ = true;
-        items();
+        if (v_.tile) {
+          items();
+        } else {
+          const ir_values bases(decoded.carried.begin() + 1,
+                                decoded.carried.begin() + 1 + 3 + gw_max_checks);
+          emit_if(
+              b_.CreateAnd(b_.CreateICmpNE(param(gw_batch), c64(0)),
+                           b_.CreateICmpSLE(split_extent, c64(s_.lanes))),
+              [&] { batched_items(idx, last, begin, end, bases, split_extent); }, [&] { items(); });
+        }
         checked_ = false;
       });
   b_.CreateRetVoid();

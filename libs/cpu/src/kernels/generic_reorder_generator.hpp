@@ -93,7 +93,13 @@ enum generic_walk_slot : int {
   gw_check_bound = gw_check_dims + gw_max_checks,   // dst's padded bounds
   gw_split_check = gw_check_bound + gw_max_checks,  // the split loop's index steps
   gw_j_check = gw_split_check + gw_max_checks,      // the J loop's
-  gw_level0 = gw_j_check + gw_max_checks,           // gw_level_slots per level, outer to inner
+  // 1: a padded stream whose split loop (one chunk, unit strides, a power
+  // of two no longer than a vector) continues in the innermost level (its
+  // strides the split extent, no checked or tracked index along either):
+  // the checked copy walks runs of work items along that level as one
+  // dense stream, each vector holding several split loops.
+  gw_batch = gw_j_check + gw_max_checks,
+  gw_level0,  // gw_level_slots per level, outer to inner
 };
 // Per level: extent, src stride, dst stride, tracked-index step, then the
 // index step of each checked dimension.

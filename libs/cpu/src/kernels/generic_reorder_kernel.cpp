@@ -83,6 +83,15 @@ result<generic_walk_params> make_generic_walk_params(const char* kernel, const w
       v[gw_j_check + c] = check_step(plan.loops.back(), c);
     }
   }
+  if (plan.inner == walk_plan::inner_kind::stream && nchecks > 0 && split >= 1 &&
+      chunk == sl.extent && sl.src_stride == 1 && sl.dst_stride == 1 && is_pow2(sl.extent) &&
+      sl.extent <= 64) {
+    const walk_loop& k = plan.loops[split - 1];
+    bool batch =
+        k.src_stride == sl.extent && k.dst_stride == sl.extent && track(sl) == 0 && track(k) == 0;
+    for (int c = 0; c < nchecks; ++c) batch = batch && check_step(k, c) == 0;
+    v[gw_batch] = batch ? 1 : 0;
+  }
   v[gw_src_offset0] = plan.src_offset0;
   v[gw_dst_offset0] = plan.dst_offset0;
   for (std::size_t k = 0; k < split; ++k) {
