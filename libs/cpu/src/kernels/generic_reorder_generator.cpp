@@ -19,8 +19,8 @@ namespace primcache::cpu_internal {
 generic_walk_shape generic_walk_shape_for(cpu_isa isa) noexcept {
   // default_reorder_config / default_eltwise_config: a vector of the ISA's
   // width, two per iteration, tiles of 16 at 512 bits and 8 below.
-  if (isa >= cpu_isa::avx512_core) return {16, 2, 16};
-  return {8, 2, 8};
+  if (isa >= cpu_isa::avx512_core) return {16, 2, 16, true};
+  return {8, 2, 8, false};
 }
 
 std::string generic_reorder_name(cpu_isa isa) {
@@ -426,8 +426,36 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
                                            llvm::Constant::getNullValue(svt)));
   }
   walk_transpose(b_, rows);
-  // Dst rows (along J), in a loop over the in-bound ones: one copy of the
-  // conversion instead of t.
+  llvm::Type* dvt = shaped(dst_ty_, t);
+  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
+  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* col_real = emit_lane_mask(b_, cols_real, t);
+  llvm::Value* col_bound = emit_lane_mask(b_, cols_bound, t);
+  llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
+  llvm::Value* track0 = b_.CreateAdd(track_base_, b_.CreateMul(j, j_tr_));
+  // Every row real (only columns clipped: a J loop shorter than a tile, or
+  // padding along J): the rows stored as tile() stores them, masked. Where
+  // a narrow element's masked store would be a branch per lane, the loop
+  // below serves (less code).
+  const bool unrolled = s_.narrow_masks || (src_ty_->getPrimitiveSizeInBits() >= 32 &&
+                                            dst_ty_->getPrimitiveSizeInBits() >= 32);
+  auto* rows_bb = llvm::BasicBlock::Create(ctx_, "clip.rows", fn_);
+  auto* loop_bb = llvm::BasicBlock::Create(ctx_, "clip.rows.some", fn_);
+  auto* done_bb = llvm::BasicBlock::Create(ctx_, "clip.rows.done", fn_);
+  b_.CreateCondBr(unrolled ? b_.CreateICmpEQ(rows_real, c64(t)) : b_.getFalse(), rows_bb, loop_bb);
+  b_.SetInsertPoint(rows_bb);
+  for (int q = 0; q < (unrolled ? t : 0); ++q) {
+    llvm::Value* iq = b_.CreateAdd(i, c64(q));
+    llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
+    llvm::Value* track = b_.CreateAdd(track0, b_.CreateMul(iq, split_tr_));
+    llvm::Value* v = finish_value(rows[q], t, dst_off, c64(1), track, j_tr_, cols_real);
+    b_.CreateMaskedStore(b_.CreateSelect(col_real, v, zero), b_.CreateGEP(dst_ty_, dst_, dst_off),
+                         dalign, col_bound);
+  }
+  b_.CreateBr(done_bb);
+  b_.SetInsertPoint(loop_bb);
+  // Some rows padding or past the loop: a loop over the in-bound rows (one
+  // copy of the conversion instead of t).
   llvm::Type* rvt = rows[0]->getType();
   if (!tile_rows_) {
     llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
@@ -436,13 +464,6 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   for (int q = 0; q < t; ++q) {
     b_.CreateAlignedStore(rows[q], b_.CreateGEP(rvt, tile_rows_, c64(q)), tile_rows_->getAlign());
   }
-  llvm::Type* dvt = shaped(dst_ty_, t);
-  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
-  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
-  llvm::Value* col_real = emit_lane_mask(b_, cols_real, t);
-  llvm::Value* col_bound = emit_lane_mask(b_, cols_bound, t);
-  llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
-  llvm::Value* track0 = b_.CreateAdd(track_base_, b_.CreateMul(j, j_tr_));
   loop(c64(0), rows_bound, 1, [&](llvm::Value* q) {
     llvm::Value* iq = b_.CreateAdd(i, q);
     llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
@@ -464,6 +485,8 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
     out->addIncoming(v, real_end);
     b_.CreateMaskedStore(out, b_.CreateGEP(dst_ty_, dst_, dst_off), dalign, col_bound);
   });
+  b_.CreateBr(done_bb);
+  b_.SetInsertPoint(done_bb);
 }
 
 void generic_walk_emitter::checked_tile(llvm::Value* i, llvm::Value* j) {

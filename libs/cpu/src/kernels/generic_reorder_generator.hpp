@@ -118,6 +118,10 @@ struct generic_walk_shape {
   int lanes;   // f32 per vector
   int unroll;  // vectors per iteration of a streaming loop
   int tile;    // edge of a transposed tile
+  // Masked loads and stores of 8- and 16-bit elements are instructions
+  // (avx512bw), not a branch per lane: clipped tiles may take the unrolled
+  // form for every data type, not only for 32-bit ones.
+  bool narrow_masks = false;
 };
 generic_walk_shape generic_walk_shape_for(cpu_isa isa) noexcept;
 
