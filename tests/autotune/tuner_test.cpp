@@ -367,6 +367,14 @@ TEST_CASE("malformed tunings are refused", "[autotune][tuner]") {
   CHECK(status_of([&] { tune(s.callbacks(), no_confirmations); }) == status::invalid_arguments);
   no_confirmations.confirm = false;  // unused then
   CHECK(status_of([&] { tune(s.callbacks(), no_confirmations); }) == status::success);
+  tune_options zero_block = fake_options(clk);
+  zero_block.confirm_max_block = 0;
+  CHECK(status_of([&] { tune(s.callbacks(), zero_block); }) == status::invalid_arguments);
+  tune_options negative_block = fake_options(clk);
+  negative_block.confirm_block_ns = -1;
+  CHECK(status_of([&] { tune(s.callbacks(), negative_block); }) == status::invalid_arguments);
+  negative_block.confirm = false;  // unused then
+  CHECK(status_of([&] { tune(s.callbacks(), negative_block); }) == status::success);
   CHECK(to_string(candidate_outcome::wrong_output) == "wrong_output");
 }
 
@@ -445,10 +453,10 @@ TEST_CASE("a candidate that wins cold and loses warm is not installed",
   CHECK(r.warm_winner_ns == 450);
   CHECK(r.problems().empty());  // slower is not wrong: nothing to report as a kernel bug
   CHECK(to_string(candidate_outcome::rejected) == "rejected");
-  SECTION("the same candidate, as fast warm as the default, is installed") {
+  SECTION("the same candidate, faster warm by more than the margin, is installed") {
     scripted_candidates t(clk, {{1000}, {600}});
     t.warm_times[0] = {400};
-    t.warm_times[1] = {400};
+    t.warm_times[1] = {395};  // the margin: 1% of 400
     tune_options p = fake_options(clk);
     p.flush = t.flusher();
     const tune_result r2 = tune(t.callbacks(), p);
@@ -459,7 +467,23 @@ TEST_CASE("a candidate that wins cold and loses warm is not installed",
     CHECK(r2.confirmations[0].passed);
     CHECK(r2.confirmations[0].message.empty());
     CHECK(r2.warm_default_ns == 400);
-    CHECK(r2.warm_winner_ns == 400);
+    CHECK(r2.warm_winner_ns == 395);
+  }
+  SECTION("the same candidate, only as fast warm as the default, is not installed") {
+    scripted_candidates t(clk, {{1000}, {600}});
+    t.warm_times[0] = {400};
+    t.warm_times[1] = {400};
+    tune_options p = fake_options(clk);
+    p.flush = t.flusher();
+    const tune_result r2 = tune(t.callbacks(), p);
+    CHECK(r2.winner == 0);
+    CHECK(r2.rejected == 1);
+    REQUIRE(r2.confirmations.size() == 1);
+    CHECK_FALSE(r2.confirmations[0].passed);
+    CHECK(r2.confirmations[0].message ==
+          "not faster than the default warm by the margin: median 400 ns against 400 ns "
+          "(margin 4 ns)");
+    CHECK(r2.candidates[1].outcome == candidate_outcome::rejected);
   }
   SECTION("without the confirmation the cold winner is installed") {
     scripted_candidates t(clk, {{1000}, {600}});
@@ -519,6 +543,80 @@ TEST_CASE("the confirmation runs the default and the winner interleaved, warm",
   CHECK(s.released[0] == 3);
   CHECK(s.released[1] == 2);
   CHECK(s.compared[1] == 1);  // its output was checked once, cold
+}
+
+// Issue 13, docs/PERFORMANCE.md run 10: on a quiet machine the tuner
+// replaced conv4_1x1_1024to256_14's default with a configuration its warm
+// confirmation measured at 1.009x the default (451 against 447 us) and that
+// ran at 0.87-0.91x the default in the benchmarks' loops. A gain inside the
+// margin is not one: the default stands.
+TEST_CASE("a winner faster warm only within the margin is rejected", "[autotune][tuner][confirm]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{520'000}, {470'000}});
+  s.warm_times[0] = {451'000, 452'000, 455'000};
+  s.warm_times[1] = {447'000, 448'000, 451'000};
+  tune_options o = fake_options(clk);
+  o.flush = s.flusher();
+  const tune_result r = tune(s.callbacks(), o);
+  CHECK(r.winner == 0);
+  CHECK_FALSE(r.default_replaced());
+  CHECK(r.rejected == 1);
+  REQUIRE(r.confirmations.size() == 1);
+  const confirmation_report& c = r.confirmations[0];
+  CHECK_FALSE(c.passed);
+  CHECK(c.candidate_min_ns < c.default_min_ns);        // faster by both figures,
+  CHECK(c.candidate_median_ns < c.default_median_ns);  // but by less than 1%
+  CHECK(c.message.rfind("not faster than the default warm by the margin", 0) == 0);
+  CHECK(r.candidates[1].outcome == candidate_outcome::rejected);
+}
+
+// A loop that runs a primitive again and again times many runs together:
+// each visit of the confirmation times a block of back-to-back runs, about
+// confirm_block_ns by the default's cold minimum, and keeps their mean.
+TEST_CASE("the confirmation times blocks of back-to-back runs", "[autotune][tuner][confirm]") {
+  fake_clock clk;
+  scripted_candidates s(clk, {{1000}, {600}});
+  s.warm_times[0] = {9000, 500, 500, 500};  // a visit: the untimed run, then a block of 3
+  // The candidate's first run of each block is fast, the two after it slow:
+  // its single timed runs alone (450) would pass, its blocks (mean 550) do not.
+  s.warm_times[1] = {9000, 450, 600, 600};
+  tune_options o = fake_options(clk);
+  o.flush = s.flusher();
+  o.confirm_runs = 4;
+  o.confirm_block_ns = 2500;  // the default's cold minimum is 1000: 3 runs
+  const tune_result r = tune(s.callbacks(), o);
+  REQUIRE(r.confirmations.size() == 1);
+  const confirmation_report& c = r.confirmations[0];
+  CHECK(c.block_runs == 3);
+  CHECK(c.default_times_ns == std::vector<double>{500, 500, 500, 500});
+  CHECK(c.candidate_times_ns == std::vector<double>{550, 550, 550, 550});
+  CHECK_FALSE(c.passed);
+  CHECK(r.winner == 0);
+  // 15 cold runs, then 4 rounds of two visits of 1 + 3 runs.
+  CHECK(s.log.size() == 15 + 4 * 2 * 4);
+  SECTION("the block is at least one run and at most confirm_max_block") {
+    scripted_candidates t(clk, {{1000}, {600}});
+    tune_options p = fake_options(clk);
+    p.confirm_block_ns = 1e9;
+    p.confirm_max_block = 5;
+    const tune_result r2 = tune(t.callbacks(), p);
+    REQUIRE(r2.confirmations.size() == 1);
+    CHECK(r2.confirmations[0].block_runs == 5);
+    CHECK(r2.confirmations[0].candidate_times_ns.size() == 10);
+    CHECK(t.runs[1] == 5 + 10 * 6);
+    scripted_candidates u(clk, {{1000}, {600}});
+    p.confirm_block_ns = 1;
+    const tune_result r3 = tune(u.callbacks(), p);
+    CHECK(r3.confirmations[0].block_runs == 1);
+  }
+  SECTION("by default a block lasts about 2 ms") {
+    CHECK(tune_options{}.confirm_block_ns == 2'000'000);
+    scripted_candidates t(clk, {{100'000}, {60'000}});
+    tune_options p = fake_options(clk);
+    p.confirm_block_ns = tune_options{}.confirm_block_ns;
+    const tune_result r2 = tune(t.callbacks(), p);
+    CHECK(r2.confirmations[0].block_runs == 20);
+  }
 }
 
 TEST_CASE("a winner slower warm by its median is rejected too", "[autotune][tuner][confirm]") {

@@ -87,6 +87,10 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     throw error(status::invalid_arguments,
                 "tune: confirm_runs and max_confirmations must be at least 1");
   }
+  if (opt.confirm && (opt.confirm_max_block < 1 || !(opt.confirm_block_ns >= 0))) {
+    throw error(status::invalid_arguments,
+                "tune: confirm_max_block must be at least 1 and confirm_block_ns not negative");
+  }
   const tune_clock clock = opt.clock ? opt.clock : steady_tune_clock();
   std::optional<cold_cache> flusher;
   std::function<void()> flush = opt.flush;
@@ -229,10 +233,20 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     }
   }
 
+  // Runs per timed visit of the confirmation: about confirm_block_ns by
+  // the default's cold minimum.
+  const int block_runs = [&] {
+    const double d = r.candidates[0].min_ns;
+    if (d <= 0) return opt.confirm_max_block;
+    const double n = std::ceil(opt.confirm_block_ns / d);
+    return n >= opt.confirm_max_block ? opt.confirm_max_block : std::max(1, static_cast<int>(n));
+  }();
+
   // Candidate i against the default, warm and interleaved (tuner.hpp).
   auto confirm_warm = [&](std::size_t i) {
     confirmation_report conf;
     conf.index = i;
+    conf.block_runs = block_runs;
     bool candidate_tried = false;
     bool on_default = true;  // whose step is under way
     std::string step = "build";
@@ -247,7 +261,10 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
           on_default = (k % 2 == 0) == first;
           const std::size_t j = on_default ? 0 : i;
           cb.run(j);  // untimed: that candidate's own data into cache
-          (on_default ? conf.default_times_ns : conf.candidate_times_ns).push_back(timed_run(j));
+          double sum = 0;
+          for (int b = 0; b < block_runs; ++b) sum += timed_run(j);
+          (on_default ? conf.default_times_ns : conf.candidate_times_ns)
+              .push_back(sum / block_runs);
         }
       }
     } catch (...) {
@@ -271,13 +288,19 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     conf.candidate_min_ns =
         *std::min_element(conf.candidate_times_ns.begin(), conf.candidate_times_ns.end());
     conf.candidate_median_ns = median_of(conf.candidate_times_ns);
-    conf.passed = conf.candidate_min_ns <= conf.default_min_ns &&
-                  conf.candidate_median_ns <= conf.default_median_ns;
-    if (!conf.passed) {
+    const double margin = opt.min_margin * conf.default_median_ns;
+    if (conf.candidate_min_ns > conf.default_min_ns ||
+        conf.candidate_median_ns > conf.default_median_ns) {
       conf.message = "slower than the default warm: minimum " + ns_text(conf.candidate_min_ns) +
                      " against " + ns_text(conf.default_min_ns) + ", median " +
                      ns_text(conf.candidate_median_ns) + " against " +
                      ns_text(conf.default_median_ns);
+    } else if (conf.candidate_median_ns > conf.default_median_ns - margin) {
+      conf.message = "not faster than the default warm by the margin: median " +
+                     ns_text(conf.candidate_median_ns) + " against " +
+                     ns_text(conf.default_median_ns) + " (margin " + ns_text(margin) + ")";
+    } else {
+      conf.passed = true;
     }
     return conf;
   };

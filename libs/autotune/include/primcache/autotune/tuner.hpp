@@ -43,19 +43,24 @@
 // what a loop that runs a primitive again and again sees (a small tile
 // that wins with its operands in memory can lose with them in cache), so
 // before the winner replaces the default both are built again, at once,
-// and measured warm: confirm_runs rounds, default and candidate
-// alternating which goes first, each visit an untimed run (it brings that
-// candidate's own data into cache) and a timed one. The candidate passes
-// when neither its warm minimum nor its warm median is above the
-// default's (the noise margin was demanded once, cold; warm the default
-// gets the benefit of the doubt). One that does not pass is rejected
-// (outcome rejected, not installed) and the next fastest that cleared the
-// noise is confirmed in its place, max_confirmations in all; when none
-// passes, the default stands. A build or run that throws during the
-// confirmation fails that candidate (the default's: nothing more is
-// confirmed). When the candidates were measured warm as well (cold_cache
-// off and no flush) the confirmation is a second warm measurement,
-// interleaved.
+// and measured warm, the way such a loop runs them: confirm_runs rounds,
+// default and candidate alternating which goes first, each visit an
+// untimed run (it brings that candidate's own data into cache) and then a
+// block of back-to-back timed runs whose mean is the visit's time. A block
+// lasts about confirm_block_ns by the default's cold minimum (at least one
+// run, at most confirm_max_block), so short kernels are timed over many
+// runs, as a benchmark loop times them, and long ones once. The candidate
+// passes when its warm minimum is not above the default's and its warm
+// median is below the default's by more than min_margin of it: a winner
+// that is only as fast as the default warm (within the margin) gains
+// nothing a user could measure and may lose in another loop, so the
+// default stands. One that does not pass is rejected (outcome rejected,
+// not installed) and the next fastest that cleared the noise is confirmed
+// in its place, max_confirmations in all; when none passes, the default
+// stands. A build or run that throws during the confirmation fails that
+// candidate (the default's: nothing more is confirmed). When the
+// candidates were measured warm as well (cold_cache off and no flush) the
+// confirmation is a second warm measurement, interleaved.
 //
 // Callbacks: during the confirmation the default and one candidate are
 // built at once (build(0), build(i), runs of both, release(i), release(0));
@@ -67,7 +72,8 @@
 // throws primcache::error (runtime_error) when the default itself cannot be
 // built, run, or measured (nothing to compare against), with its message;
 // invalid_arguments for count 0, runs < 1 or max_nconfigs 0, and with
-// confirm for confirm_runs < 1 or max_confirmations 0.
+// confirm for confirm_runs < 1, max_confirmations 0, confirm_max_block < 1
+// or a negative confirm_block_ns.
 #pragma once
 
 #include <cstddef>
@@ -135,6 +141,10 @@ struct tune_options {
   bool confirm = true;
   int confirm_runs = 10;
   std::size_t max_confirmations = 3;
+  // How long one timed visit of the confirmation runs its candidate back
+  // to back (by the default's cold minimum), and the most runs it may take.
+  double confirm_block_ns = 2'000'000;
+  int confirm_max_block = 64;
 };
 
 enum class candidate_outcome {
@@ -160,8 +170,10 @@ struct candidate_report {
 // One warm confirmation of a candidate against the default.
 struct confirmation_report {
   std::size_t index = 0;  // the candidate confirmed
-  bool passed = false;    // not slower warm: it may replace the default
-  std::vector<double> default_times_ns, candidate_times_ns;  // the timed warm runs, in order
+  bool passed = false;    // faster warm by the margin: it may replace the default
+  int block_runs = 1;     // timed runs per visit
+  // Each visit's mean time per run, in order.
+  std::vector<double> default_times_ns, candidate_times_ns;
   double default_min_ns = 0, default_median_ns = 0;
   double candidate_min_ns = 0, candidate_median_ns = 0;
   std::string message;  // why it did not pass; empty when it did
