@@ -1,7 +1,9 @@
 // bench_tune: primitives with their default (heuristic) configuration
 // against the configuration tune mode chose for them, through the public
 // API: the CPU matmul on the runtime issue's shapes and the CPU convolution
-// on bench_conv's ResNet-50 layers (nChw16c), and on the OpenCL device
+// on bench_conv's ResNet-50 layers (nChw16c; and the 1x1 layers again in
+// nhwc, cpu/nhwc-conv/..., where the convolution run as one matmul,
+// jit:conv:via_matmul, is a candidate beside jit:conv), and on the OpenCL device
 // (PoCL on CI) the matmul on bench_ocl_matmul's shapes and the convolution
 // on the same layers (activations `any`: the layout the OpenCL backend
 // resolves them to for the device and shape, nhwc on PoCL).
@@ -106,9 +108,13 @@ struct subject {
   std::uint64_t rejected = 0;
 };
 
+// "jit:conv {...}": the implementation (tuning may pick another one) and
+// its configuration.
 std::string config_of(const pc::primitive_desc& pd) {
-  const auto& c = pd ? pc::backend::impl_of(pd).config() : std::nullopt;
-  return c ? c->to_json() : "(none)";
+  if (!pd) return "(none)";
+  const auto& impl = pc::backend::impl_of(pd);
+  const auto& c = impl.config();
+  return std::string(impl.name()) + " " + (c ? c->to_json() : "(no configuration)");
 }
 
 void fill(const pc::memory& m, std::uint32_t seed) {
@@ -170,9 +176,10 @@ std::unique_ptr<subject> matmul_subject(const std::string& backend, const pc::en
 }
 
 std::unique_ptr<subject> conv_subject(const std::string& backend, const pc::engine& eng,
-                                      const layer& l, pc::format_tag act) {
+                                      const layer& l, pc::format_tag act,
+                                      const std::string& kind = "conv") {
   auto x = std::make_unique<subject>(eng);
-  x->group = backend + "/conv";
+  x->group = backend + "/" + kind;
   x->name = x->group + "/" + l.name;
   x->flops = l.flops();
   const pc::convolution_forward::desc d(
@@ -280,6 +287,14 @@ int main(int argc, char** argv) {
   for (const layer& l : kLayers) {
     makers.emplace_back("cpu/conv/" + std::string(l.name),
                         [&cpu, l] { return conv_subject("cpu", cpu, l, pc::format_tag::nChw16c); });
+  }
+  // The 1x1 layers in nhwc: there the convolution is also a matmul
+  // (jit:conv:via_matmul), which the tuning measures beside jit:conv.
+  for (const layer& l : kLayers) {
+    if (l.k != 1) continue;
+    makers.emplace_back("cpu/nhwc-conv/" + std::string(l.name), [&cpu, l] {
+      return conv_subject("cpu", cpu, l, pc::format_tag::nhwc, "nhwc-conv");
+    });
   }
   std::unique_ptr<pc::engine> gpu;
   auto ocl = [&gpu]() -> const pc::engine& {
