@@ -317,3 +317,26 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("a transposing generic walk whose I and J loops both step a padded dimension is declined",
+          "[cpu][generic][padded][reorder]") {
+  // No format tag gives this plan (a dimension's unit-stride level is the
+  // same loop in src and dst): built by hand, dim 1 of 20 padded to 24, its
+  // 8-block along I (src stride 1) and its blocks of 8 along J (dst stride
+  // 1). A straddling tile's real part would not be a rectangle.
+  walk_plan plan;
+  plan.ndims = 2;
+  plan.dims = {3, 20};
+  plan.bound = {3, 24};
+  plan.exact = {true, false};
+  plan.known = {true, true};
+  plan.loops = {walk_loop{3, 24, 24, 0, 1}, walk_loop{8, 1, 3, 1, 1}, walk_loop{3, 8, 1, 1, 8}};
+  plan.inner = walk_plan::inner_kind::tile;
+  auto params = make_generic_walk_params("reorder", plan, 0, -1);
+  REQUIRE_FALSE(params);
+  CHECK(params.why().code == status::unimplemented);
+  CHECK(params.why().message.find("steps along both loops") != std::string::npos);
+  // The same plan with the J loop over another dimension is walked.
+  plan.loops[2].dim = 0;
+  CHECK(make_generic_walk_params("reorder", plan, 0, -1));
+}
