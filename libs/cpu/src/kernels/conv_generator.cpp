@@ -638,12 +638,16 @@ class conv_codegen {
   // `blocks` output blocks of the chunk (the last with `last_lanes` lanes).
   // `ow0_const` is ow0 when known at generation time (edge tiles), -1 in
   // the interior loop, where every tap is inside. The sums start at the
-  // bias and stay SSA values through the kh loop (top-tested, so that each
-  // multiply-add accumulates in place at CodeGenOpt::None), whose source
-  // and weight pointers step per kh; inside it the kernel row's taps are
-  // unrolled, each source vector loaded once for the taps that share it,
-  // each weight vector once. Per sum: one multiply-add per tap
-  // inside the image, kh then kw, as the generic kernel.
+  // bias and stay SSA values through the kh loop (top-tested; bottom-tested
+  // ran no faster on three small layers), whose source and weight pointers
+  // step per kh;
+  // inside it the kernel row's taps are unrolled, each source vector loaded
+  // once for the taps that share it, each weight vector once. Per sum: one
+  // multiply-add per tap inside the image, kh then kw, as the generic
+  // kernel. At CodeGenOpt::None a multiply-add is vfmadd213ps tied to its
+  // source vector (no load folding, no commuting), so a source vector that
+  // two or three taps share is copied for all but its last (docs/
+  // PERFORMANCE.md, "The depthwise convolution at CodeGenOpt::None").
   void emit_dw_tile(const item_ctx& it, llvm::Value* ow0, std::int64_t ow0_const, int len,
                     int blocks, int last_lanes, bool all_inside, llvm::Value* coff) {
     auto valid_lanes = [&](int k) { return k == blocks - 1 ? last_lanes : lanes; };
