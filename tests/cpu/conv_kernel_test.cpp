@@ -20,9 +20,11 @@
 #include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "test_isas.hpp"
 
 namespace {
 
+using cpu_test::test_isas;
 using primcache::cpu_isa;
 using primcache::data_type;
 using primcache::format_tag;
@@ -37,17 +39,6 @@ namespace ci = primcache::cpu_internal;
 // 5 ulp (ir_math.hpp) scaled by their slope (below 2 on O(1) inputs). 5e-5
 // relative to max(1, |ref|) leaves a margin of more than 10.
 constexpr float tolerance = 5e-5f;
-
-std::vector<cpu_isa> test_isas() {
-  std::vector<cpu_isa> out;
-  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512_core}) {
-    if (primcache::detected_isa() >= isa) out.push_back(isa);
-  }
-  if (primcache::detected_isa() < cpu_isa::avx512_core) {
-    WARN("host lacks AVX-512: only the avx2 path runs");
-  }
-  return out;
-}
 
 primcache::thread_pool& pool() {
   static primcache::thread_pool p(3);

@@ -26,19 +26,13 @@
 #include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "test_isas.hpp"
 
 using namespace primcache;
 using namespace primcache::cpu_internal;
+using cpu_test::test_isas;
 
 namespace {
-
-std::vector<cpu_isa> test_isas() {
-  std::vector<cpu_isa> out;
-  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512_core}) {
-    if (detected_isa() >= isa) out.push_back(isa);
-  }
-  return out;
-}
 
 struct dw_shape {
   std::int64_t n = 1, c = 16, ih = 8, iw = 8, s = 1, pad = 1;

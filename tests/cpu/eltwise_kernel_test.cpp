@@ -14,6 +14,7 @@
 #include "primcache/runtime/thread_pool.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 #include "primcache/tensor/numeric.hpp"
+#include "test_isas.hpp"
 
 // Tolerances. The kernel computes in f32 with the polynomial helpers of
 // jit/ir_math.hpp, whose documented worst errors are at most 4.9 ulp
@@ -32,6 +33,7 @@
 
 namespace {
 
+using cpu_test::test_isas;
 using primcache::cpu_isa;
 using primcache::data_type;
 using primcache::format_tag;
@@ -42,12 +44,6 @@ using ci::eltwise_alg;
 // Byte comparison that reports a bool, not two dumps of whole buffers.
 bool same_bytes(const std::vector<std::byte>& a, const std::vector<std::byte>& b) {
   return a == b;
-}
-
-std::vector<cpu_isa> test_isas() {
-  std::vector<cpu_isa> out{cpu_isa::avx2};
-  if (primcache::detected_isa() >= cpu_isa::avx512_core) out.push_back(cpu_isa::avx512_core);
-  return out;
 }
 
 primcache::thread_pool& pool() {

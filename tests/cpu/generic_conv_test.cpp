@@ -22,24 +22,18 @@
 #include "kernels/generic_conv_kernel.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "test_isas.hpp"
 #include "tiered/generic_code.hpp"
 
 using namespace primcache;
 using namespace primcache::cpu_internal;
+using cpu_test::test_isas;
 
 namespace {
 
 // As conv_kernel_test.cpp: O(1) partial sums (weights scaled by 1/sqrt(taps)),
 // f32 with one rounding per tap against double.
 constexpr float tolerance = 5e-5f;
-
-std::vector<cpu_isa> test_isas() {
-  std::vector<cpu_isa> out;
-  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512_core}) {
-    if (detected_isa() >= isa) out.push_back(isa);
-  }
-  return out;
-}
 
 struct aligned_floats {
   explicit aligned_floats(std::size_t n)

@@ -22,20 +22,14 @@
 #include "primcache/runtime/thread_pool.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 #include "primcache/tensor/numeric.hpp"
+#include "test_isas.hpp"
 #include "tiered/generic_code.hpp"
 
 using namespace primcache;
 using namespace primcache::cpu_internal;
+using cpu_test::test_isas;
 
 namespace {
-
-std::vector<cpu_isa> test_isas() {
-  std::vector<cpu_isa> out;
-  for (cpu_isa isa : {cpu_isa::avx2, cpu_isa::avx512_core}) {
-    if (detected_isa() >= isa) out.push_back(isa);
-  }
-  return out;
-}
 
 thread_pool& pool() {
   static thread_pool p(3);

@@ -17,9 +17,11 @@
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/keyhash/key.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "test_isas.hpp"
 
 namespace {
 
+using cpu_test::test_isas;
 using primcache::cpu_isa;
 namespace ci = primcache::cpu_internal;
 using ci::binary_broadcast;
@@ -30,13 +32,6 @@ using ci::matmul_problem;
 
 bool host_has(cpu_isa isa) {
   return primcache::detected_isa() >= isa;
-}
-
-// The ISAs under test: both vector widths when the host has them.
-std::vector<cpu_isa> test_isas() {
-  std::vector<cpu_isa> isas = {cpu_isa::avx2};
-  if (host_has(cpu_isa::avx512_core)) isas.push_back(cpu_isa::avx512_core);
-  return isas;
 }
 
 primcache::thread_pool& test_pool() {

@@ -17,19 +17,15 @@
 #include "kernels/post_ops.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/keyhash/key.hpp"
+#include "test_isas.hpp"
 
 namespace {
 
+using cpu_test::test_isas;
 using primcache::cpu_isa;
 namespace ci = primcache::cpu_internal;
 using ci::binary_broadcast;
 using ci::eltwise_alg;
-
-std::vector<cpu_isa> test_isas() {
-  std::vector<cpu_isa> isas = {cpu_isa::avx2};
-  if (primcache::detected_isa() >= cpu_isa::avx512_core) isas.push_back(cpu_isa::avx512_core);
-  return isas;
-}
 
 // void post_ops(const float* x, const float* const* operands, float* y, i64 n):
 // y[i] = chain(x[i]), binary operand j read at operands[j][i] (broadcast

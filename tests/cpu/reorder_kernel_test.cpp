@@ -19,6 +19,7 @@
 #include "primcache/runtime/thread_pool.hpp"
 #include "primcache/tensor/memory_desc.hpp"
 #include "primcache/tensor/numeric.hpp"
+#include "test_isas.hpp"
 
 // Every check here is bitwise against naive_reorder (naive_reference.hpp,
 // which shares no code with the kernel): the kernel and the reference apply
@@ -30,6 +31,7 @@
 
 namespace {
 
+using cpu_test::test_isas;
 using primcache::cpu_isa;
 using primcache::data_type;
 using primcache::format_tag;
@@ -39,12 +41,6 @@ namespace ci = primcache::cpu_internal;
 // Byte comparison that reports a bool, not two dumps of whole buffers.
 bool same_bytes(const std::vector<std::byte>& a, const std::vector<std::byte>& b) {
   return a == b;
-}
-
-std::vector<cpu_isa> test_isas() {
-  std::vector<cpu_isa> out{cpu_isa::avx2};
-  if (primcache::detected_isa() >= cpu_isa::avx512_core) out.push_back(cpu_isa::avx512_core);
-  return out;
 }
 
 primcache::thread_pool& pool() {
