@@ -80,6 +80,8 @@ TEST_CASE("a redis URL is parsed strictly", "[persist][redis][url]") {
     CHECK(o.command_timeout == 30ms);
     CHECK(o.breaker.failure_threshold == 5);
     CHECK(o.breaker.cool_down == 2500ms);
+    CHECK(primcache::parse_redis_url("redis://h:1/p?reply_spin_us=0").reply_spin == 0us);
+    CHECK(primcache::parse_redis_url("redis://h:1/p?reply_spin_us=100000").reply_spin == 100ms);
   }
   SECTION("defaults: port 6379, short timeouts, no TTL") {
     redis_store_options o = primcache::parse_redis_url("redis://10.0.0.7/pc");
@@ -89,6 +91,7 @@ TEST_CASE("a redis URL is parsed strictly", "[persist][redis][url]") {
     CHECK(o.ttl_seconds == 0);
     CHECK(o.connect_timeout == 50ms);
     CHECK(o.command_timeout == 50ms);
+    CHECK(o.reply_spin == 100us);
   }
   SECTION("an IPv6 host in brackets") {
     redis_store_options o = primcache::parse_redis_url("redis://[::1]:7000/pc");
@@ -134,6 +137,8 @@ TEST_CASE("a redis URL is parsed strictly", "[persist][redis][url]") {
         {"redis://h:1/p?ttl=1&ttl=2", "twice"},
         {"redis://h:1/p?ttl=1&", "ends with '&'"},
         {"redis://h:1/p?command_timeout_ms=0", "command_timeout_ms"},
+        {"redis://h:1/p?reply_spin_us=-1", "reply_spin_us"},
+        {"redis://h:1/p?reply_spin_us=100001", "reply_spin_us"},
         {"redis://h:1/p?db=2", "unknown parameter db"},
     }));
     INFO(c.url);
@@ -235,7 +240,12 @@ TEST_CASE("the circuit breaker opens, probes and closes", "[persist][redis][brea
 
 TEST_CASE("the redis store round-trips entries", "[persist][redis]") {
   redis_server server;
-  auto s = redis_store::open(options_for(server.port()));
+  // Replies awaited by sleeping at once, and by asking the socket for a while first.
+  const std::chrono::microseconds spin = GENERATE(0us, 100us);
+  INFO("reply_spin " << spin.count() << " us");
+  redis_store_options o = options_for(server.port());
+  o.reply_spin = spin;
+  auto s = redis_store::open(o);
   raw_redis raw(server.port());
 
   SECTION("put, get, exists, erase") {
@@ -489,6 +499,21 @@ TEST_CASE("redis stalled: calls time out and the breaker opens", "[persist][redi
   CHECK(t < 100ms);  // open: not even a connection attempt
   server.resume();
   if (sleeper.joinable()) sleeper.join();
+}
+
+TEST_CASE("a reply spin longer than the command timeout still ends the call by its deadline",
+          "[persist][redis][failure]") {
+  redis_server server;
+  redis_store_options o = options_for(server.port());
+  o.reply_spin = 10s;  // more than any call may take: the deadline must win
+  auto s = redis_store::open(o);
+  REQUIRE(s->put(as_bytes("k"), payload_of("k", 1000)).status == put_status::stored);
+  REQUIRE(s->get(as_bytes("k")));  // answered within the spin
+  server.pause();
+  auto t = time_of([&] { CHECK_FALSE(s->get(as_bytes("k"))); });
+  CHECK(t < call_bound);
+  CHECK(s->stats().timeouts == 1);
+  server.resume();
 }
 
 TEST_CASE("redis back: the store probes and recovers", "[persist][redis][failure]") {

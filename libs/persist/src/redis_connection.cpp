@@ -11,14 +11,23 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <optional>
 
 #include "primcache/base/error.hpp"
 
 namespace primcache::persist_internal {
 namespace {
+
+// A hint to the core that this is a busy-wait loop (x86 PAUSE).
+inline void spin_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 std::string errno_text(int e) {
   return std::strerror(e);
@@ -310,9 +319,11 @@ io_outcome redis_connection::send_all(const char* p, std::size_t n, steady::time
 
 io_outcome redis_connection::recv_some(char* p, std::size_t n, steady::time_point deadline,
                                        std::size_t& got) {
+  std::optional<steady::time_point> spin_until;
   for (;;) {
     // A server trickling a large reply must not stretch the call past its deadline.
-    if (steady::now() >= deadline) return {io_failure::timeout, "reply timed out"};
+    const steady::time_point now = steady::now();
+    if (now >= deadline) return {io_failure::timeout, "reply timed out"};
     ssize_t r = ::recv(fd_, p, n, 0);
     if (r > 0) {
       got = static_cast<std::size_t>(r);
@@ -321,6 +332,11 @@ io_outcome redis_connection::recv_some(char* p, std::size_t n, steady::time_poin
     if (r == 0) return {io_failure::closed, "the server closed the connection"};
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (!spin_until) spin_until = std::min(deadline, now + reply_spin_);
+      if (now < *spin_until) {
+        for (int i = 0; i < 16; ++i) spin_pause();
+        continue;
+      }
       int w = wait_for(fd_, POLLIN, deadline);
       if (w == 0) return {io_failure::timeout, "reply timed out"};
       if (w < 0) return {io_failure::error, "recv: " + errno_text(-w)};

@@ -212,6 +212,8 @@ redis_store_options parse_redis_url(std::string_view url, redis_store_options ba
       out.connect_timeout = std::chrono::milliseconds(number(1, 60000));
     } else if (name == "command_timeout_ms") {
       out.command_timeout = std::chrono::milliseconds(number(1, 60000));
+    } else if (name == "reply_spin_us") {
+      out.reply_spin = std::chrono::microseconds(number(0, 100000));
     } else if (name == "breaker_failures") {
       out.breaker.failure_threshold = static_cast<std::uint32_t>(number(1, 1000));
     } else if (name == "breaker_cool_down_ms") {
@@ -229,7 +231,8 @@ redis_store_options parse_redis_url(std::string_view url, redis_store_options ba
                                  : out.tls_server_name) = std::move(text);
     } else {
       bad_url(url, "unknown parameter " + std::string(name) +
-                       " (known: ttl, connect_timeout_ms, command_timeout_ms, breaker_failures, "
+                       " (known: ttl, connect_timeout_ms, command_timeout_ms, reply_spin_us, "
+                       "breaker_failures, "
                        "breaker_cool_down_ms; with rediss://: tls_ca_file, tls_cert_file, "
                        "tls_key_file, tls_server_name)");
     }
@@ -306,6 +309,7 @@ struct redis_store::state {
       if (!c) {
         c = redis_connection::connect(
             addresses, std::min(until, steady::now() + options.connect_timeout), io, peer);
+        if (c) c->set_reply_spin(options.reply_spin);
         if (c && !options.password.empty()) io = authenticate(*c, until, out, refused);
       }
       if (c && io.ok() && !refused) io = c->command(args, until, out);
