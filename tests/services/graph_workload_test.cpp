@@ -162,6 +162,12 @@ struct graph_daemon {
   }
 };
 
+// What a failed stop shows: how the daemon ended and what it said.
+std::string exit_report(const std::optional<int>& status, const child_process& p) {
+  return "exit status " + (status ? std::to_string(*status) : std::string("none within 30 s")) +
+         "; stderr:\n" + p.err();
+}
+
 }  // namespace
 
 TEST_CASE("The shipped graph workloads load: one executor per graph, named after it",
@@ -357,7 +363,9 @@ TEST_CASE("primcached runs a graph workload and its transforms reach /metrics",
   INFO("promtool: " << promtool);
 
   d.process.signal(SIGTERM);
-  REQUIRE(d.process.wait(30s) == 0);
+  const std::optional<int> status = d.process.wait(30s);
+  INFO(exit_report(status, d.process));
+  REQUIRE(status == 0);
   const std::string out = d.process.out();
   CHECK_THAT(out, Catch::Contains("primcached: workload graph_mlp: 0 primitives and 1 graph on 2 "
                                   "threads"));
@@ -437,7 +445,9 @@ TEST_CASE("primcached runs the mixed CPU/OpenCL graph where a device is present"
   CHECK(exposition_value(text, "primcache_graph_transform_bytes_total",
                          {"graph=\"mixed_cpu_ocl\"", "place", "to=\"cpu/"}) > 0);
   d.process.signal(SIGTERM);
-  CHECK(d.process.wait(30s) == 0);
+  const std::optional<int> status = d.process.wait(30s);
+  INFO(exit_report(status, d.process));
+  CHECK(status == 0);
 }
 
 TEST_CASE("make_zeroed_args zeroes every argument, on the CPU and on an OpenCL device",
