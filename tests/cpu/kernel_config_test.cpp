@@ -448,7 +448,7 @@ TEST_CASE("damaged or foreign blobs are refused and nothing is loaded", "[cpu][b
   const std::vector<std::uint8_t> foreign = primitive(other.make_pd()).cache_blob();
   empty_primitive_cache();
 
-  auto refused = [&](const std::vector<std::uint8_t>& bytes, status code, const char* says) {
+  auto refused = [&](const std::vector<std::uint8_t>& bytes, status code, const std::string& says) {
     const std::uint64_t compiled_before = cpu_internal::objects_compiled();
     try {
       primitive p(pd, bytes);
@@ -489,8 +489,16 @@ TEST_CASE("damaged or foreign blobs are refused and nothing is loaded", "[cpu][b
   }
   SECTION("another format version") {
     auto bad = blob;
-    bad[8] = 2;
-    refused(bad, status::unimplemented, "format version 2");
+    bad[8] = 9;
+    refused(bad, status::unimplemented, "format version 9");
+  }
+  SECTION("a blob another library version or build made") {
+    for (const std::string producer : {std::string(version().version) + "+0000000000000000",
+                                       std::string("0.0.9+") + version().build_identity}) {
+      backend::impl_blob b = backend::impl_blob::decode(blob).value();
+      b.producer = producer;
+      refused(b.encode(), status::invalid_arguments, "made by primcache " + producer);
+    }
   }
   SECTION("the blob itself still loads afterwards") {
     const primitive p(pd, blob);

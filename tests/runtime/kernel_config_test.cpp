@@ -167,6 +167,20 @@ TEST_CASE("the blob format round-trips and refuses damaged bytes", "[runtime][bl
       CHECK(r.why().code == (i >= 8 && i < 12 ? status::unimplemented : status::corrupt_data));
     }
   }
+  SECTION("a blob another library version or build made is refused, naming both") {
+    CHECK(b.producer == impl_blob::this_library());
+    CHECK(back.value().producer == b.producer);
+    for (const std::string other :
+         {impl_blob::this_library() + "0", std::string("0.0.9+0"), std::string()}) {
+      impl_blob foreign = a_blob();
+      foreign.producer = other;
+      auto r = impl_blob::decode(foreign.encode());
+      REQUIRE_FALSE(r.has_value());
+      CHECK(r.why().code == status::invalid_arguments);
+      CHECK_THAT(r.why().message, Catch::Contains("made by primcache " + other + ", not by") &&
+                                      Catch::Contains(impl_blob::this_library()));
+    }
+  }
   SECTION("a trailing byte is refused") {
     auto longer = bytes;
     longer.push_back(0);

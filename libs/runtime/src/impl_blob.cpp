@@ -5,6 +5,7 @@
 
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
+#include "primcache/runtime/version.hpp"
 
 namespace primcache::backend {
 namespace {
@@ -88,10 +89,16 @@ failure corrupt(const std::string& why) {
 
 }  // namespace
 
+std::string impl_blob::this_library() {
+  const version_info& v = version();
+  return std::string(v.version) + "+" + v.build_identity;
+}
+
 std::vector<std::uint8_t> impl_blob::encode() const {
   writer w;
   w.bytes(kMagic, sizeof kMagic);
   w.le<std::uint32_t>(format_version);
+  w.str(producer);
   w.str(name);
   w.blob(key_bytes.data(), key_bytes.size());
   w.le<std::uint32_t>(static_cast<std::uint32_t>(isa));
@@ -136,6 +143,13 @@ result<impl_blob> impl_blob::decode(std::span<const std::uint8_t> bytes) {
   }
   reader r(body.subspan(sizeof kMagic + 4));
   impl_blob b;
+  if (!r.str(b.producer)) return corrupt("is truncated in its header");
+  if (const std::string here = this_library(); b.producer != here) {
+    return failure{status::invalid_arguments,
+                   "the primitive blob was made by primcache " + b.producer +
+                       ", not by this library (" + here +
+                       "): a blob loads only in the library version and build that made it"};
+  }
   std::uint32_t isa = 0;
   std::uint8_t has_config = 0;
   if (!r.str(b.name) || !r.blob(b.key_bytes) || !r.le(isa) || !r.le(has_config)) {

@@ -68,6 +68,7 @@ class primitive_impl;
 // A serialized primitive impl. The bytes (encode) are, little-endian:
 //   "PCIMPL\0\0"  magic (8 bytes)
 //   u32           format version (format_version)
+//   str           the library that made it: "VERSION+BUILD IDENTITY" (this_library())
 //   str           implementation name            (u32 length, bytes)
 //   bytes         primitive key                  (u64 length, bytes)
 //   i32           ISA the object was built for (CPU: cpu_isa), -1 for none
@@ -76,9 +77,15 @@ class primitive_impl;
 //   u32, bytes*   nested impls' blobs            (each u64 length, bytes)
 //   16 bytes      XXH3-128 of everything before it
 // decode() refuses (corrupt_data) anything else: wrong magic, a truncated
-// or altered byte, trailing bytes; (unimplemented) another format version.
+// or altered byte, trailing bytes; (unimplemented) another format version;
+// (invalid_arguments) a blob another library version or build made: object
+// code and configurations are valid only for the code generators that made
+// them, so a blob loads only in the build that made it.
 struct PRIMCACHE_API impl_blob {
-  static constexpr std::uint32_t format_version = 1;
+  static constexpr std::uint32_t format_version = 2;
+  // "VERSION+BUILD IDENTITY" of this library (version()).
+  static std::string this_library();
+  std::string producer = this_library();
   std::string name;
   std::vector<std::byte> key_bytes;
   std::int32_t isa = -1;
