@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "primcache/control/registry.hpp"
 #include "primcache/persist/directory_store.hpp"
 #include "primcache/persist/registration.hpp"
+#include "primcache/runtime/backend/primitive_impl.hpp"
 #include "primcache/runtime/persistent_cache.hpp"
 #include "primcache/runtime/primcache.h"
 #include "primcache/runtime/runtime.hpp"
@@ -309,6 +311,117 @@ TEST_CASE("a well-formed entry whose blob does not load is rejected, erased and 
   SECTION("another primitive's blob") {
     rejected(foreign);
   }
+  SECTION("its own blob as another build of the library made it") {
+    backend::impl_blob b = backend::impl_blob::decode(primitive(c.make_pd()).cache_blob()).value();
+    b.producer = std::string(version().version) + "+ffffffffffffffff";
+    rejected(b.encode());
+  }
+}
+
+TEST_CASE("entries a build with other code generators made are not reached: its ids differ",
+          "[persistent][build_identity]") {
+  // What a rebuild after a change to the kernel generators finds in a
+  // directory the old build filled: entries under ids with the old build
+  // identity. Made here by rewriting the identity inside this build's id and
+  // blob, as the old build would have written them.
+  temp_dir dir;
+  detach_at_end detach;
+  set_persistent_cache(dir_store(dir.path()));
+  const a_case c = matmul_case(41);
+  empty_primitive_cache();
+  const auto want = run(primitive(c.make_pd()), c);
+  const std::vector<std::uint8_t> blob = primitive(c.make_pd()).cache_blob();
+  flush_persistent_cache_writes();
+  std::shared_ptr<blob_store> store = get_persistent_cache();
+  const std::vector<std::uint8_t> id = c.make_pd().cache_blob_id();
+  REQUIRE(store->erase(std::as_bytes(std::span(id))));
+
+  const std::string here = version().build_identity;
+  const std::string old_identity(here.size(), here[0] == '0' ? '1' : '0');
+  std::vector<std::uint8_t> old_id = id;
+  const auto at = std::search(old_id.begin(), old_id.end(), here.begin(), here.end());
+  REQUIRE(at != old_id.end());  // the id names the build identity
+  std::copy(old_identity.begin(), old_identity.end(), at);
+  backend::impl_blob old_blob = backend::impl_blob::decode(blob).value();
+  old_blob.producer = std::string(version().version) + "+" + old_identity;
+  const std::vector<std::uint8_t> old_bytes = old_blob.encode();
+  REQUIRE(store->put(std::as_bytes(std::span(old_id)), std::as_bytes(std::span(old_bytes)))
+              .status == put_status::stored);
+
+  empty_primitive_cache();
+  const auto before = get_persistent_cache_stats();
+  const std::uint64_t compiled_before = compiled();
+  CHECK(run(primitive(c.make_pd()), c) == want);
+  CHECK(compiled() > compiled_before);  // the old entry is never asked for
+  const auto after = get_persistent_cache_stats();
+  CHECK(after.hits == before.hits);
+  CHECK(after.misses == before.misses + 1);
+  CHECK(after.rejected == before.rejected);
+  flush_persistent_cache_writes();
+  // This build's entry now sits beside the old one, which is left to age out.
+  CHECK(entries(dir.path()).size() == 2);
+  CHECK(store->get(std::as_bytes(std::span(old_id))));
+}
+
+TEST_CASE("with a fleet key, forged entries are rejected, counted, recompiled, never loaded",
+          "[persistent][corrupt][fleet_key]") {
+  temp_dir dir;
+  temp_dir keys;
+  detach_at_end detach;
+  auto key_file = [&](const std::string& name, const std::string& secret) {
+    const std::string path = keys.path() + "/" + name;
+    write_file(path, std::vector<char>(secret.begin(), secret.end()));
+    ::chmod(path.c_str(), 0600);
+    return path;
+  };
+  const std::string fleet = key_file("fleet", "0123456789abcdef0123456789abcdef");
+  const std::string other = key_file("other", "fedcba9876543210fedcba9876543210");
+  // Each store reads PRIMCACHE_PERSISTENT_CACHE_KEY_FILE when it is opened.
+  auto open_with = [&](const std::string& key) {
+    if (key.empty()) {
+      ::unsetenv("PRIMCACHE_PERSISTENT_CACHE_KEY_FILE");
+    } else {
+      ::setenv("PRIMCACHE_PERSISTENT_CACHE_KEY_FILE", key.c_str(), 1);
+    }
+    std::shared_ptr<blob_store> s = dir_store(dir.path());
+    ::unsetenv("PRIMCACHE_PERSISTENT_CACHE_KEY_FILE");
+    return s;
+  };
+  const a_case c = matmul_case(43);
+  empty_primitive_cache();
+  const auto want = run(primitive(c.make_pd()), c);
+  const std::vector<std::uint8_t> blob = primitive(c.make_pd()).cache_blob();
+  const std::vector<std::uint8_t> id = c.make_pd().cache_blob_id();
+  const auto id_bytes = std::as_bytes(std::span(id));
+
+  // The forger writes a good blob (it would load) through a store without
+  // the fleet's key: unsigned, or signed with a key of its own.
+  // (A generator keeps its first run's values: the paths are chosen after it.)
+  const bool forger_signs = GENERATE(false, true);
+  const std::string forger_key = forger_signs ? other : std::string();
+  INFO((forger_signs ? "signed with another key" : "unsigned"));
+  REQUIRE(open_with(forger_key)->put(id_bytes, std::as_bytes(std::span(blob))).status ==
+          put_status::stored);
+
+  set_persistent_cache(open_with(fleet));
+  empty_primitive_cache();
+  const auto store_before = get_persistent_cache()->stats();
+  const auto before = get_persistent_cache_stats();
+  const std::uint64_t compiled_before = compiled();
+  CHECK(run(primitive(c.make_pd()), c) == want);
+  CHECK(compiled() > compiled_before);  // recompiled: the forged code never ran
+  const auto store_after = get_persistent_cache()->stats();
+  CHECK(store_after.corrupt_entries == store_before.corrupt_entries + 1);
+  CHECK(store_after.hits == store_before.hits);
+  CHECK(get_persistent_cache_stats().hits == before.hits);
+  flush_persistent_cache_writes();
+  // The forged entry is gone and the fleet's own, signed, took its place:
+  // the next creation loads it.
+  empty_primitive_cache();
+  const std::uint64_t compiled_again = compiled();
+  CHECK(run(primitive(c.make_pd()), c) == want);
+  CHECK(compiled() == compiled_again);
+  CHECK(get_persistent_cache_stats().hits == before.hits + 1);
 }
 
 TEST_CASE("store I/O errors never fail a creation; they are counted", "[persistent][faults]") {
