@@ -209,6 +209,13 @@ int verify(const std::string& dir, const settings& s, std::FILE* out, std::FILE*
                  dir.c_str());
     return 1;
   }
+  // Removed, but a script (a deploy check, a cron job) must still learn
+  // that the cache held bad entries: a disk or a writer is misbehaving.
+  if (!r.bad.empty()) {
+    std::fprintf(err, "primcache: %zu bad entries were in %s (removed)\n", r.bad.size(),
+                 dir.c_str());
+    return 1;
+  }
   return 0;
 }
 

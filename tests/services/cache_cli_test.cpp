@@ -148,10 +148,15 @@ TEST_CASE("cache verify finds bad entries; --fix removes them", "[services][cli]
 
   run_result f = cli({"verify", dir, "--fix"});
   INFO(f.err);
-  CHECK(f.status == 0);
+  CHECK(f.status == 1);  // removed, and still reported: the cache held a bad entry
   CHECK(has(f.out, "fixed: removed 1 bad entries"));
+  CHECK(has(f.err, "1 bad entries were in " + dir + " (removed)"));
   CHECK(kernel_files(dir).size() == 2);
   CHECK(cli({"verify", dir}).status == 0);
+  // A clean cache: --fix has nothing to remove and exits 0.
+  run_result again = cli({"verify", dir, "--fix"});
+  CHECK(again.status == 0);
+  CHECK(has(again.out, "fixed: removed 0 bad entries"));
 }
 
 TEST_CASE("cache clear drops every entry", "[services][cli][cache]") {
