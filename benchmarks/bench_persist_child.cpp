@@ -1,10 +1,16 @@
 // The process BM_NewProcess spawns (bench_persist.cpp): creates and runs
 // ResNet-50's convolutions once each, as a restarted service does, and
 // exits after the first outputs. With PRIMCACHE_PERSISTENT_CACHE_DIR set it
-// takes the code from that directory; without, it compiles. Prints the
-// objects it found in the store ("persistent hits N") and exits non-zero if
-// a creation failed, or, given --expect-hits, if the store served nothing.
+// takes the code from that directory; without, it compiles. Given
+// --ready-fd=N it writes one byte to descriptor N once the last layer's
+// outputs are there (what BM_NewProcess times to), before it finishes the
+// store's writes and exits. Prints the objects it found in the store
+// ("persistent hits N") and exits non-zero if a creation failed, or, given
+// --expect-hits, if the store served nothing.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 
@@ -28,7 +34,19 @@ constexpr layer kLayers[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool expect_hits = argc > 1 && std::string_view(argv[1]) == "--expect-hits";
+  bool expect_hits = false;
+  int ready_fd = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a(argv[i]);
+    if (a == "--expect-hits") {
+      expect_hits = true;
+    } else if (a.starts_with("--ready-fd=")) {
+      ready_fd = std::atoi(argv[i] + 11);
+    } else {
+      std::fprintf(stderr, "bench_persist_child: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
   namespace pc = primcache;
   using tag = pc::format_tag;
   try {
@@ -57,6 +75,11 @@ int main(int argc, char** argv) {
                                                  {PRIMCACHE_ARG_DST, dst}});
       strm.wait();
       checksum += static_cast<const float*>(dst.get_data_handle())[0];
+    }
+    if (ready_fd >= 0) {
+      const char byte = 1;
+      if (::write(ready_fd, &byte, 1) != 1) return 1;
+      ::close(ready_fd);
     }
     pc::flush_persistent_cache_writes();
     std::printf("persistent hits %llu checksum %g\n",
