@@ -323,8 +323,9 @@ struct directory_store::state {
     std::sort(all.begin(), all.end(), [](const aged_entry& a, const aged_entry& b) {
       return std::tie(a.sec, a.nsec, a.path) < std::tie(b.sec, b.nsec, b.path);
     });
-    // size.txt may lag the entries (a writer killed after publishing): trust
-    // the walk we just made.
+    // size.txt may be too high (a writer killed between raising it and
+    // publishing, or after removing before lowering it): trust the walk we
+    // just made.
     std::uint64_t actual = 0;
     for (const aged_entry& e : all) actual += e.size;
     size = actual;

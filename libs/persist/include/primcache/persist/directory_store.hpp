@@ -32,9 +32,10 @@
 //   threads (a mutex) and processes (flock on DIR/.lock). When a put would
 //   pass the capacity, the entries with the oldest kernel.bin modification
 //   time (their creation) are removed until the new one fits.
-// - size.txt is updated under the lock with each change. A process killed
-//   between publishing an entry and updating size.txt leaves it short by that
-//   entry; verify(true) rewrites it from the entries.
+// - size.txt is updated under the lock with each change: it grows before an
+//   entry is published and shrinks after one is removed, so a process killed
+//   in between leaves it too high by that entry, never too low; the next
+//   eviction walks the entries and corrects it, as does verify(true).
 // - A bad entry (entry.hpp's faults, a missing kernel.bin, key.bin not
 //   matching the entry's key) is never returned: get() counts it in
 //   corrupt_entries and removes it (unless read-only).
