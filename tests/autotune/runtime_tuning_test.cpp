@@ -2,11 +2,14 @@
 // the first execution tunes, the winner goes into the table, later
 // descriptors get it, and every configuration tuning may choose computes
 // what plain loops compute.
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -492,4 +495,90 @@ TEST_CASE("the C API sets the tunable attribute", "[autotune][runtime][c_api]") 
   pc_memory_desc_destroy(c);
   pc_engine_destroy(eng);
   set_tune_max_nconfigs(40);
+}
+
+TEST_CASE("use_tune_table_file replaces the table with a file's and writes there",
+          "[autotune][runtime][table_file]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("primcache-use-table-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "t.json").string();
+  CHECK_THROWS_AS(use_tune_table_file(""), error);
+
+  SECTION("a missing file: a first run, the table empty, saved there") {
+    global_tune_table().put("cpu:test", key_writer().str("before").finish(),
+                            tune_entry{"jit:matmul", "{}", 1, 2, "before"});
+    const tune_table_file_report r = use_tune_table_file(path);
+    CHECK_FALSE(r.found);
+    CHECK(r.entries == 0);
+    CHECK(r.ignored.empty());
+    CHECK(global_tune_table().size() == 0);  // what was there before is dropped
+    CHECK(get_tune_table_path() == path);
+    global_tune_table().put("cpu:test", key_writer().str("after").finish(),
+                            tune_entry{"jit:matmul", "{}", 1, 2, "after"});
+    CHECK(save_tune_table() == 1);
+    tune_table back;
+    REQUIRE(back.load_file(path, version().version));
+    CHECK(back.find("cpu:test", key_writer().str("after").finish()));
+  }
+  SECTION("a table's entry is what the next descriptor of its problem is created with") {
+    if (!jit()) {
+      CHECK(effective_isa() < cpu_isa::avx2);
+      return;
+    }
+    matmul_case c(21, 43, 58, 3);
+    const matmul::primitive_desc cached = c.pd();  // in the descriptor cache from now on
+    const auto configs = sampled_configs(cached, 8);
+    REQUIRE_FALSE(configs.empty());
+    // A configuration other than the heuristic's.
+    const backend::kernel_config* other = nullptr;
+    for (const auto& cfg : configs) {
+      if (cfg != *backend::impl_of(cached).config()) other = &cfg;
+    }
+    REQUIRE(other != nullptr);
+    tune_table file;
+    file.put(tune_device_of(cpu()), backend::impl_of(cached).problem_key(),
+             tune_entry{"jit:matmul", other->to_json(), 1, 2, "from a file"});
+    REQUIRE(file.save_file(path, version().version));
+    const tune_table_file_report r = use_tune_table_file(path);
+    CHECK(r.found);
+    CHECK(r.entries == 1);
+    CHECK(r.ignored.empty());
+    // The cached descriptor was invalidated: a new one reads the entry.
+    const matmul::primitive_desc pd = c.pd();
+    REQUIRE(backend::impl_of(pd).config());
+    CHECK(*backend::impl_of(pd).config() == *other);
+    c.run(matmul(pd));
+    CHECK(c.bad() == 0);
+  }
+  SECTION("a corrupt file: ignored with its reason, the table empty") {
+    std::ofstream(path) << "{\"format\": 7";
+    global_tune_table().put("cpu:test", key_writer().str("before").finish(),
+                            tune_entry{"jit:matmul", "{}", 1, 2, "before"});
+    const tune_table_file_report r = use_tune_table_file(path);
+    CHECK(r.found);
+    CHECK(r.entries == 0);
+    CHECK_THAT(r.ignored, Catch::StartsWith(path + ": "));
+    CHECK(global_tune_table().size() == 0);
+    CHECK(get_tune_table_path() == path);
+  }
+  SECTION("another library version's file: ignored, saying whose") {
+    tune_table file;
+    file.put("cpu:test", key_writer().str("old").finish(),
+             tune_entry{"jit:matmul", "{}", 1, 2, "old"});
+    REQUIRE(file.save_file(path, "0.0.1-old"));
+    const tune_table_file_report r = use_tune_table_file(path);
+    CHECK(r.found);
+    CHECK(r.entries == 0);
+    CHECK(r.ignored == path + " was written by primcache 0.0.1-old, this is " + version().version);
+    CHECK(global_tune_table().size() == 0);
+  }
+  SECTION("an unreadable path (a directory): ignored with its reason") {
+    const tune_table_file_report r = use_tune_table_file(dir.string());
+    CHECK(r.found);
+    CHECK_FALSE(r.ignored.empty());
+    CHECK(r.entries == 0);
+  }
+  std::filesystem::remove_all(dir);
+  global_tune_table().clear();
 }

@@ -43,7 +43,9 @@ struct tune_state {
   std::atomic<bool> local_switch{false};  // otherwise this
   bool registered = false;
   tune_table table;
-  std::string path;  // PRIMCACHE_TUNE_TABLE; set once, before the state is shared
+  // PRIMCACHE_TUNE_TABLE, or use_tune_table_file's path.
+  mutable mutex path_mu;
+  std::string path PRIMCACHE_GUARDED_BY(path_mu);
   // "tune_max_nconfigs" in control, when it could be registered; else this.
   setting_registration max_nconfigs_setting;
   std::atomic<std::size_t> max_nconfigs{40};
@@ -63,6 +65,10 @@ struct tune_state {
   std::shared_ptr<const std::function<void(const tune_progress_event&)>> listener
       PRIMCACHE_GUARDED_BY(listener_mu);
 
+  std::string table_path() const {
+    lock_guard g(path_mu);
+    return path;
+  }
   bool on() const noexcept {
     return registered ? tune_switch.on() : local_switch.load(std::memory_order_acquire);
   }
@@ -135,17 +141,19 @@ tune_state& state() {
     }
     register_tune_metrics(*st);
     if (auto p = env_string("PRIMCACHE_TUNE_TABLE"); p && !p->empty()) {
-      st->path = *p;
-      auto r = st->table.load_file(st->path, version().version);
+      {
+        lock_guard g(st->path_mu);
+        st->path = *p;
+      }
+      auto r = st->table.load_file(*p, version().version);
       if (!r) {
         // A missing file is a first run: saving at exit creates it.
         if (r.why().code != status::not_found) {
           report("ignoring the tune table (PRIMCACHE_TUNE_TABLE): " + r.why().message);
         }
       } else if (r.value().other_version) {
-        report("ignoring the tune table " + st->path +
-               " (PRIMCACHE_TUNE_TABLE): it was written by primcache " + r.value().file_version +
-               ", this is " + version().version);
+        report("ignoring the tune table " + *p + " (PRIMCACHE_TUNE_TABLE): it was written by " +
+               "primcache " + r.value().file_version + ", this is " + version().version);
       }
     }
     st->table_entries.set(static_cast<double>(st->table.size()));
@@ -157,8 +165,9 @@ tune_state& state() {
 
 void save_at_exit() {
   tune_state& st = state();
-  if (st.path.empty() || !st.dirty.load()) return;
-  auto r = st.table.save_file(st.path, version().version);
+  const std::string path = st.table_path();
+  if (path.empty() || !st.dirty.load()) return;
+  auto r = st.table.save_file(path, version().version);
   if (!r) report("cannot save the tune table at exit: " + r.why().message);
 }
 
@@ -611,19 +620,52 @@ std::string tune_device_of(const engine& eng) {
 }
 
 std::string get_tune_table_path() {
-  return runtime_internal::state().path;
+  return runtime_internal::state().table_path();
+}
+
+tune_table_file_report use_tune_table_file(const std::string& path) {
+  if (path.empty()) throw error(status::invalid_arguments, "use_tune_table_file: empty path");
+  auto& st = runtime_internal::state();
+  // Read aside, then swapped in: the table is empty only between clear()
+  // and merge(), not while the file is read.
+  tune_table fresh;
+  tune_table_file_report report;
+  auto r = fresh.load_file(path, version().version);
+  if (!r) {
+    report.found = r.why().code != status::not_found;
+    if (report.found) report.ignored = r.why().message;
+  } else {
+    report.found = true;
+    if (r.value().other_version) {
+      report.ignored = path + " was written by primcache " + r.value().file_version + ", this is " +
+                       version().version;
+      fresh.clear();
+    }
+  }
+  report.entries = fresh.size();
+  {
+    lock_guard g(st.path_mu);
+    st.path = path;
+  }
+  st.table.clear();
+  st.table.merge(fresh);
+  st.dirty.store(false);
+  st.table_entries.set(static_cast<double>(st.table.size()));
+  runtime_internal::invalidate_primitive_descs();
+  return report;
 }
 
 std::size_t save_tune_table(const std::string& path) {
   auto& st = runtime_internal::state();
-  const std::string& to = path.empty() ? st.path : path;
+  const std::string own = st.table_path();
+  const std::string& to = path.empty() ? own : path;
   if (to.empty()) {
     throw error(status::invalid_arguments,
                 "save_tune_table: no path given and PRIMCACHE_TUNE_TABLE is unset");
   }
   auto r = st.table.save_file(to, version().version);
   if (!r) throw error(r.why().code, r.why().message);
-  if (to == st.path) st.dirty.store(false);
+  if (to == own) st.dirty.store(false);
   st.table_entries.set(static_cast<double>(st.table.size()));
   return r.value();
 }

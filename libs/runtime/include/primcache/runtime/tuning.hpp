@@ -35,8 +35,9 @@
 //
 // The table: loaded from PRIMCACHE_TUNE_TABLE when the runtime's tuning
 // state is first used (a corrupt or unreadable file is reported on stderr
-// and ignored; entries of another library version are ignored), written
-// there at exit when it changed, and on request with save_tune_table().
+// and ignored; entries of another library version are ignored), or from
+// the path use_tune_table_file() names instead; written there at exit when
+// it changed, and on request with save_tune_table().
 //
 // Thread-safety: every function may be called from any thread. Many
 // primitives may tune at once (each problem is tuned by one thread; others
@@ -71,8 +72,28 @@ PRIMCACHE_API tune_table& global_tune_table();
 // The device name the table files this process's entries under for `eng`
 // ("cpu:avx512_core": the engine's description).
 PRIMCACHE_API std::string tune_device_of(const engine& eng);
-// PRIMCACHE_TUNE_TABLE, or "" when unset.
+// The table file: PRIMCACHE_TUNE_TABLE, or the last use_tune_table_file()
+// path; "" when neither.
 PRIMCACHE_API std::string get_tune_table_path();
+
+// What use_tune_table_file found at its path.
+struct tune_table_file_report {
+  bool found = false;       // a file is there (false: a first run; the first save creates it)
+  std::size_t entries = 0;  // entries the table took from it
+  // Why the file was ignored — corrupt, unreadable, of another library
+  // version — naming the path; empty when it was not.
+  std::string ignored;
+};
+// Makes `path` the process's table file in place of PRIMCACHE_TUNE_TABLE's,
+// as that variable does at start: the table's entries are replaced by the
+// file's, and save_tune_table() with no path and the exit hook write there.
+// A missing file leaves the table empty; a corrupt, unreadable or
+// other-version file is ignored (the table left empty) and the report says
+// why: never an error. The primitive descriptors cached so far are
+// invalidated, since they chose their configurations from the old entries.
+// Meant for start-up (a daemon's --tune-table): entries tuned before the
+// call are dropped. invalid_arguments for an empty path.
+PRIMCACHE_API tune_table_file_report use_tune_table_file(const std::string& path);
 // Writes the table to `path` (empty: PRIMCACHE_TUNE_TABLE's; invalid_arguments
 // when that is unset too), merging what the file holds, atomically. Returns
 // the entries written; runtime_error naming the path when it cannot.
