@@ -17,7 +17,7 @@ daemon_config load_config(std::string_view text, const std::string& file,
   const json_field root(doc, file);
   root.object();
   root.allow_only({"admin", "threads", "summary_interval_seconds", "caches", "constant_caches",
-                   "persistent_cache", "workload"});
+                   "persistent_cache", "tune", "workload"});
   daemon_config c;
   c.file = file;
   if (std::optional<json_field> admin = root.member("admin")) {
@@ -92,6 +92,21 @@ daemon_config load_config(std::string_view text, const std::string& file,
     }
     if (pc.dir.empty() && pc.redis.empty()) p->fail("expected \"dir\", \"redis\" or both");
     c.persistent = std::move(pc);
+  }
+  if (std::optional<json_field> t = root.member("tune")) {
+    t->object();
+    t->allow_only({"enabled", "table", "max_nconfigs"});
+    if (auto f = t->member("enabled")) c.tune.enabled = f->boolean();
+    if (auto f = t->member("table")) {
+      c.tune.table = f->string();
+      if (c.tune.table.empty()) f->fail("expected a file path (leave the field out for none)");
+      if (c.tune.table.front() != '/' && !base_dir.empty()) {
+        c.tune.table = base_dir + "/" + c.tune.table;
+      }
+    }
+    if (auto f = t->member("max_nconfigs")) {
+      c.tune.max_nconfigs = static_cast<std::size_t>(f->integer(1, 1000));
+    }
   }
   if (auto f = root.member("workload")) {
     c.workload = f->string();

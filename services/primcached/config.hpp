@@ -1,7 +1,8 @@
 // services/primcached/config.hpp — primcached's configuration file: the
 // admin server's address and token file, the workload threads, the summary
 // interval, cache capacities by control name, the constant tensor caches'
-// capacities by engine kind, and the workload to run
+// capacities by engine kind, the persistent cache, tune mode, and the
+// workload to run
 // (docs/primcached.md describes every field).
 //
 //   primcache::primcached::daemon_config c =
@@ -48,6 +49,16 @@ struct daemon_config {
     std::string redis;  // redis://host:port/prefix
   };
   std::optional<persistent_config> persistent;
+  // "tune": {"enabled": bool, "table": PATH, "max_nconfigs": N}: tune mode
+  // for the workload (docs/primcached.md, "Tuning"). Each field left out
+  // leaves its setting to the command line or the environment
+  // (PRIMCACHE_TUNE, PRIMCACHE_TUNE_TABLE); the command line wins over it.
+  struct tune_config {
+    std::optional<bool> enabled;
+    std::string table;  // relative paths resolved against the config file's folder; "" none
+    std::optional<std::size_t> max_nconfigs;  // 1 .. 1000
+  };
+  tune_config tune;
   // The workload file, relative paths resolved against the config file's
   // folder; empty: the embedded default workload.
   std::string workload;

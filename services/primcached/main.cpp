@@ -2,7 +2,9 @@
 // configuration, runs a workload of primitives on N threads through the
 // primitive cache (and graphs, each by one executor the threads share),
 // serves the admin API and console, prints a summary line every few
-// seconds, and stops cleanly on SIGINT or SIGTERM (docs/primcached.md).
+// seconds, and stops cleanly on SIGINT or SIGTERM; in tune mode its
+// primitives tune on their first execution and the tune table is written at
+// stop (docs/primcached.md).
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -28,6 +30,7 @@
 #include "primcache/runtime/runtime.hpp"
 #include "runner.hpp"
 #include "token_file.hpp"
+#include "tune_mode.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -39,12 +42,14 @@ using clock_type = std::chrono::steady_clock;
 constexpr std::string_view usage =
     "usage: primcached [--config FILE] [--workload FILE] [--admin HOST:PORT]\n"
     "                  [--token-file PATH] [--threads N] [--duration SECONDS]\n"
+    "                  [--tune | --no-tune] [--tune-table PATH] [--tune-max-nconfigs N]\n"
     "With no arguments: the embedded configs/primcached.json and configs/workloads/default.json.\n";
 
 struct command_line {
   std::optional<std::string> config, workload, admin, token_file;
   std::optional<int> threads;
   std::optional<double> duration;
+  tune_flags tune;
 };
 
 struct usage_error {
@@ -59,6 +64,11 @@ command_line parse_command_line(int argc, char** argv) {
       std::fputs(usage.data(), stdout);
       std::exit(0);
     }
+    // Switches: no value.
+    if (arg == "--tune" || arg == "--no-tune") {
+      cl.tune.enabled = arg == "--tune";
+      continue;
+    }
     std::string value;
     const std::size_t eq = arg.find('=');
     if (arg.starts_with("--") && eq != std::string::npos) {
@@ -71,7 +81,9 @@ command_line parse_command_line(int argc, char** argv) {
     } else {
       throw usage_error{"unexpected argument " + arg};
     }
-    if (arg == "--config") {
+    if (arg == "--tune" || arg == "--no-tune") {
+      throw usage_error{arg + " takes no value"};
+    } else if (arg == "--config") {
       cl.config = value;
     } else if (arg == "--workload") {
       cl.workload = value;
@@ -99,6 +111,16 @@ command_line parse_command_line(int argc, char** argv) {
         throw usage_error{"--duration " + value + ": expected a number of seconds > 0"};
       }
       cl.duration = s;
+    } else if (arg == "--tune-table") {
+      if (value.empty()) throw usage_error{"--tune-table: expected a path"};
+      cl.tune.table = value;
+    } else if (arg == "--tune-max-nconfigs") {
+      char* end = nullptr;
+      const long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || n < 1 || n > 1000) {
+        throw usage_error{"--tune-max-nconfigs " + value + ": expected an integer in [1, 1000]"};
+      }
+      cl.tune.max_nconfigs = static_cast<std::size_t>(n);
     } else {
       throw usage_error{"unknown option " + arg};
     }
@@ -217,6 +239,10 @@ int run(int argc, char** argv, int signal_fd) {
   if (cl.token_file) config.token_file = *cl.token_file;
   if (config.token_file.empty()) config.token_file = services::default_token_file();
 
+  // Before the workload loads: its primitive descriptors (built while
+  // loading, and cached) choose their configurations from the tune table.
+  tune_session tuning(resolve_tune_settings(cl.tune, config), stdout, stderr);
+
   const std::string workload_path = cl.workload ? *cl.workload : config.workload;
   const workload w =
       workload_path.empty()
@@ -248,6 +274,7 @@ int run(int argc, char** argv, int signal_fd) {
       "primcached: workload %s: %zu primitives%s on %d threads; capacities from %s\n",
       w.name.empty() ? (workload_path.empty() ? "default" : workload_path.c_str()) : w.name.c_str(),
       w.primitives.size(), graphs.c_str(), config.threads, config.file.c_str());
+  tuning.describe(w);
   // What each graph runs: its ops and the transforms between them.
   for (const graph_entry& g : w.graphs) {
     std::printf("primcached: graph %s (%s):\n%s", g.name.c_str(), g.source.c_str(),
@@ -317,11 +344,13 @@ int run(int argc, char** argv, int signal_fd) {
   collect();
   std::printf("primcached: stopping (%s)\n", stopped_by.c_str());
   print_summary(total, "total", w);
+  // The workload threads are done: no tuning is in flight.
+  const bool table_written = tuning.finish();
   admin->stop();
   // The persistent cache's queued writes are finished before exit.
   if (config.persistent) detach_persistent_cache();
   remove_token_file(config.token_file, token);
-  return 0;
+  return table_written ? 0 : 1;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 #include "primcache/runtime/runtime.hpp"
+#include "tune_mode.hpp"
 
 namespace {
 
@@ -54,6 +55,64 @@ TEST_CASE("A config reads every field; a relative workload is found beside it",
   apply_capacities(c);
   CHECK(get_primitive_cache_capacity() == 7);
   set_primitive_cache_capacity(before);
+}
+
+TEST_CASE("A config's tune section: every field, a relative table beside the config",
+          "[services][config][tune]") {
+  const daemon_config none = load_config("{}", "primcached.json", "/etc/primcache");
+  CHECK_FALSE(none.tune.enabled);
+  CHECK(none.tune.table.empty());
+  CHECK_FALSE(none.tune.max_nconfigs);
+  const daemon_config c =
+      load_config(R"({"tune": {"enabled": true, "table": "tables/t.json", "max_nconfigs": 4}})",
+                  "primcached.json", "/etc/primcache");
+  CHECK(c.tune.enabled == true);
+  CHECK(c.tune.table == "/etc/primcache/tables/t.json");
+  CHECK(c.tune.max_nconfigs == 4u);
+  const daemon_config absolute =
+      load_config(R"({"tune": {"enabled": false, "table": "/var/t.json"}})", "primcached.json",
+                  "/etc/primcache");
+  CHECK(absolute.tune.enabled == false);
+  CHECK(absolute.tune.table == "/var/t.json");
+}
+
+TEST_CASE("A malformed tune section is refused naming the field", "[services][config][tune]") {
+  CHECK(refusal(R"({"tune": true})") == "primcached.json: tune: expected an object");
+  CHECK(refusal(R"({"tune": {"enabled": "yes"}})") ==
+        "primcached.json: tune.enabled: expected true or false");
+  CHECK(refusal(R"({"tune": {"table": ""}})") ==
+        "primcached.json: tune.table: expected a file path (leave the field out for none)");
+  CHECK(refusal(R"({"tune": {"table": 3}})") == "primcached.json: tune.table: expected a string");
+  for (const char* n : {"0", "1001", "2.5", "\"4\""}) {
+    INFO(n);
+    CHECK_THAT(refusal(std::string(R"({"tune": {"max_nconfigs": )") + n + "}}"),
+               Catch::StartsWith("primcached.json: tune.max_nconfigs: expected an integer"));
+  }
+  CHECK(refusal(R"({"tune": {"max_nconfigs": 0}})") ==
+        "primcached.json: tune.max_nconfigs: expected an integer in [1, 1000]");
+  CHECK_THAT(refusal(R"({"tune": {"tabel": "t.json"}})"),
+             Catch::StartsWith("primcached.json: tune.tabel: unknown field"));
+}
+
+TEST_CASE("Tune settings: the command line over the config", "[services][config][tune]") {
+  const daemon_config c = load_config(
+      R"({"tune": {"enabled": true, "table": "/c/t.json", "max_nconfigs": 4}})", "c.json", "/c");
+  const tune_settings from_config = resolve_tune_settings({}, c);
+  CHECK(from_config.enabled == true);
+  CHECK(from_config.table == "/c/t.json");
+  CHECK(from_config.max_nconfigs == 4u);
+  tune_flags flags;
+  flags.enabled = false;
+  flags.table = "flag.json";
+  flags.max_nconfigs = 2;
+  const tune_settings s = resolve_tune_settings(flags, c);
+  CHECK(s.enabled == false);
+  CHECK(s.table == "flag.json");
+  CHECK(s.max_nconfigs == 2u);
+  const tune_settings neither = resolve_tune_settings({}, load_config("{}", "c.json", "/c"));
+  CHECK_FALSE(neither.enabled);
+  CHECK(neither.table.empty());
+  CHECK_FALSE(neither.max_nconfigs);
 }
 
 TEST_CASE("A malformed config is refused with a message naming the field", "[services][config]") {
