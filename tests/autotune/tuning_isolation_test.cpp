@@ -157,20 +157,28 @@ constexpr std::int64_t kM = 29, kK = 31, kN = 23;
 // Nested creations made by the implementation: by its primitives (through
 // the global cache) and by its tuning candidates, by how they were found.
 std::atomic<int> candidate_builds{0}, candidate_nested_misses{0}, candidate_nested_hits{0};
+// Executions of candidates, and those whose nested matmul ran generic code
+// (created tiered, its specialized code not installed yet).
+std::atomic<int> candidate_runs{0}, candidate_generic_runs{0};
 
 class nested_matmul_impl final : public backend::primitive_impl {
  public:
   nested_matmul_impl(std::shared_ptr<const backend::primitive_desc_impl> pd,
-                     std::shared_ptr<const backend::primitive_impl> matmul)
-      : primitive_impl(std::move(pd)), matmul_(std::move(matmul)) {}
+                     std::shared_ptr<const backend::primitive_impl> matmul, bool candidate)
+      : primitive_impl(std::move(pd)), matmul_(std::move(matmul)), candidate_(candidate) {}
   std::vector<const primitive_impl*> nested() const override { return {matmul_.get()}; }
   std::size_t scratchpad_bytes() const override { return matmul_->scratchpad_bytes(); }
   void execute(const backend::exec_ctx& ctx) const override {
+    if (candidate_) {
+      ++candidate_runs;
+      if (!matmul_->specialized()) ++candidate_generic_runs;
+    }
     matmul_->execute(ctx.nested(ctx.args, ctx.scratchpad));
   }
 
  private:
   std::shared_ptr<const backend::primitive_impl> matmul_;
+  bool candidate_;
 };
 
 backend::kernel_config variant(std::int64_t v) {
@@ -201,7 +209,8 @@ class nested_matmul_pd final : public backend::primitive_desc_impl {
   }
   std::shared_ptr<const backend::primitive_impl> create_impl(const engine& eng) const override {
     auto matmul = backend::create_nested_impl(*matmul_, eng);
-    return std::make_shared<const nested_matmul_impl>(shared_from_this(), std::move(matmul.value));
+    return std::make_shared<const nested_matmul_impl>(shared_from_this(), std::move(matmul.value),
+                                                      false);
   }
   std::optional<backend::kernel_config> default_config() const override { return variant(1); }
   backend::config_space config_candidates() const override {
@@ -221,7 +230,8 @@ class nested_matmul_pd final : public backend::primitive_desc_impl {
     ++candidate_builds;
     auto matmul = backend::create_nested_impl(*matmul_, eng);
     ++(matmul.outcome == lookup_outcome::miss ? candidate_nested_misses : candidate_nested_hits);
-    return std::make_shared<const nested_matmul_impl>(shared_from_this(), std::move(matmul.value));
+    return std::make_shared<const nested_matmul_impl>(shared_from_this(), std::move(matmul.value),
+                                                      true);
   }
 
  private:
@@ -475,6 +485,53 @@ TEST_CASE("the nested primitives tuning candidates create live in the tuning's p
   int bad = 0;
   for (std::size_t i = 0; i < want.size(); ++i) bad += std::abs(got[i] - want[i]) > 1e-4f;
   CHECK(bad == 0);
+}
+
+TEST_CASE("tuning candidates run the specialized code of the nested primitives they create",
+          "[autotune][runtime][isolation][tiered]") {
+  if (!jit()) {
+    CHECK(effective_isa() < cpu_isa::avx2);
+    return;
+  }
+  register_nested_matmul();
+  const tune_scope restore;
+  set_tune(false);
+  set_tune_max_nconfigs(4);
+  // Tiered: a candidate's nested matmul, created through the private
+  // cache, gets generic code and a background compilation. The pool is
+  // kept busy first (tiered matmuls of other shapes, alive, compiling one
+  // after another), so that compilation stays queued while the candidate
+  // is measured unless tuning waits for it.
+  set_jit_mode(jit_mode::tiered);
+  std::vector<matmul> backlog;
+  for (int i = 0; i < 16; ++i) {
+    const memory::desc a({64 + i, 96}, data_type::f32, tag::ab);
+    const memory::desc b({96, 80 + i}, data_type::f32, tag::ab);
+    const memory::desc c({64 + i, 80 + i}, data_type::f32, tag::ab);
+    post_ops ops;
+    ops.append_eltwise(1.f, algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    primitive_attr backlog_attr;
+    backlog_attr.set_post_ops(ops);
+    backlog.emplace_back(matmul::primitive_desc(matmul::desc(a, b, c), backlog_attr, cpu()));
+  }
+  const memory src = filled({{kM, kK}, data_type::f32, tag::ab}, 12);
+  const memory wei = filled({{kK, kN}, data_type::f32, tag::ab}, 13);
+  const memory dst(memory::desc({kM, kN}, data_type::f32, tag::ab), cpu());
+  primitive_attr attr;
+  attr.set_tunable(true);
+  const matmul::primitive_desc pd(matmul::desc(src.get_desc(), wei.get_desc(), dst.get_desc()),
+                                  attr, cpu());
+  REQUIRE(backend::impl_of(pd).name() == std::string("test:nested_matmul"));
+  const int runs = candidate_runs, generic_runs = candidate_generic_runs;
+  const tune_stats s0 = get_tune_stats();
+  matmul(pd).execute(
+      stream(cpu()),
+      {{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_WEIGHTS, wei}, {PRIMCACHE_ARG_DST, dst}});
+  REQUIRE(get_tune_stats().tuned == s0.tuned + 1);
+  // Measured on the code a tuned primitive ends up running: the nested
+  // matmul's specialized kernel, never its generic one.
+  CHECK(candidate_runs - runs > 0);
+  CHECK(candidate_generic_runs - generic_runs == 0);
 }
 
 TEST_CASE("tunable primitives with nothing to tune are skipped", "[autotune][runtime][skipped]") {

@@ -389,6 +389,12 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
     const private_cache_scope scope;
     built_candidate& b = built[i];
     b.impl = source_of(i).desc->create_impl_with(eng, config_at(i));
+    // Nested impls the candidate created through the private cache were
+    // made by their descriptors' create_impl: in tiered mode, generic code
+    // with the specialized compilation queued. Measure what a tuned
+    // primitive ends up running: their specialized code (a compilation
+    // still queued runs here, on this thread).
+    b.impl->wait_until_specialized();
     b.resources = std::make_unique<backend::resource_mapper>();
     b.impl->create_resource(eng, *b.resources);
     const std::size_t bytes = b.impl->scratchpad_bytes();
