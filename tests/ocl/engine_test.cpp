@@ -2,12 +2,55 @@
 
 #include <string>
 
+#include "device_list.hpp"
 #include "host_reference.hpp"
 #include "primcache/base/env.hpp"
 #include "primcache/ocl/ocl.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
 
 using namespace primcache;
+
+namespace {
+
+ocl_internal::device_entry fake_device(const char* platform, const char* name,
+                                       cl_device_type type) {
+  ocl_internal::device_entry e;
+  e.platform_name = platform;
+  e.device_name = name;
+  e.type = type;
+  return e;
+}
+
+std::vector<std::string> names(const std::vector<ocl_internal::device_entry>& devices) {
+  std::vector<std::string> out;
+  for (const auto& d : devices) out.push_back(d.device_name);
+  return out;
+}
+
+// Every device of every platform, as OpenCL lists them (no
+// PRIMCACHE_OCL_DEVICE), in engine order: GPUs first.
+std::vector<cl_device_id> every_device_gpus_first() {
+  std::vector<cl_device_id> gpus, others;
+  cl_uint np = 0;
+  if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return {};
+  std::vector<cl_platform_id> platforms(np);
+  REQUIRE(clGetPlatformIDs(np, platforms.data(), nullptr) == CL_SUCCESS);
+  for (cl_platform_id p : platforms) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
+    std::vector<cl_device_id> devices(nd);
+    REQUIRE(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, devices.data(), nullptr) == CL_SUCCESS);
+    for (cl_device_id d : devices) {
+      cl_device_type type = 0;
+      REQUIRE(clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, nullptr) == CL_SUCCESS);
+      ((type & CL_DEVICE_TYPE_GPU) ? gpus : others).push_back(d);
+    }
+  }
+  gpus.insert(gpus.end(), others.begin(), others.end());
+  return gpus;
+}
+
+}  // namespace
 
 TEST_CASE("the OpenCL backend sees at least one device as a gpu engine", "[ocl][engine]") {
   REQUIRE(engine::get_count(engine_kind::gpu) >= 1);
@@ -48,6 +91,87 @@ TEST_CASE("an OpenCL failure is a primcache error naming the CL code", "[ocl][er
                       Catch::Contains("CL_INVALID_DEVICE"));
 }
 
+TEST_CASE("OpenCL devices take engine indices GPUs first, each group in discovery order",
+          "[ocl][engine][devices]") {
+  using ocl_internal::gpus_first;
+  // Platform then device order, as discover() lists them: PoCL's CPU
+  // device, then two GPUs of another platform, an accelerator, and a GPU
+  // that is also the default device.
+  const std::vector<ocl_internal::device_entry> discovered = {
+      fake_device("Portable Computing Language", "pthread-cpu", CL_DEVICE_TYPE_CPU),
+      fake_device("NVIDIA CUDA", "gpu-a", CL_DEVICE_TYPE_GPU),
+      fake_device("NVIDIA CUDA", "gpu-b", CL_DEVICE_TYPE_GPU),
+      fake_device("Other", "accelerator", CL_DEVICE_TYPE_ACCELERATOR),
+      fake_device("Other", "gpu-c", CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_DEFAULT)};
+  CHECK(names(gpus_first(discovered)) ==
+        std::vector<std::string>{"gpu-a", "gpu-b", "gpu-c", "pthread-cpu", "accelerator"});
+  CHECK(names(gpus_first({discovered[0], discovered[3]})) ==
+        std::vector<std::string>{"pthread-cpu", "accelerator"});  // no GPU: every device counts
+  CHECK(gpus_first({}).empty());
+
+  SECTION("the engines of this machine follow that order") {
+    if (const auto v = env_string("PRIMCACHE_OCL_DEVICE"); v && !v->empty()) {
+      WARN("PRIMCACHE_OCL_DEVICE=" << *v << " narrows the engines: their order is not checked");
+      return;
+    }
+    const auto expected = every_device_gpus_first();
+    REQUIRE(engine::get_count(engine_kind::gpu) == expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      CHECK(ocl_interop::get_device(engine(engine_kind::gpu, i)) == expected[i]);
+    }
+  }
+}
+
+TEST_CASE("PRIMCACHE_OCL_DEVICE picks by index or by name, and what picks nothing is refused",
+          "[ocl][engine][env]") {
+  using ocl_internal::select_devices;
+  const std::vector<ocl_internal::device_entry> all = {
+      fake_device("NVIDIA CUDA", "NVIDIA H200", CL_DEVICE_TYPE_GPU),
+      fake_device("NVIDIA CUDA", "NVIDIA A100", CL_DEVICE_TYPE_GPU),
+      fake_device("Portable Computing Language", "pthread-skylake-avx512-AMD EPYC",
+                  CL_DEVICE_TYPE_CPU)};
+  auto picked = [&](std::optional<std::string> value) {
+    auto r = select_devices(all, value);
+    REQUIRE(r.has_value());
+    return names(r.value());
+  };
+  auto refused = [&](std::string value) {
+    auto r = select_devices(all, value);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.why().code == status::invalid_arguments);
+    return r.why().message;
+  };
+  SECTION("unset or empty keeps every device") {
+    CHECK(picked(std::nullopt) == names(all));
+    CHECK(picked("") == names(all));
+  }
+  SECTION("digits are an index into the engine order") {
+    CHECK(picked("0") == std::vector<std::string>{"NVIDIA H200"});
+    CHECK(picked("2") == std::vector<std::string>{"pthread-skylake-avx512-AMD EPYC"});
+    CHECK(picked("01") == std::vector<std::string>{"NVIDIA A100"});
+  }
+  SECTION("anything else is a substring of the platform or the device name") {
+    CHECK(picked("NVIDIA") == std::vector<std::string>{"NVIDIA H200", "NVIDIA A100"});
+    CHECK(picked("A100") == std::vector<std::string>{"NVIDIA A100"});
+    CHECK(picked("Portable") == std::vector<std::string>{"pthread-skylake-avx512-AMD EPYC"});
+    CHECK(picked("EPYC") == std::vector<std::string>{"pthread-skylake-avx512-AMD EPYC"});
+  }
+  SECTION("an index past the last device is refused, naming the count") {
+    CHECK_THAT(refused("3"), Catch::Contains("no OpenCL device has that index (3 found)"));
+    CHECK_THAT(refused("99999999999999999999999"), Catch::Contains("index"));
+  }
+  SECTION("a name that matches nothing is refused (the match is case-sensitive)") {
+    CHECK_THAT(refused("nvidia"), Catch::Contains("no OpenCL platform or device name"));
+    CHECK_THAT(refused("-1"), Catch::Contains("no OpenCL platform or device name"));
+    CHECK_THAT(refused(" 0"), Catch::Contains("no OpenCL platform or device name"));
+  }
+  SECTION("with no device at all, every value but none is refused") {
+    CHECK(select_devices({}, std::nullopt).value().empty());
+    CHECK_FALSE(select_devices({}, std::string("0")).has_value());
+    CHECK_FALSE(select_devices({}, std::string("NVIDIA")).has_value());
+  }
+}
+
 // Run by CTest with PRIMCACHE_OCL_DEVICE set (the variable is read once per
 // process): see tests/ocl/CMakeLists.txt.
 TEST_CASE("PRIMCACHE_OCL_DEVICE narrows the devices to those whose names contain it",
@@ -79,6 +203,27 @@ TEST_CASE("a malformed PRIMCACHE_OCL_DEVICE is reported once and every device st
   const auto reports = env_reports();
   REQUIRE(reports.size() == 1);
   REQUIRE(reports[0].find("PRIMCACHE_OCL_DEVICE") != std::string::npos);
+  REQUIRE(reports[0].find(*env_string("PRIMCACHE_OCL_DEVICE")) != std::string::npos);
+  const auto every = every_device_gpus_first();
+  REQUIRE(count == every.size());
+  for (std::size_t i = 0; i < count; ++i) {
+    CHECK(ocl_interop::get_device(engine(engine_kind::gpu, i)) == every[i]);
+  }
+}
+
+// Run by CTest with PRIMCACHE_OCL_DEVICE=0: only the device of that index in
+// engine order stays, and nothing is reported.
+TEST_CASE("PRIMCACHE_OCL_DEVICE as an index leaves that one device", "[.][ocl][env][env_index]") {
+  const auto value = env_string("PRIMCACHE_OCL_DEVICE");
+  REQUIRE(value.has_value());
+  const auto index = parse_int(*value, 0, 1 << 20);
+  REQUIRE(index.has_value());
+  const auto every = every_device_gpus_first();
+  REQUIRE(static_cast<std::size_t>(index.value()) < every.size());
+  REQUIRE(engine::get_count(engine_kind::gpu) == 1);
+  CHECK(ocl_interop::get_device(engine(engine_kind::gpu, 0)) ==
+        every[static_cast<std::size_t>(index.value())]);
+  CHECK(env_reports().empty());
 }
 
 TEST_CASE("a buffer larger than the device can hold is an out-of-memory error",

@@ -17,8 +17,9 @@ std::string platform_string(cl_platform_id p, cl_platform_info what) {
   return s;
 }
 
+// Every device of every platform, in platform then device order.
 std::vector<device_entry> discover() {
-  std::vector<device_entry> gpus, others;
+  std::vector<device_entry> all;
   cl_uint np = 0;
   // No ICD registered is no device, not an error.
   if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return {};
@@ -29,28 +30,29 @@ std::vector<device_entry> discover() {
     if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
     std::vector<cl_device_id> devices(nd);
     check(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, devices.data(), nullptr), "clGetDeviceIDs");
-    for (cl_device_id d : devices) {
-      device_entry e = describe_device(d);
-      ((e.type & CL_DEVICE_TYPE_GPU) ? gpus : others).push_back(std::move(e));
-    }
+    for (cl_device_id d : devices) all.push_back(describe_device(d));
   }
-  gpus.insert(gpus.end(), others.begin(), others.end());
-  return gpus;
+  return all;
 }
 
-std::vector<device_entry> select(std::vector<device_entry> all) {
-  const auto value = env_string("PRIMCACHE_OCL_DEVICE");
+}  // namespace
+
+std::vector<device_entry> gpus_first(std::vector<device_entry> discovered) {
+  std::stable_partition(discovered.begin(), discovered.end(),
+                        [](const device_entry& e) { return (e.type & CL_DEVICE_TYPE_GPU) != 0; });
+  return discovered;
+}
+
+result<std::vector<device_entry>> select_devices(const std::vector<device_entry>& all,
+                                                 const std::optional<std::string>& value) {
   if (!value || value->empty()) return all;
-  const std::string fallback = "every device";
   if (std::all_of(value->begin(), value->end(), [](char c) { return c >= '0' && c <= '9'; })) {
     auto index = parse_int(*value, 0, 1 << 20);
     if (index && static_cast<std::size_t>(index.value()) < all.size()) {
-      return {all[static_cast<std::size_t>(index.value())]};
+      return std::vector<device_entry>{all[static_cast<std::size_t>(index.value())]};
     }
-    report_malformed_env(
-        "PRIMCACHE_OCL_DEVICE", *value,
-        "no OpenCL device has that index (" + std::to_string(all.size()) + " found)", fallback);
-    return all;
+    return failure{status::invalid_arguments,
+                   "no OpenCL device has that index (" + std::to_string(all.size()) + " found)"};
   }
   std::vector<device_entry> chosen;
   for (const auto& e : all) {
@@ -60,14 +62,10 @@ std::vector<device_entry> select(std::vector<device_entry> all) {
     }
   }
   if (chosen.empty()) {
-    report_malformed_env("PRIMCACHE_OCL_DEVICE", *value,
-                         "no OpenCL platform or device name contains it", fallback);
-    return all;
+    return failure{status::invalid_arguments, "no OpenCL platform or device name contains it"};
   }
   return chosen;
 }
-
-}  // namespace
 
 std::string device_string(cl_device_id device, cl_device_info what) {
   std::size_t n = 0;
@@ -104,7 +102,16 @@ device_entry describe_device(cl_device_id device) {
 }
 
 const std::vector<device_entry>& engine_devices() {
-  static const std::vector<device_entry> devices = select(discover());
+  static const std::vector<device_entry> devices = [] {
+    std::vector<device_entry> all = gpus_first(discover());
+    const auto value = env_string("PRIMCACHE_OCL_DEVICE");
+    auto chosen = select_devices(all, value);
+    if (!chosen) {
+      report_malformed_env("PRIMCACHE_OCL_DEVICE", *value, chosen.why().message, "every device");
+      return all;
+    }
+    return std::move(chosen).value();
+  }();
   return devices;
 }
 
