@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
 
+#include "cl_error.hpp"
 #include "device_list.hpp"
 #include "host_reference.hpp"
 #include "primcache/base/env.hpp"
@@ -170,6 +172,47 @@ TEST_CASE("PRIMCACHE_OCL_DEVICE picks by index or by name, and what picks nothin
     CHECK_FALSE(select_devices({}, std::string("0")).has_value());
     CHECK_FALSE(select_devices({}, std::string("NVIDIA")).has_value());
   }
+}
+
+TEST_CASE("every OpenCL 1.2 error code has its CL_ name, and allocation failures are out_of_memory",
+          "[ocl][errors]") {
+  using ocl_internal::cl_error_name;
+  std::set<std::string_view> seen;
+  // OpenCL 1.2 defines -1..-19 and -30..-68.
+  for (cl_int code = -1; code >= -68; --code) {
+    if (code < -19 && code > -30) continue;
+    const std::string_view name = cl_error_name(code);
+    INFO("code " << code);
+    CHECK(name.rfind("CL_", 0) == 0);
+    CHECK(seen.insert(name).second);  // no two codes share a name
+  }
+  CHECK(cl_error_name(CL_SUCCESS) == "CL_SUCCESS");
+  CHECK(cl_error_name(-1001) == "CL_PLATFORM_NOT_FOUND_KHR");
+  CHECK(cl_error_name(-25) == "unknown OpenCL error");
+  CHECK(cl_error_name(-9999) == "unknown OpenCL error");
+
+  auto thrown = [](cl_int code, std::string_view detail) {
+    try {
+      ocl_internal::throw_cl_error(code, "clSomething of k", detail);
+    } catch (const error& e) {
+      return std::pair{e.code(), std::string(e.what())};
+    }
+    FAIL("nothing thrown");
+    return std::pair{status::success, std::string()};
+  };
+  for (cl_int code : {CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_HOST_MEMORY}) {
+    const auto [st, what] = thrown(code, "");
+    CHECK(st == status::out_of_memory);
+    CHECK_THAT(what, Catch::Contains("clSomething of k failed: ") &&
+                         Catch::Contains(std::string(cl_error_name(code))) &&
+                         Catch::Contains("(" + std::to_string(code) + ")"));
+  }
+  const auto [st, what] = thrown(CL_BUILD_PROGRAM_FAILURE, "build log:\nerror: bad");
+  CHECK(st == status::runtime_error);
+  CHECK_THAT(what, Catch::Contains("CL_BUILD_PROGRAM_FAILURE (-11)\nbuild log:\nerror: bad"));
+  CHECK_NOTHROW(ocl_internal::check(CL_SUCCESS, "clFinish"));
+  CHECK_THROWS_WITH(ocl_internal::check(CL_INVALID_VALUE, "clFinish"),
+                    Catch::Contains("clFinish failed: CL_INVALID_VALUE (-30)"));
 }
 
 // Run by CTest with PRIMCACHE_OCL_DEVICE set (the variable is read once per
