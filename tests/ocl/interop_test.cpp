@@ -17,17 +17,17 @@ struct user_context {
   cl_device_id device = nullptr;
   cl_context context = nullptr;
   cl_command_queue queue = nullptr;
-  user_context() {
+  explicit user_context(cl_command_queue_properties props = 0) {
     device = ocl_interop::get_device(engine(engine_kind::gpu, 0));
     cl_int err = CL_SUCCESS;
     context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
     REQUIRE(err == CL_SUCCESS);
-    queue = clCreateCommandQueue(context, device, 0, &err);
+    queue = clCreateCommandQueue(context, device, props, &err);
     REQUIRE(err == CL_SUCCESS);
   }
   ~user_context() {
-    clReleaseCommandQueue(queue);
-    clReleaseContext(context);
+    if (queue) clReleaseCommandQueue(queue);
+    if (context) clReleaseContext(context);
   }
 };
 
@@ -172,4 +172,107 @@ TEST_CASE("a user's queue made without profiling cannot time kernels", "[ocl][st
   CHECK_FALSE(strm.reset_profiling());
   CHECK_FALSE(strm.profiled_ns().has_value());
   strm.stop_profiling();  // harmless
+}
+
+TEST_CASE("an interop engine and stream keep the user's context and queue alive",
+          "[ocl][interop]") {
+  user_context c;
+  std::optional<engine> eng = ocl_interop::make_engine(c.device, c.context);
+  std::optional<stream> strm = ocl_interop::make_stream(*eng, c.queue);
+  REQUIRE(ocl_interop::get_context(*eng) == c.context);
+  REQUIRE(ocl_interop::get_device(*eng) == c.device);
+  REQUIRE(ocl_interop::get_queue(*strm) == c.queue);
+  // The user lets go of theirs: the engine and the stream hold references.
+  clReleaseCommandQueue(c.queue);
+  clReleaseContext(c.context);
+  cl_context ctx = c.context;
+  c.queue = nullptr;
+  c.context = nullptr;
+  const float alpha = 0.40625f;
+  const memory::desc md({2, 45}, data_type::f32, format_tag::ab);
+  const eltwise_forward prim(eltwise_forward::primitive_desc(
+      eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_relu, md, alpha),
+      *eng));
+  check_relu(prim, *eng, *strm, alpha);
+  cl_uint refs = 0;
+  REQUIRE(clGetContextInfo(ctx, CL_CONTEXT_REFERENCE_COUNT, sizeof refs, &refs, nullptr) ==
+          CL_SUCCESS);
+  CHECK(refs >= 1);
+}
+
+TEST_CASE("a primitive runs on the user's own buffers through the user's queue",
+          "[ocl][interop][memory]") {
+  user_context c;
+  const engine eng = ocl_interop::make_engine(c.device, c.context);
+  stream strm = ocl_interop::make_stream(eng, c.queue);
+  const memory::desc md({7, 11}, data_type::f32, format_tag::ab);
+  const std::vector<float> in = ocl_test::pattern(77, 41);
+  cl_int err = CL_SUCCESS;
+  cl_mem src_buf = clCreateBuffer(c.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                  md.size_bytes(), const_cast<float*>(in.data()), &err);
+  REQUIRE(err == CL_SUCCESS);
+  cl_mem dst_buf = clCreateBuffer(c.context, CL_MEM_READ_WRITE, md.size_bytes(), nullptr, &err);
+  REQUIRE(err == CL_SUCCESS);
+  {
+    memory src(md, eng, src_buf), dst(md, eng, dst_buf);
+    REQUIRE(src.get_data_handle() == src_buf);
+    const eltwise_forward prim(eltwise_forward::primitive_desc(
+        eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_linear, md, 0.5f,
+                              -1.f),
+        eng));
+    prim.execute(strm, {{PRIMCACHE_ARG_SRC, src}, {PRIMCACHE_ARG_DST, dst}});
+    // The user's queue is in order: a read enqueued after the primitive
+    // sees its result without stream::wait().
+    std::vector<float> out(in.size());
+    REQUIRE(clEnqueueReadBuffer(c.queue, dst_buf, CL_TRUE, 0, md.size_bytes(), out.data(), 0,
+                                nullptr, nullptr) == CL_SUCCESS);
+    for (std::size_t i = 0; i < in.size(); ++i) REQUIRE(out[i] == 0.5f * in[i] - 1.f);
+  }
+  // The memories did not own the buffers: they are still the user's.
+  cl_uint refs = 0;
+  REQUIRE(clGetMemObjectInfo(dst_buf, CL_MEM_REFERENCE_COUNT, sizeof refs, &refs, nullptr) ==
+          CL_SUCCESS);
+  CHECK(refs == 1);
+  REQUIRE(clReleaseMemObject(src_buf) == CL_SUCCESS);
+  REQUIRE(clReleaseMemObject(dst_buf) == CL_SUCCESS);
+}
+
+TEST_CASE("a stream refuses a queue that is not an in-order queue of its engine",
+          "[ocl][interop][errors]") {
+  user_context mine, other;
+  const engine eng = ocl_interop::make_engine(mine.device, mine.context);
+  SECTION("a queue of another context") {
+    REQUIRE_THROWS_MATCHES(ocl_interop::make_stream(eng, other.queue), error,
+                           Catch::Predicate<error>([](const error& e) {
+                             return e.code() == status::invalid_arguments &&
+                                    std::string(e.what()).find("another cl_context") !=
+                                        std::string::npos;
+                           }));
+  }
+  SECTION("an out-of-order queue") {
+    cl_int err = CL_SUCCESS;
+    cl_command_queue q = clCreateCommandQueue(mine.context, mine.device,
+                                              CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    if (err == CL_INVALID_QUEUE_PROPERTIES) {
+      WARN("the device has no out-of-order queues: nothing to refuse");
+      return;
+    }
+    REQUIRE(err == CL_SUCCESS);
+    try {
+      ocl_interop::make_stream(eng, q);
+      FAIL("an out-of-order queue was accepted");
+    } catch (const error& e) {
+      CHECK(e.code() == status::invalid_arguments);
+      CHECK_THAT(std::string(e.what()), Catch::Contains("out of order"));
+    }
+    clReleaseCommandQueue(q);
+  }
+  SECTION("no queue") {
+    REQUIRE_THROWS_WITH(ocl_interop::make_stream(eng, nullptr),
+                        Catch::Contains("CL_INVALID_COMMAND_QUEUE"));
+  }
+  SECTION("an engine on no context") {
+    REQUIRE_THROWS_WITH(ocl_interop::make_engine(mine.device, nullptr),
+                        Catch::Contains("CL_INVALID_CONTEXT"));
+  }
 }

@@ -34,8 +34,10 @@ namespace primcache::ocl_interop {
 // An engine on the user's device and context. The engine retains the
 // context; the user may release theirs.
 PRIMCACHE_API engine make_engine(cl_device_id device, cl_context context);
-// A stream of `eng` that enqueues on the user's in-order queue (retained).
-// The queue must belong to eng's context and device.
+// A stream of `eng` that enqueues on the user's in-order queue (retained;
+// the user may release theirs). A queue of another context or device, or
+// an out-of-order queue, is invalid_arguments; an invalid one names the CL
+// error.
 PRIMCACHE_API stream make_stream(const engine& eng, cl_command_queue queue);
 PRIMCACHE_API cl_context get_context(const engine& eng);
 PRIMCACHE_API cl_device_id get_device(const engine& eng);
