@@ -6,7 +6,9 @@
 #include <optional>
 
 #include "host_reference.hpp"
+#include "ocl_engine.hpp"
 #include "primcache/ocl/ocl.hpp"
+#include "primcache/runtime/backend/engine_impl.hpp"
 
 using namespace primcache;
 
@@ -275,4 +277,38 @@ TEST_CASE("a stream refuses a queue that is not an in-order queue of its engine"
     REQUIRE_THROWS_WITH(ocl_interop::make_engine(mine.device, nullptr),
                         Catch::Contains("CL_INVALID_CONTEXT"));
   }
+}
+
+// The device's identity (platform, device, driver version) is in every key:
+// an engine whose device reports another platform, model or driver never
+// shares a cache entry with this one, even on the same cl_device_id (made
+// here by describing the device with one field changed).
+TEST_CASE("engines of devices that differ in platform, model or driver never share an entry",
+          "[ocl][interop][cache]") {
+  set_primitive_cache_capacity(1024);
+  const engine base(engine_kind::gpu, 0);
+  const auto& real = ocl_internal::ocl_engine_of(backend::impl_of(base)).device_info();
+  const auto field = GENERATE(0, 1, 2);
+  ocl_internal::device_entry other = real;
+  const char* what = field == 0 ? "platform" : field == 1 ? "device" : "driver";
+  (field == 0   ? other.platform_name
+   : field == 1 ? other.device_name
+                : other.driver_version) += " (another)";
+  INFO("changed: " << what);
+  const engine changed =
+      backend::wrap_engine(std::make_shared<const ocl_internal::ocl_engine>(0, other));
+  const float alpha = 0.15625f + 0.0078125f * static_cast<float>(field);  // a key per round
+  const memory::desc md({3, 19}, data_type::f32, format_tag::ab);
+  const eltwise_forward::desc d(prop_kind::forward_inference, algorithm::eltwise_relu, md, alpha);
+  const auto before = ocl_interop::get_program_counts();
+  const int size_before = get_primitive_cache_size();
+  const eltwise_forward p1(eltwise_forward::primitive_desc(d, base));
+  const eltwise_forward p2(eltwise_forward::primitive_desc(d, changed));
+  CHECK(get_primitive_cache_size() == size_before + 2);
+  CHECK(ocl_interop::get_program_counts().source_builds == before.source_builds + 2);
+  CHECK(eltwise_forward::primitive_desc(d, base).cache_blob_id() !=
+        eltwise_forward::primitive_desc(d, changed).cache_blob_id());
+  stream s1(base), s2(changed);
+  check_relu(p1, base, s1, alpha);
+  check_relu(p2, changed, s2, alpha);
 }
