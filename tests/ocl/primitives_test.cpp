@@ -215,50 +215,6 @@ TEST_CASE("eltwise on OpenCL applies its post-op chain", "[ocl][eltwise][post_op
   }
 }
 
-TEST_CASE("eltwise on OpenCL applies its post-op chain", "[ocl][eltwise][post_ops]") {
-  engine eng(engine_kind::gpu, 0);
-  stream strm(eng);
-  const std::vector<std::int64_t> dims = {2, 19, 3, 5};
-  const auto tags = GENERATE(std::pair{format_tag::nchw, format_tag::nchw},
-                             std::pair{format_tag::nhwc, format_tag::nChw16c});
-  const auto src_md = make_md(dims, tags.first), dst_md = make_md(dims, tags.second);
-  // Per-channel addend in nchw; a scalar addend; tanh with scale 0.5 between.
-  const auto chan_md = make_md({1, 19, 1, 1}, format_tag::nchw);
-  const auto scalar_md = make_md({1, 1, 1, 1}, format_tag::nchw);
-  post_ops ops;
-  ops.append_binary(algorithm::binary_add, chan_md);
-  ops.append_eltwise(0.5f, algorithm::eltwise_tanh, 0.f, 0.f);
-  ops.append_binary(algorithm::binary_add, scalar_md);
-  primitive_attr attr;
-  attr.set_post_ops(ops);
-
-  memory src(src_md, eng), dst(dst_md, eng), chan(chan_md, eng), scalar(scalar_md, eng);
-  const auto in = ocl_test::pattern(src_md.size_bytes() / 4, 31);
-  const auto cv = ocl_test::pattern(19, 32);
-  const std::vector<float> sv = {0.375f};
-  ocl_test::write_all(src, in);
-  ocl_test::write_all(chan, cv);
-  ocl_test::write_all(scalar, sv);
-  eltwise_forward prim(eltwise_forward::primitive_desc(
-      eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_relu, src_md, dst_md,
-                            0.25f, 0.f),
-      attr, eng));
-  prim.execute(strm, {{PRIMCACHE_ARG_SRC, src},
-                      {PRIMCACHE_ARG_DST, dst},
-                      {PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(0) | PRIMCACHE_ARG_SRC_1, chan},
-                      {PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(2) | PRIMCACHE_ARG_SRC_1, scalar}});
-  strm.wait();
-  const auto out = ocl_test::read_all(dst);
-  for (const auto& idx : ocl_test::all_indices(dims)) {
-    double v = ocl_test::eltwise_reference(algorithm::eltwise_relu, at(in, src_md, idx), 0.25, 0);
-    v += cv[static_cast<std::size_t>(idx[1])];
-    v = 0.5 * std::tanh(v);
-    v += sv[0];
-    // tanh within 4 ulp, three more roundings: 1e-5 relative + 1e-6.
-    REQUIRE(std::abs(at(out, dst_md, idx) - v) <= 1e-5 * std::abs(v) + 1e-6);
-  }
-}
-
 // OpenCL kernels may read only buffers of their own context: a buffer of
 // another context (another engine on the same device) is refused by name
 // at execution instead of being handed to the kernel, which OpenCL leaves

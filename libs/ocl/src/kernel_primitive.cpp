@@ -98,11 +98,21 @@ void kernel_impl::create_resource(const engine& eng, backend::resource_mapper& m
   mapper.add(this, std::make_unique<kernel_resource>(eng, binary_, pd_->plan()));
 }
 
-cl_mem arg_buffer(const backend::exec_ctx& ctx, int arg, const char* what) {
+cl_mem arg_buffer(const backend::exec_ctx& ctx, int arg, const char* what, cl_context context) {
   const auto* s = dynamic_cast<const buffer_storage*>(ctx.arg_storage(arg));
   if (s == nullptr || s->mem() == nullptr) {
     throw error(status::invalid_arguments, std::string(what) + ": argument " + std::to_string(arg) +
                                                " is not an OpenCL buffer");
+  }
+  // The runtime checks every argument's engine against the primitive's,
+  // but a reorder's source and destination engines may be two OpenCL
+  // engines of different contexts; OpenCL leaves such a launch undefined.
+  if (context != nullptr && s->engine().context() != context) {
+    throw error(status::invalid_arguments,
+                std::string(what) + ": argument " + std::to_string(arg) + " is a buffer of " +
+                    s->engine().describe() +
+                    " in another OpenCL context than the executing engine's; a kernel reads only "
+                    "buffers of its own context (copy through the host first)");
   }
   return s->mem();
 }
@@ -120,9 +130,11 @@ void kernel_impl::execute(const backend::exec_ctx& ctx) const {
     packed = packed_constant_weights(ctx, r->get_engine(), *r->packing_kernel(), *plan.packing,
                                      r->last_packed(), pd().name());
   }
+  const cl_context context = ocl_engine_of(backend::impl_of(r->get_engine())).context();
   for (int arg : plan.args) {
-    mems.push_back(packed && arg == PRIMCACHE_ARG_WEIGHTS ? static_cast<cl_mem>(packed->data())
-                                                          : arg_buffer(ctx, arg, pd().name()));
+    mems.push_back(packed && arg == PRIMCACHE_ARG_WEIGHTS
+                       ? static_cast<cl_mem>(packed->data())
+                       : arg_buffer(ctx, arg, pd().name(), context));
   }
   queue_stream& strm = queue_stream_of(backend::impl_of(*ctx.strm));
   if (!strm.profiling()) {

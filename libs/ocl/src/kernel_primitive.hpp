@@ -144,7 +144,10 @@ inline failure unimplemented(std::string message) {
   return failure{status::unimplemented, std::move(message)};
 }
 
-// The cl_mem of execution argument `arg`, or an invalid_arguments error.
-cl_mem arg_buffer(const backend::exec_ctx& ctx, int arg, const char* what);
+// The cl_mem of execution argument `arg`, or an invalid_arguments error;
+// also one when `context` is given and the buffer belongs to another
+// context (a kernel may read only buffers of its own).
+cl_mem arg_buffer(const backend::exec_ctx& ctx, int arg, const char* what,
+                  cl_context context = nullptr);
 
 }  // namespace primcache::ocl_internal

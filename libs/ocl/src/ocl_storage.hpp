@@ -32,6 +32,8 @@ class buffer_storage final : public backend::memory_storage {
 
   cl_mem mem() const noexcept { return mem_; }
   std::size_t bytes() const noexcept { return bytes_; }
+  // The engine the buffer belongs to (its cl_context is the buffer's).
+  const ocl_engine& engine() const noexcept { return ocl_; }
 
  private:
   const ocl_engine& ocl_;
