@@ -509,6 +509,51 @@ TEST_CASE("the default configuration computes right on both sides of the unroll 
   }
 }
 
+// Without a GPU the suite still runs the kernel a GPU gets by default
+// (local tiling, 16x8 groups, 4x4 tiles, float4): its configuration for a
+// GPU-like entry (1024 work-items a group, 48 KiB of local memory, within
+// this device's limits), forced on this device, odd shapes included.
+TEST_CASE("the GPU default convolution configuration computes right on this device",
+          "[ocl][conv][config][gpu_default]") {
+  using ft = format_tag;
+  const engine eng(engine_kind::gpu, 0);
+  const auto& here = ocl_internal::ocl_engine_of(backend::impl_of(eng)).device_info();
+  ocl_internal::device_entry gpu = here;
+  gpu.type = CL_DEVICE_TYPE_GPU;
+  gpu.max_work_group_size = std::min<std::size_t>(here.max_work_group_size, 1024);
+  gpu.local_mem_size = std::min<cl_ulong>(here.local_mem_size, 48 << 10);
+  struct gpu_case {
+    conv_shape s;
+    ft src, dst;
+  };
+  const auto g =
+      GENERATE(gpu_case{make(1, 1, 19, 40, 6, 13, 3, 1, 1, 1), ft::nchw, ft::nchw},
+               gpu_case{make(2, 1, 13, 17, 11, 11, 3, 2, 1, 1), ft::nhwc, ft::nchw},
+               gpu_case{make(1, 1, 64, 64, 14, 14, 3, 1, 1, 1), ft::nchw, ft::nchw},
+               gpu_case{make(1, 8, 8, 8, 9, 9, 3, 2, 1, 1), ft::nchw, ft::nChw8c},  // depthwise
+               gpu_case{make(1, 1, 37, 41, 15, 15, 1, 2, 0, -1), ft::nChw16c, ft::nhwc},  // 1x1/2
+               gpu_case{make(1, 1, 1, 1, 1, 1, 1, 1, 0, 0), ft::nchw, ft::nchw});
+  ocl_internal::conv_problem p;
+  const memory::desc src_md({g.s.mb, g.s.ic, g.s.ih, g.s.iw}, data_type::f32, g.src);
+  const memory::desc dst_md({g.s.mb, g.s.oc, g.s.oh(), g.s.ow()}, data_type::f32, g.dst);
+  p.src = src_md;
+  p.dst = dst_md;
+  p.weights = weights_md(g.s, false);
+  p.stride_h = g.s.sh;
+  p.stride_w = g.s.sw;
+  p.pad_t = g.s.pt;
+  p.pad_l = g.s.pl;
+  p.pad_b = g.s.pb;
+  p.pad_r = g.s.pr;
+  const auto c = ocl_internal::default_conv_config(gpu, p);
+  INFO("config wg " << c.wg_oc << "x" << c.wg_ow << " tile " << c.tile_oc << "x" << c.tile_ow
+                    << " vec " << c.vec_width << " ic " << c.tile_ic << " local "
+                    << c.local_tiling);
+  CHECK(ocl_internal::check_conv_config(c, gpu, p).has_value());
+  const bool extras = (g.s.ic % 2) == 1;  // bias and post-ops on half
+  run_and_check(g.s, {g.src, g.dst, false, extras, extras, &c});
+}
+
 TEST_CASE("the default convolution configuration fits the device for ResNet-50's layers",
           "[ocl][conv][config]") {
   engine eng(engine_kind::gpu, 0);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "host_reference.hpp"
+#include "ocl_engine.hpp"
 #include "primcache/ocl/ocl.hpp"
 #include "primitives/matmul_impl.hpp"
 
@@ -134,6 +135,30 @@ void run_and_check(const shape& s, bool transposed_weights, bool with_bias, bool
   }
 }
 
+ocl_internal::matmul_problem problem_of(const shape& s) {
+  ocl_internal::matmul_problem p;
+  const bool batched = s.b > 1;
+  auto md = [&](std::int64_t r, std::int64_t c) {
+    return batched ? memory::desc({s.b, r, c}, data_type::f32, format_tag::abc)
+                   : memory::desc({r, c}, data_type::f32, format_tag::ab);
+  };
+  p.src = md(s.m, s.k);
+  p.weights = md(s.k, s.n);
+  p.dst = md(s.m, s.n);
+  return p;
+}
+
+// A device entry as a discrete GPU reports itself (1024 work-items a group,
+// 48 KiB of local memory), within this device's own limits so that what
+// the GPU default asks for also runs here.
+ocl_internal::device_entry gpu_like(const ocl_internal::device_entry& here) {
+  ocl_internal::device_entry g = here;
+  g.type = CL_DEVICE_TYPE_GPU;
+  g.max_work_group_size = std::min<std::size_t>(here.max_work_group_size, 1024);
+  g.local_mem_size = std::min<cl_ulong>(here.local_mem_size, 48 << 10);
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("matmul on OpenCL equals the host reference over odd shapes", "[ocl][matmul]") {
@@ -213,4 +238,69 @@ TEST_CASE("a matmul configuration the device cannot run is refused with a reason
   r = ocl_internal::make_matmul_pd(op, primitive_attr(), backend::impl_of(eng), &c);
   REQUIRE_FALSE(r.has_value());
   REQUIRE(r.why().message.find("exceeds the device") != std::string::npos);
+}
+
+TEST_CASE("the default matmul configuration follows the device and the shape",
+          "[ocl][matmul][config]") {
+  using ocl_internal::default_matmul_config;
+  using ocl_internal::matmul_config;
+  ocl_internal::device_entry cpu, gpu;
+  cpu.type = CL_DEVICE_TYPE_CPU;
+  cpu.max_work_group_size = 4096;
+  cpu.local_mem_size = 4 << 20;
+  gpu.type = CL_DEVICE_TYPE_GPU;
+  gpu.max_work_group_size = 1024;
+  gpu.local_mem_size = 48 << 10;
+  SECTION("large shapes: the register tile on CPU devices, local tiling on GPUs") {
+    for (const shape& s : {shape{1, 1024, 1024, 1024}, shape{1, 128, 768, 3072}}) {
+      CHECK(default_matmul_config(cpu, problem_of(s)) ==
+            matmul_config{1, 16, 8, 16, 16, 16, false});
+      CHECK(default_matmul_config(gpu, problem_of(s)) == matmul_config{16, 16, 4, 4, 4, 16, true});
+    }
+  }
+  SECTION("small shapes shrink the block: CPU devices the group first, GPUs the tile first") {
+    // N = 8: the CPU group narrows to 1 before the 16-column tile halves.
+    CHECK(default_matmul_config(cpu, problem_of({1, 1024, 8, 64})) ==
+          matmul_config{1, 1, 8, 8, 8, 16, false});
+    // M = 1 on a GPU: the rows' tile goes to 1, then the group's rows.
+    CHECK(default_matmul_config(gpu, problem_of({1, 1, 4096, 4096})) ==
+          matmul_config{1, 16, 1, 4, 4, 16, true});
+  }
+  SECTION("the device's limits: a smaller work-group, no local memory") {
+    ocl_internal::device_entry small = gpu;
+    small.max_work_group_size = 64;
+    const auto c = default_matmul_config(small, problem_of({1, 512, 512, 512}));
+    CHECK(static_cast<std::size_t>(c.wg_m) * c.wg_n <= 64);
+    small.local_mem_size = 1024;
+    CHECK_FALSE(default_matmul_config(small, problem_of({1, 512, 512, 512})).local_tiling);
+  }
+  SECTION("every default passes the device check") {
+    for (const auto& dev : {cpu, gpu}) {
+      for (const shape& s :
+           {shape{1, 1, 1, 1}, shape{1, 7, 13, 5}, shape{2, 19, 37, 41}, shape{1, 1, 4096, 4096},
+            shape{1, 49, 2048, 512}, shape{1, 2048, 2048, 2048}}) {
+        INFO("gpu " << (dev.type == CL_DEVICE_TYPE_GPU) << " shape " << s.m << "x" << s.n << "x"
+                    << s.k);
+        CHECK(ocl_internal::check_matmul_config(default_matmul_config(dev, problem_of(s)), dev)
+                  .has_value());
+      }
+    }
+  }
+}
+
+// Without a GPU the suite still runs the kernel a GPU gets by default (local
+// tiling, 16x16 groups, float4): its configuration for a GPU-like entry,
+// forced on this device.
+TEST_CASE("the GPU default matmul configuration computes the product on this device",
+          "[ocl][matmul][config][gpu_default]") {
+  const engine eng(engine_kind::gpu, 0);
+  const auto gpu = gpu_like(ocl_internal::ocl_engine_of(backend::impl_of(eng)).device_info());
+  const auto s = GENERATE(shape{1, 1, 1, 1}, shape{1, 97, 131, 29}, shape{2, 19, 37, 41},
+                          shape{1, 1, 67, 133}, shape{1, 130, 70, 257});
+  const auto c = ocl_internal::default_matmul_config(gpu, problem_of(s));
+  INFO("shape " << s.b << "x" << s.m << "x" << s.n << "x" << s.k << " config wg " << c.wg_m << "x"
+                << c.wg_n << " tile " << c.tile_m << "x" << c.tile_n << " vec " << c.vec_width
+                << " local " << c.local_tiling);
+  const bool transposed = GENERATE(false, true);
+  run_and_check(s, transposed, transposed, transposed, nullptr, &c);
 }
