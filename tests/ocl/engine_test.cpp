@@ -9,6 +9,7 @@
 #include "primcache/base/env.hpp"
 #include "primcache/ocl/ocl.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
+#include "primcache/runtime/backend/primitive_impl.hpp"
 
 using namespace primcache;
 
@@ -286,4 +287,67 @@ TEST_CASE("a buffer larger than the device can hold is an out-of-memory error",
     REQUIRE_THAT(e.message(), Catch::Contains("CL_DEVICE_MAX_MEM_ALLOC_SIZE") &&
                                   Catch::Contains(std::to_string(elems * 4)));
   }
+}
+
+// The part of the suite only a GPU can check: it runs where the ICD loader
+// lists one (the NVIDIA machine of docs/PERFORMANCE.md's recipe) and
+// reports itself skipped elsewhere (CTest: SKIP_REGULAR_EXPRESSION in
+// tests/ocl/CMakeLists.txt). Every other test runs on engine 0, which is
+// then the GPU.
+TEST_CASE("GPU part: engine 0 is the GPU and its primitives take the GPU defaults", "[ocl][gpu]") {
+  const auto& devices = ocl_internal::engine_devices();
+  std::string listed;
+  bool any_gpu = false;
+  for (const auto& d : devices) {
+    listed += (listed.empty() ? "" : ", ") + d.device_name;
+    any_gpu = any_gpu || (d.type & CL_DEVICE_TYPE_GPU) != 0;
+  }
+  if (!any_gpu) {
+    WARN("the GPU part is skipped: no OpenCL GPU among the "
+         << devices.size() << " device(s) listed (" << listed << "); the suite ran on them");
+    return;
+  }
+  const engine eng(engine_kind::gpu, 0);
+  cl_device_type type = 0;
+  REQUIRE(clGetDeviceInfo(ocl_interop::get_device(eng), CL_DEVICE_TYPE, sizeof type, &type,
+                          nullptr) == CL_SUCCESS);
+  REQUIRE((type & CL_DEVICE_TYPE_GPU) != 0);  // GPUs first
+  const memory::desc md({256, 256}, data_type::f32, format_tag::ab);
+  const matmul::primitive_desc mm(matmul::desc(md, md, md), eng);
+  const auto mm_config = backend::impl_of(mm).config();
+  REQUIRE(mm_config.has_value());
+  CHECK(mm_config->get("local_tiling") == 1);
+  const convolution_forward::primitive_desc conv(
+      convolution_forward::desc(
+          prop_kind::forward_inference, algorithm::convolution_direct,
+          memory::desc({1, 64, 56, 56}, data_type::f32, format_tag::any),
+          memory::desc({64, 64, 3, 3}, data_type::f32, format_tag::any), memory::desc(),
+          memory::desc({1, 64, 56, 56}, data_type::f32, format_tag::any), {1, 1}, {1, 1}, {1, 1}),
+      eng);
+  CHECK(conv.src_desc() == memory::desc({1, 64, 56, 56}, data_type::f32, format_tag::nchw));
+  const auto conv_config = backend::impl_of(conv).config();
+  REQUIRE(conv_config.has_value());
+  CHECK(conv_config->get("local_tiling") == 1);
+  // The binary a GPU driver returns realizes in a second context without a
+  // source build, and runs.
+  const primitive built(mm);
+  cl_device_id dev = ocl_interop::get_device(eng);
+  cl_int err = CL_SUCCESS;
+  cl_context ctx = clCreateContext(nullptr, 1, &dev, nullptr, nullptr, &err);
+  REQUIRE(err == CL_SUCCESS);
+  {
+    const engine other = ocl_interop::make_engine(dev, ctx);
+    const auto before = ocl_interop::get_program_counts();
+    const matmul again(matmul::primitive_desc(matmul::desc(md, md, md), other));
+    CHECK(ocl_interop::get_program_counts().source_builds == before.source_builds);
+    stream strm(other);
+    memory a(md, other), b(md, other), c(md, other);
+    ocl_test::write_all(a, std::vector<float>(256 * 256, 1.f));
+    ocl_test::write_all(b, std::vector<float>(256 * 256, 0.5f));
+    again.execute(strm,
+                  {{PRIMCACHE_ARG_SRC, a}, {PRIMCACHE_ARG_WEIGHTS, b}, {PRIMCACHE_ARG_DST, c}});
+    strm.wait();
+    CHECK(ocl_test::read_all(c) == std::vector<float>(256 * 256, 128.f));  // exact: sums of halves
+  }
+  clReleaseContext(ctx);
 }
