@@ -1,6 +1,7 @@
 // eltwise forward on an OpenCL device ("ocl:eltwise"): f32, any resolved
 // layouts for src and dst (each addressed through its own strides and
-// blocks), every eltwise algorithm of the runtime. No post-ops yet.
+// blocks), every eltwise algorithm of the runtime, and post-ops (an eltwise
+// chain with scales, binary add with broadcast) applied before the store.
 #include "kernel_primitive.hpp"
 #include "kernels/eltwise_source.hpp"
 #include "primcache/runtime/backend/registry.hpp"
