@@ -28,6 +28,9 @@
 // then create every primitive with its tuned configuration.
 //
 // Counter GFLOPS: 2 * N * OC * OH * OW * IC/G * KH * KW per iteration.
+// BM_OclConv rows also report the kernel's own device time from the
+// stream's profiling events (stream::profiled_ns): device_us per execution
+// and device_GFLOPS.
 // PoCL's own kernel cache is disabled (POCL_KERNEL_CACHE=0) unless the
 // caller sets it. PRIMCACHE_OCL_DEVICE picks the device.
 #include <benchmark/benchmark.h>
@@ -141,12 +144,24 @@ void bm_conv(benchmark::State& state, layer l, format_tag tag) {
                                                 {PRIMCACHE_ARG_DST, dst}};
   prim.execute(strm, args);  // warm: the first run may page in the kernel
   strm.wait();
+  const bool profiled = strm.reset_profiling();
   for (auto _ : state) {
     prim.execute(strm, args);
     strm.wait();
   }
   state.counters["GFLOPS"] = benchmark::Counter(
       l.flops(), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  // The kernel's own time from the stream's profiling events, without the
+  // enqueue and the wait.
+  if (profiled && state.iterations() > 0) {
+    const std::optional<std::int64_t> ns = strm.profiled_ns();
+    strm.stop_profiling();
+    if (ns && *ns > 0) {
+      const double iterations = static_cast<double>(state.iterations());
+      state.counters["device_us"] = static_cast<double>(*ns) * 1e-3 / iterations;
+      state.counters["device_GFLOPS"] = l.flops() * iterations / static_cast<double>(*ns);
+    }
+  }
 }
 
 // One primitive of a layer with its memories, for the paired benchmarks.
