@@ -160,6 +160,10 @@ struct tensors {
   // dst as a kernel (or the reference with k null) leaves it.
   template <class Kernel>
   std::vector<float> run(const conv_problem& p, const Kernel* k) const {
+    return run(p, k, default_thread_pool());
+  }
+  template <class Kernel>
+  std::vector<float> run(const conv_problem& p, const Kernel* k, thread_pool& pool) const {
     std::vector<float> dst(dst_init.p, dst_init.p + dst_init.size);
     std::vector<const float*> ops;
     for (const auto& o : operands) ops.push_back(o->p);
@@ -173,7 +177,7 @@ struct tensors {
       conv_reference(p, a);
     } else {
       aligned_floats scratch(std::max<std::size_t>(k->scratchpad_bytes() / 4, 1));
-      k->execute(a, scratch.p, default_thread_pool());
+      k->execute(a, scratch.p, pool);
     }
     return dst;
   }
@@ -654,6 +658,45 @@ TEST_CASE("a generic depthwise row keeps a -0 bias where an edge pixel has no ta
         }
       }
       CHECK(negative_zeros == pixels);
+    }
+  }
+}
+
+TEST_CASE("the generic depthwise row form gives the same bits however its items are split",
+          "[cpu][generic][conv][depthwise]") {
+  // The row functions run a thread's items (rows innermost, then chunks,
+  // then images) in runs: the rows of one chunk from any row, or whole
+  // chunks of an image. Pools of 1 to 7 threads split the items of two
+  // images at every kind of boundary; channel counts give chunks that are
+  // all alike (64), a last chunk of fewer blocks (48 at avx512_core) and a
+  // last block of fewer lanes (40); rows 1, 3 and 7 high.
+  for (cpu_isa isa : test_isas()) {
+    for (std::int64_t c : {40, 48, 64}) {
+      for (std::int64_t ih : {1, 3, 7}) {
+        for (std::int64_t sw : {1, 2}) {
+          shape s;
+          s.n = 2;
+          s.g = s.ic = s.oc = c;
+          s.ih = ih;
+          s.iw = 9;
+          s.sh = s.sw = sw;
+          s.bias = ih != 3;
+          conv_problem p = make_problem(s);
+          const tensors t(p, 900 + static_cast<std::uint32_t>(c + ih * 2 + sw));
+          auto k = conv_kernel::create(p, default_conv_config(p, isa), isa);
+          REQUIRE(k);
+          const std::vector<float> want = t.run(p, k.value().get());
+          for (int nthr = 1; nthr <= 7; ++nthr) {
+            INFO(std::string(to_string(isa)) + ": " + describe(s, p) + " threads " +
+                 std::to_string(nthr));
+            thread_pool pool(nthr);
+            p.nthr = nthr;
+            auto g = generic_conv_kernel::create(p, default_conv_config(p, isa), isa);
+            REQUIRE(g);
+            CHECK(same_bits(t.run(p, g.value().get(), pool), want));
+          }
+        }
+      }
     }
   }
 }

@@ -136,6 +136,22 @@ class generic_conv_generator {
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
   }
+  // then() where cond holds, otherwise() where it does not.
+  void emit_if_else(llvm::Value* cond, const std::function<void()>& then,
+                    const std::function<void()>& otherwise, const char* name) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* yes = llvm::BasicBlock::Create(ctx_, std::string(name) + ".then", fn);
+    auto* no = llvm::BasicBlock::Create(ctx_, std::string(name) + ".else", fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, std::string(name) + ".done", fn);
+    b_.CreateCondBr(cond, yes, no);
+    b_.SetInsertPoint(yes);
+    then();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(no);
+    otherwise();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
   // The value of yes() where cond holds, else of no() (both vectors).
   llvm::Value* emit_choice(llvm::Value* cond, const std::function<llvm::Value*()>& yes,
                            const std::function<llvm::Value*()>& no, const char* name) {
@@ -626,13 +642,20 @@ class generic_conv_generator {
     b_.CreateRetVoid();
   }
 
-  // A depthwise row (generic_dw_row_symbol): a kernel row of 3 taps with
-  // no dilation along w, an nChw16c source read at stride `s`, the whole
-  // output row in one call. The gt_dw_left pixels at the left edge run one
-  // by one over their kw range inside the image, then gt_dw_wide tiles of
-  // owb pixels and gt_dw_narrow tiles of owb - 1 (every tap inside), then
-  // the pixels up to gt_dw_ow one by one. A tile reads each source vector
-  // of a kernel row once for all the taps that share it ((owb - 1) * s + 3
+  // Depthwise rows (generic_dw_row_symbol): kernel rows of 3 taps with no
+  // dilation along w, an nChw16c source read at stride `s`. One call runs
+  // gt_dw_rows output rows from gt_dw_oh0 of gt_dw_chunks consecutive
+  // chunks, the chunks outer (a chunk's bias, channel offsets and weights
+  // set once for its rows), each row's kh range found in the code (the
+  // divisions only for rows at the top or bottom with dilation along h).
+  // A row: the gt_dw_left pixels at the left edge one by one over their kw
+  // range inside the image, then a first tile of owb pixels, gt_dw_wide
+  // tiles of owb pixels and gt_dw_narrow tiles of owb - 1, a last tile,
+  // then the pixels up to gt_dw_ow one by one. The first and last tile may
+  // hold an edge pixel of padding 1 whose one tap outside is left out; each
+  // combination is its own tile body (no select in the multiply-adds). A
+  // tile reads the source columns of a kernel row in ascending order, each
+  // loaded once and used by every tap that reads it ((owb - 1) * s + 3
   // loads per block and kh instead of 3 * owb, as the specialized kernel's
   // constant addresses merge them); each output still takes its
   // multiply-adds from its bias (or +0), kh ascending then kw ascending.
@@ -644,19 +667,38 @@ class generic_conv_generator {
     llvm::Value* bias = fn->getArg(3);
     llvm::Value* dst = fn->getArg(4);
 
+    // Every parameter and tile slot is read here, once: the stores to dst
+    // may alias both blocks as far as the code knows.
+    llvm::Value* ih_size = param(gc_ih);
     llvm::Value* iw_size = param(gc_iw);
+    llvm::Value* kh_size = param(gc_kh);
+    llvm::Value* sh = param(gc_sh);
+    llvm::Value* pt = param(gc_pt);
     llvm::Value* dh1 = param(gc_dh1);
     llvm::Value* src_cs = param(gc_src_c_stride);
     llvm::Value* src_hs = param(gc_src_h_stride);
     llvm::Value* wei_bs = param(gc_wei_block_stride);
     llvm::Value* dst_ws = param(gc_dst_w_stride);
-    llvm::Value* ih0 = tile(gt_ih0);
-    llvm::Value* kh_lo = tile(gt_kh_lo);
-    llvm::Value* kh_hi = tile(gt_kh_hi);
+    llvm::Value* dst_hs = param(gc_dst_h_stride);
     llvm::Value* iw_first = tile(gt_iw0);  // pixel 0's first tap: -pl
     llvm::Value* c_base = tile(gt_c_first);
     llvm::Value* last_lanes = tile(gt_last_lanes);
-    llvm::Value* row_off = tile(gt_dst_row_off);
+    llvm::Value* img_off = tile(gt_dst_row_off);  // the image's row 0
+    llvm::Value* oh_first = tile(gt_dw_oh0);
+    llvm::Value* oh_end = b_.CreateAdd(oh_first, tile(gt_dw_rows));
+    llvm::Value* chunks = tile(gt_dw_chunks);
+    llvm::Value* left = tile(gt_dw_left);
+    llvm::Value* first = tile(gt_dw_first);
+    llvm::Value* first_lo = b_.CreateICmpNE(tile(gt_dw_first_lo), i64c(0));
+    llvm::Value* first_hi = b_.CreateICmpNE(tile(gt_dw_first_hi), i64c(0));
+    llvm::Value* wide = tile(gt_dw_wide);
+    llvm::Value* narrow = tile(gt_dw_narrow);
+    llvm::Value* last = tile(gt_dw_last);
+    llvm::Value* last_hi = b_.CreateICmpNE(tile(gt_dw_last_hi), i64c(0));
+    llvm::Value* ow_size = tile(gt_dw_ow);
+    // A row whose kh taps all fall inside: ih0 >= 0 and ih0 + span <= ih - 1.
+    llvm::Value* span = b_.CreateMul(b_.CreateSub(kh_size, i64c(1)), dh1);
+    llvm::Value* dense_h = b_.CreateICmpEQ(dh1, i64c(1));
 
     llvm::Value* full_mask = lane_mask(i64c(lanes));
     llvm::Value* last_mask = lane_mask(last_lanes);
@@ -666,6 +708,12 @@ class generic_conv_generator {
     llvm::Value* c_first = nullptr;
     llvm::Value* wei_chunk = nullptr;
     auto c0_of = [&](int k) { return b_.CreateAdd(c_first, i64c(std::int64_t{k} * lanes)); };
+    // The row's (set per row below): its first tap row, kh range and dst
+    // offset.
+    llvm::Value* ih0 = nullptr;
+    llvm::Value* kh_lo = nullptr;
+    llvm::Value* kh_hi = nullptr;
+    llvm::Value* row_off = nullptr;
 
     // Per chunk: block k's channels in a source pixel (nChw16c: a whole
     // block) and in a dst pixel, and each block's bias (or +0), the start
@@ -697,17 +745,19 @@ class generic_conv_generator {
       }
       b_.CreateBr(done_bb);
       b_.SetInsertPoint(general_bb);
-      emit_epilogue(fn, dst, acc, width, blocks, valid_of, mask_of, c0_of, ow0);
+      emit_epilogue(fn, dst, acc, width, blocks, valid_of, mask_of, c0_of, ow0, row_off);
       b_.CreateBr(done_bb);
       b_.SetInsertPoint(done_bb);
     };
 
-    // `width` pixels from ow0, every tap inside the image.
-    // skip_lo, skip_hi (i1 values, or null for false): the tile's first
-    // pixel leaves out its tap kw 0, its last pixel its tap kw 2 (the edge
-    // pixels of padding 1): the multiply-add is kept only where the flag is
-    // clear (a select), its load reads the pixel's next tap inward.
-    auto run_tile = [&](llvm::Value* ow0, int width, llvm::Value* skip_lo, llvm::Value* skip_hi) {
+    // `width` pixels from ow0, every tap inside the image but, where
+    // skip_lo, the first pixel's tap kw 0 and, where skip_hi, the last
+    // pixel's tap kw 2 (the edge pixels of padding 1), which are left out.
+    // Block by block: the kernel row's weights, then the source columns in
+    // ascending order, each loaded once and used by every tap that reads it
+    // (pixel j's tap kw reads column j * s + kw, so a sum still takes its
+    // taps in kw order).
+    auto run_tile = [&](llvm::Value* ow0, int width, bool skip_lo, bool skip_hi) {
       llvm::Value* iw0 = b_.CreateAdd(iw_first, b_.CreateMul(ow0, i64c(s)));
       values init;
       for (int j = 0; j < width; ++j)
@@ -723,32 +773,26 @@ class generic_conv_generator {
             for (int k = 0; k < blocks; ++k) {
               llvm::Value* px = gep(row, coff[k]);
               llvm::Value* wb = gep(wk, woff[k]);
-              // Source vector q of the kernel row (pixel j's tap kw is
-              // j * s + kw), loaded once.
-              std::vector<llvm::Value*> x(static_cast<std::size_t>((width - 1) * s + kw_size));
+              llvm::Value* w[kw_size];
               for (int kw = 0; kw < kw_size; ++kw) {
-                llvm::Value* w =
-                    b_.CreateAlignedLoad(vec_, gep(wb, i64c(kw * lanes)), llvm::Align(4));
+                w[kw] = b_.CreateAlignedLoad(vec_, gep(wb, i64c(kw * lanes)), llvm::Align(4));
+              }
+              const int columns = (width - 1) * s + kw_size;
+              for (int col = 0; col < columns; ++col) {
+                llvm::Value* x = nullptr;
                 for (int j = 0; j < width; ++j) {
-                  llvm::Value*& sum = a[static_cast<std::size_t>(j * blocks + k)];
-                  // (Taps j * s + kw of no other pixel.)
-                  llvm::Value* skip = j == 0 && kw == 0                     ? skip_lo
-                                      : j == width - 1 && kw == kw_size - 1 ? skip_hi
-                                                                            : nullptr;
-                  if (skip != nullptr) {
-                    const int inward = j * s + (kw == 0 ? 1 : kw_size - 2);
-                    llvm::Value* at =
-                        b_.CreateSelect(skip, i64c(inward * lanes), i64c((j * s + kw) * lanes));
-                    llvm::Value* xs = b_.CreateAlignedLoad(vec_, gep(px, at), llvm::Align(4));
-                    sum = b_.CreateSelect(skip, sum, fma(xs, w, sum));
+                  const int kw = col - j * s;
+                  if (kw < 0 || kw >= kw_size) continue;
+                  if ((skip_lo && j == 0 && kw == 0) ||
+                      (skip_hi && j == width - 1 && kw == kw_size - 1)) {
                     continue;
                   }
-                  llvm::Value*& xq = x[static_cast<std::size_t>(j * s + kw)];
-                  if (xq == nullptr) {
-                    xq = b_.CreateAlignedLoad(vec_, gep(px, i64c((j * s + kw) * lanes)),
-                                              llvm::Align(4));
+                  if (x == nullptr) {
+                    x = b_.CreateAlignedLoad(vec_, gep(px, i64c(std::int64_t{col} * lanes)),
+                                             llvm::Align(4));
                   }
-                  sum = fma(xq, w, sum);
+                  llvm::Value*& sum = a[static_cast<std::size_t>(j * blocks + k)];
+                  sum = fma(x, w[kw], sum);
                 }
               }
             }
@@ -756,6 +800,25 @@ class generic_conv_generator {
           },
           "kh");
       store(acc, ow0, width);
+    };
+    // run_tile with skip_lo and skip_hi chosen at run time by lo and hi
+    // (i1 values, or null for false): one tile body per combination.
+    auto run_tile_where = [&](llvm::Value* ow0, int width, llvm::Value* lo, llvm::Value* hi) {
+      auto with_hi = [&](bool skip_lo) {
+        if (hi == nullptr) {
+          run_tile(ow0, width, skip_lo, false);
+          return;
+        }
+        emit_if_else(
+            hi, [&] { run_tile(ow0, width, skip_lo, true); },
+            [&] { run_tile(ow0, width, skip_lo, false); }, "tile.hi");
+      };
+      if (lo == nullptr) {
+        with_hi(false);
+        return;
+      }
+      emit_if_else(
+          lo, [&] { with_hi(true); }, [&] { with_hi(false); }, "tile.lo");
     };
 
     // Pixel ow alone, over its kw range inside the image (empty when none
@@ -804,17 +867,6 @@ class generic_conv_generator {
           },
           loop_test::index_below_end, name);
     };
-    // The row's split (read once: the stores may alias the tile block).
-    llvm::Value* left = tile(gt_dw_left);
-    llvm::Value* first = tile(gt_dw_first);
-    llvm::Value* first_lo = b_.CreateICmpNE(tile(gt_dw_first_lo), i64c(0));
-    llvm::Value* first_hi = b_.CreateICmpNE(tile(gt_dw_first_hi), i64c(0));
-    llvm::Value* wide = tile(gt_dw_wide);
-    llvm::Value* narrow = tile(gt_dw_narrow);
-    llvm::Value* last = tile(gt_dw_last);
-    llvm::Value* last_hi = b_.CreateICmpNE(tile(gt_dw_last_hi), i64c(0));
-    llvm::Value* ow_size = tile(gt_dw_ow);
-    llvm::Value* chunks = tile(gt_dw_chunks);
     // The row of one chunk: the pixels alone on the left, the first tile
     // (owb pixels), the middle ones (owb, then owb - 1), the last (owb - 1
     // or owb), the pixels alone on the right, each only where the row has
@@ -822,32 +874,70 @@ class generic_conv_generator {
     auto emit_row = [&] {
       pixels(i64c(0), left, 1, "left", run_edge);
       emit_if(
-          b_.CreateICmpNE(first, i64c(0)), [&] { run_tile(left, owb, first_lo, first_hi); },
+          b_.CreateICmpNE(first, i64c(0)), [&] { run_tile_where(left, owb, first_lo, first_hi); },
           "first");
       llvm::Value* end = b_.CreateAdd(left, b_.CreateMul(first, i64c(owb)));
       {
         llvm::Value* from = end;
         end = b_.CreateAdd(from, b_.CreateMul(wide, i64c(owb)));
-        pixels(from, end, owb, "wide",
-               [&](llvm::Value* ow0) { run_tile(ow0, owb, nullptr, nullptr); });
+        pixels(from, end, owb, "wide", [&](llvm::Value* ow0) { run_tile(ow0, owb, false, false); });
       }
       if (owb > 1) {
         llvm::Value* from = end;
         end = b_.CreateAdd(from, b_.CreateMul(narrow, i64c(owb - 1)));
         pixels(from, end, owb - 1, "narrow",
-               [&](llvm::Value* ow0) { run_tile(ow0, owb - 1, nullptr, nullptr); });
+               [&](llvm::Value* ow0) { run_tile(ow0, owb - 1, false, false); });
         emit_if(
-            b_.CreateICmpEQ(last, i64c(owb - 1)), [&] { run_tile(end, owb - 1, nullptr, last_hi); },
-            "last.narrow");
+            b_.CreateICmpEQ(last, i64c(owb - 1)),
+            [&] { run_tile_where(end, owb - 1, nullptr, last_hi); }, "last.narrow");
       }
       emit_if(
-          b_.CreateICmpEQ(last, i64c(owb)), [&] { run_tile(end, owb, nullptr, last_hi); },
+          b_.CreateICmpEQ(last, i64c(owb)), [&] { run_tile_where(end, owb, nullptr, last_hi); },
           "last.wide");
       end = b_.CreateAdd(end, last);
       pixels(end, ow_size, 1, "right", run_edge);
     };
-    // gt_dw_chunks chunks of `blocks` blocks from the tile's, one after
-    // the other (the full chunks of a row; the last chunk alone).
+    // Output row oh's kh range (the driver's rule): [0, kh) where every
+    // tap row is inside; else kh_lo = ceil(-ih0 / dh1) where ih0 < 0 and
+    // kh_hi = min((ih - 1 - ih0) / dh1 + 1, kh) (0 where negative), with no
+    // division when dh1 is 1.
+    auto row_range = [&](llvm::Value* oh) {
+      ih0 = b_.CreateSub(b_.CreateMul(oh, sh), pt);
+      llvm::Value* neg = b_.CreateNeg(ih0);
+      llvm::Value* room = b_.CreateSub(b_.CreateSub(ih_size, i64c(1)), ih0);
+      llvm::Value* inside =
+          b_.CreateAnd(b_.CreateICmpSGE(ih0, i64c(0)), b_.CreateICmpSGE(room, span));
+      const values range = emit_multi_choice(
+          inside,
+          [&] {
+            return values{i64c(0), kh_size};
+          },
+          [&] {
+            return emit_multi_choice(
+                dense_h,
+                [&] {
+                  llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(neg, i64c(0)), neg, i64c(0));
+                  llvm::Value* hi = b_.CreateAdd(room, i64c(1));
+                  hi = b_.CreateSelect(b_.CreateICmpSLT(hi, kh_size), hi, kh_size);
+                  hi = b_.CreateSelect(b_.CreateICmpSLT(room, i64c(0)), i64c(0), hi);
+                  return values{lo, hi};
+                },
+                [&] {
+                  llvm::Value* up =
+                      b_.CreateSDiv(b_.CreateAdd(neg, b_.CreateSub(dh1, i64c(1))), dh1);
+                  llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSGT(neg, i64c(0)), up, i64c(0));
+                  llvm::Value* hi = b_.CreateAdd(b_.CreateSDiv(room, dh1), i64c(1));
+                  hi = b_.CreateSelect(b_.CreateICmpSLT(hi, kh_size), hi, kh_size);
+                  hi = b_.CreateSelect(b_.CreateICmpSLT(room, i64c(0)), i64c(0), hi);
+                  return values{lo, hi};
+                });
+          });
+      kh_lo = range[0];
+      kh_hi = range[1];
+      row_off = b_.CreateAdd(img_off, b_.CreateMul(oh, dst_hs));
+    };
+    // gt_dw_chunks chunks of `blocks` blocks from the call's first, one
+    // after the other, each over the call's rows.
     emit_loop(
         i64c(0), chunks, {},
         [&](llvm::Value* chunk, const values&) {
@@ -860,7 +950,14 @@ class generic_conv_generator {
             dst_coff.push_back(channel_offset(dst_blocked, dst_cs, c0_of(k)));
           }
           start = initial_accumulators(bias, 1, blocks, c0_of, mask_of);
-          emit_row();
+          emit_loop(
+              oh_first, oh_end, {},
+              [&](llvm::Value* oh, const values&) {
+                row_range(oh);
+                emit_row();
+                return values{};
+              },
+              "row");
           return values{};
         },
         "chunk");
@@ -870,14 +967,15 @@ class generic_conv_generator {
   // Epilogue: post-ops, then one store per accumulator, over the pixels
   // in a loop (the accumulators go through a stack array). acc holds
   // pixel j's block k at j * blocks + k; the tile's first pixel is
-  // ow0_value, or gt_ow0 when null.
+  // ow0_value, or gt_ow0 when null; its row's dst offset row_off_value, or
+  // gt_dst_row_off when null.
   void emit_epilogue(llvm::Function* fn, llvm::Value* dst, const values& acc, int owb, int blocks,
                      const std::function<llvm::Value*(int)>& valid_of,
                      const std::function<llvm::Value*(int)>& mask_of,
                      const std::function<llvm::Value*(int)>& c0_of,
-                     llvm::Value* ow0_value = nullptr) {
+                     llvm::Value* ow0_value = nullptr, llvm::Value* row_off_value = nullptr) {
     llvm::Value* ow0 = ow0_value != nullptr ? ow0_value : tile(gt_ow0);
-    llvm::Value* row_off = tile(gt_dst_row_off);
+    llvm::Value* row_off = row_off_value != nullptr ? row_off_value : tile(gt_dst_row_off);
     llvm::Value* dst_ws = param(gc_dst_w_stride);
     llvm::Value* with_ops = b_.CreateICmpSGT(param(gc_post_op_count), i64c(0));
     llvm::Value* out = entry_alloca(fn, owb * blocks);

@@ -115,18 +115,21 @@ inline constexpr int generic_dw_load_count = 5;
 // gt_kw_hi read). Every tap of the kw range must be inside the image.
 std::string generic_dw_symbol(int ow_block, int blocks, generic_dw_load load);
 
-// The exported depthwise row function: a whole output row of a depthwise
+// The exported depthwise row function: whole output rows of a depthwise
 // convolution whose kernel rows have 3 taps with no dilation along w, over
 // an nChw16c source (16 floats a pixel) at stride 1 or 2 (the MobileNet
-// shapes), in one call, as the gt_dw_* slots split it: pixels alone over
-// their kw range, a first tile of ow_block pixels, tiles of ow_block and
-// ow_block - 1 pixels, a last tile, pixels alone. A tile loads each source
-// vector of a kernel row once for the taps that share it; the first and
-// last tile may hold the edge pixels of padding 1 (their one tap in the
-// padding left out). gt_iw0: pixel 0's first tap (-pad_l). It runs that
-// row for gt_dw_chunks consecutive chunks (wei_chunk: the first's weights;
-// gt_last_lanes holds for each). Same signature as the others; ow_block x
-// blocks as generic_dw_tiles has them.
+// shapes): gt_dw_rows rows from gt_dw_oh0 of gt_dw_chunks consecutive
+// chunks (wei_chunk: the first's weights; gt_last_lanes holds for each),
+// in one call, the chunks outer, each row's kh range found in the code
+// (gc_ih, gc_kh, gc_sh, gc_pt, gc_dh1) and its dst offset from the
+// image's (gt_dst_row_off + oh * gc_dst_h_stride). A row is split as the
+// gt_dw_* slots say: pixels alone over their kw range, a first tile of
+// ow_block pixels, tiles of ow_block and ow_block - 1 pixels, a last tile,
+// pixels alone. A tile loads each source vector of a kernel row once for
+// the taps that share it; the first and last tile may hold the edge
+// pixels of padding 1 (their one tap in the padding left out).
+// gt_iw0: pixel 0's first tap (-pad_l). Same signature as the others;
+// ow_block x blocks as generic_dw_tiles has them.
 std::string generic_dw_row_symbol(int ow_block, int blocks, int stride);
 
 // params: a generic_conv_slot-indexed block of int64 slots (floats in the
@@ -141,9 +144,12 @@ using generic_conv_function = void(const std::int64_t* params, const float* src_
 enum generic_conv_slot : int {
   gc_ih,
   gc_iw,
+  gc_kh,
   gc_kw,
   gc_icg,
+  gc_sh,
   gc_sw,
+  gc_pt,   // padding at the top
   gc_dh1,  // dilation + 1: the distance between taps
   gc_dw1,
   gc_src_c_stride,
@@ -153,6 +159,7 @@ enum generic_conv_slot : int {
   gc_wei_block_stride,  // floats between two output blocks of packed weights
   gc_wei_kh_stride,     // kw * icg * 16
   gc_dst_c_stride,
+  gc_dst_h_stride,
   gc_dst_w_stride,
   gc_dst_blocked,     // 0 or 1
   gc_dst_contiguous,  // 0 or 1: 16 channels of a block are 16 consecutive floats
@@ -189,7 +196,9 @@ enum generic_conv_tile : int {
   gt_dw_last,      // the last tile's width: 0 (none), ow_block - 1 or ow_block
   gt_dw_last_hi,   // 0 or 1: its last pixel leaves out tap kw 2
   gt_dw_ow,        // pixels from the tiles' end to ow alone
-  gt_dw_chunks,    // the row of this many chunks of `blocks` blocks from gt_c_first
+  gt_dw_chunks,    // this many chunks of `blocks` blocks from gt_c_first
+  gt_dw_oh0,       // the first output row of each chunk
+  gt_dw_rows,      // the rows from gt_dw_oh0 (gt_dst_row_off: the image's row 0)
   gt_count,
 };
 

@@ -52,9 +52,12 @@ generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geome
   auto& v = params_;
   v[gc_ih] = f.ih;
   v[gc_iw] = f.iw;
+  v[gc_kh] = f.kh;
   v[gc_kw] = f.kw;
   v[gc_icg] = f.icg;
+  v[gc_sh] = f.sh;
   v[gc_sw] = f.sw;
+  v[gc_pt] = f.pt;
   v[gc_dh1] = f.dh + 1;
   v[gc_dw1] = f.dw + 1;
   v[gc_src_c_stride] = f.src.c_stride;
@@ -64,6 +67,7 @@ generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geome
   v[gc_wei_block_stride] = f.kh * f.kw * f.icg * lanes;
   v[gc_wei_kh_stride] = f.kw * f.icg * lanes;
   v[gc_dst_c_stride] = f.dst.c_stride;
+  v[gc_dst_h_stride] = f.dst.h_stride;
   v[gc_dst_w_stride] = f.dst.w_stride;
   v[gc_dst_blocked] = f.dst.blocked ? 1 : 0;
   // The specialized kernel's rule (conv_generator.cpp): a grouped output
@@ -193,6 +197,7 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create_depthwi
       (narrow > 0 ? narrow : wide) -= 1;
     }
     k->tile_.ow_block = static_cast<int>(w);
+    k->dw_uniform_chunks_ = blocks[1] == blocks[0] && flat.g % lanes == 0;
     for (int c = 0; c < 2; ++c) {
       auto fn = tile_function(code_isa, generic_dw_row_symbol(static_cast<int>(w), blocks[c],
                                                               static_cast<int>(flat.sw)));
@@ -287,14 +292,7 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
     const float* src_img = src + f.src.off0 + n * f.src.n_stride;
     const float* wei_chunk = wei + (grp * f.nb + first_block) * f.kh * f.kw * f.icg * lanes;
     if (f.depthwise) {
-      // The row functions run a row's full chunks that follow in the
-      // item order (chunks innermost) in one call.
-      const std::int64_t run = dw_rows_[0] != nullptr && !oc_outer && !last_chunk
-                                   ? std::min(end - item, chunks_ - 1 - occ)
-                                   : 1;
-      run_depthwise_row(t, src_img, wei_chunk, bias, dst, binary, last_chunk, run);
-      item += run - 1;
-      idx[0] += run - 1;
+      run_depthwise_row(t, src_img, wei_chunk, bias, dst, binary, last_chunk);
       continue;
     }
     // Each tile of the row as its pixels whose taps are all inside (one
@@ -318,18 +316,55 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
   }
 }
 
+void generic_conv_kernel::run_depthwise_rows(const float* src, const float* wei, const float* bias,
+                                             float* dst, const float* const* binary,
+                                             std::int64_t begin, std::int64_t end) const {
+  const conv_geometry& f = flat_;
+  std::int64_t t[gt_count] = {};
+  t[gt_iw0] = -f.pl;
+  std::copy(dw_split_.begin(), dw_split_.end(), t + gt_dw_left);
+  // Items ((n * chunks) + chunk) * oh + row, rows innermost: the first
+  // item's indices by division, the others counted.
+  std::int64_t row = begin % f.oh;
+  std::int64_t occ = (begin / f.oh) % chunks_;
+  std::int64_t n = begin / f.oh / chunks_;
+  const std::int64_t chunk_floats = std::int64_t{tile_.oc_blocks} * f.kh * f.kw * lanes;
+  // Chunks that run the full chunk's function with 16 valid lanes: every
+  // chunk when the last is like the others, else all but the last.
+  const std::int64_t plain_chunks = dw_uniform_chunks_ ? chunks_ : chunks_ - 1;
+  for (std::int64_t item = begin; item < end;) {
+    std::int64_t rows = std::min(f.oh - row, end - item);
+    std::int64_t chunks = 1;
+    if (row == 0 && rows == f.oh && occ < plain_chunks) {
+      // Whole chunks of this image, as many as the range holds.
+      chunks = std::min(plain_chunks - occ, (end - item) / f.oh);
+    }
+    const bool last_chunk = occ + chunks == chunks_ && !dw_uniform_chunks_;
+    t[gt_c_first] = occ * tile_.oc_blocks * lanes;
+    t[gt_last_lanes] = last_chunk ? f.g - (f.nb - 1) * lanes : lanes;
+    t[gt_dst_row_off] = f.dst.off0 + n * f.dst.n_stride;
+    t[gt_dw_chunks] = chunks;
+    t[gt_dw_oh0] = row;
+    t[gt_dw_rows] = rows;
+    dw_rows_[last_chunk ? 1 : 0](params_.data(), src + f.src.off0 + n * f.src.n_stride,
+                                 wei + occ * chunk_floats, bias, dst, binary, t);
+    item += rows * chunks;
+    row += rows;
+    if (row == f.oh) {
+      row = 0;
+      occ += chunks;
+      if (occ == chunks_) {
+        occ = 0;
+        ++n;
+      }
+    }
+  }
+}
+
 void generic_conv_kernel::run_depthwise_row(std::int64_t* t, const float* src_img,
                                             const float* wei_chunk, const float* bias, float* dst,
-                                            const float* const* binary, bool last_chunk,
-                                            std::int64_t chunks) const {
+                                            const float* const* binary, bool last_chunk) const {
   const conv_geometry& f = flat_;
-  if (dw_rows_[0] != nullptr) {
-    t[gt_iw0] = -f.pl;
-    std::copy(dw_split_.begin(), dw_split_.end(), t + gt_dw_left);
-    t[gt_dw_chunks] = chunks;
-    dw_rows_[last_chunk ? 1 : 0](params_.data(), src_img, wei_chunk, bias, dst, binary, t);
-    return;
-  }
   auto call = [&](std::int64_t ow0, std::int64_t width) {
     t[gt_iw0] = ow0 * f.sw - f.pl;
     t[gt_ow0] = ow0;
@@ -380,7 +415,12 @@ void generic_conv_kernel::execute(const conv_args& args, void* scratchpad,
   auto* dst = static_cast<float*>(args.dst);
   pool.parallel_for(problem_.nthr, [&](int ithr, int nthr) {
     const range r = balance(work_items_, ithr, nthr);
-    if (r.begin < r.end) run_items(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
+    if (r.begin >= r.end) return;
+    if (dw_rows_[0] != nullptr) {
+      run_depthwise_rows(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
+    } else {
+      run_items(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
+    }
   });
   if (zeroes_dst_padding_) zero_dst_padding(dst);
 }

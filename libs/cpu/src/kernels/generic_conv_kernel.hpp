@@ -19,9 +19,11 @@
 // (generic_dw_symbol) over the same kind of work items (rows x images x
 // chunks of the tensor's channels), with the weights in Goihw16g as the
 // specialized kernel packs them; those with 3-tap kernel rows (no dilation
-// along w) over an nChw16c source at stride 1 or 2 run a whole row per call
-// instead (generic_dw_row_symbol), split into tiles of two widths one apart,
-// the edge pixels of padding 1 inside the first and last tile.
+// along w) over an nChw16c source at stride 1 or 2 run whole rows instead
+// (generic_dw_row_symbol): a thread's items in as few calls as the chunks
+// allow (the rows of a chunk, or whole chunks of an image, per call), each
+// row split into tiles of two widths one apart, the edge pixels of padding
+// 1 inside the first and last tile.
 //
 // create() declines (unimplemented), so that the convolution is created
 // synchronously, what it cannot run with results bit-identical to the
@@ -80,11 +82,16 @@ class generic_conv_kernel {
                  const float* const* binary, std::int64_t begin, std::int64_t end) const;
   // One row of a depthwise item (t: its tile block, row fields set): the
   // pixels whose taps are all inside in tiles of ow_block, the others one
-  // by one over their kw range inside the image; with the row functions,
-  // the row of `chunks` consecutive chunks in one call.
+  // by one over their kw range inside the image.
   void run_depthwise_row(std::int64_t* t, const float* src_img, const float* wei_chunk,
-                         const float* bias, float* dst, const float* const* binary, bool last_chunk,
-                         std::int64_t chunks) const;
+                         const float* bias, float* dst, const float* const* binary,
+                         bool last_chunk) const;
+  // The items [begin, end) of a depthwise problem the row functions take,
+  // numbered with the rows innermost, then the chunks, then the images
+  // (the results do not depend on the order): one call per run of rows of
+  // a chunk, or per run of whole chunks of an image.
+  void run_depthwise_rows(const float* src, const float* wei, const float* bias, float* dst,
+                          const float* const* binary, std::int64_t begin, std::int64_t end) const;
   void zero_dst_padding(float* dst) const;
 
   conv_problem problem_;
@@ -107,6 +114,9 @@ class generic_conv_kernel {
   // instead.
   std::array<generic_conv_function*, 2> dw_rows_{};
   std::array<std::int64_t, gt_dw_chunks - gt_dw_left> dw_split_{};
+  // Whether the last chunk is like the others (as many blocks, 16 valid
+  // lanes), so that one call may run it with them.
+  bool dw_uniform_chunks_ = false;
 };
 
 }  // namespace primcache::cpu_internal
