@@ -41,8 +41,9 @@ constexpr int lanes = conv_lanes;
 
 class conv_codegen {
  public:
-  conv_codegen(llvm::Module& m, const conv_problem& p, const conv_geometry& g, const conv_config& c)
-      : m_(m), ctx_(m.getContext()), b_(ctx_), p_(p), g_(g), c_(c) {
+  conv_codegen(llvm::Module& m, const conv_problem& p, const conv_geometry& g, const conv_config& c,
+               cpu_isa isa)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), p_(p), g_(g), c_(c), isa_(isa) {
     f32_ = b_.getFloatTy();
     i64_ = b_.getInt64Ty();
     v16_ = llvm::FixedVectorType::get(f32_, lanes);
@@ -634,6 +635,33 @@ class conv_codegen {
     return v;
   }
 
+  // Whether a depthwise tile of len pixels x `blocks` blocks takes its
+  // taps kw by kw rather than column by column. Column by column, a sum's
+  // taps come back to back where no other pixel shares the columns between
+  // them (a stride above 1: pixel j's taps read columns 2j, 2j + 1, 2j + 2,
+  // the middle one its own), so the multiply-adds wait on each other; kw by
+  // kw they are len * blocks apart, at the price of keeping the columns two
+  // kw passes share in registers. Taken where those, the sums, a weight and
+  // a source vector fit in the ISA's 16-float vector registers (32 zmm at
+  // avx512_core; none spare at avx2, where a vector is two ymm of 16). At
+  // stride 1 column by column stays: there the taps a column serves belong
+  // to three different sums. Measured (dw_object_ab, against the objects of
+  // e17cb22, whose IR pipeline ordered the taps kw by kw): the stride-2
+  // layers of 14 output columns 0.93-0.96x column by column, 0.97-0.98x kw
+  // by kw (docs/PERFORMANCE.md, "The depthwise convolution at
+  // CodeGenOpt::None").
+  bool dw_taps_by_kw(int len, int blocks) const {
+    if (g_.sw < 2 || isa_ < cpu_isa::avx512_core) return false;
+    const std::int64_t dw1 = g_.dw + 1;
+    const std::int64_t columns = (len - 1) * g_.sw + (g_.kw - 1) * dw1 + 1;
+    std::vector<int> taps(static_cast<std::size_t>(columns), 0);
+    for (int j = 0; j < len; ++j)
+      for (std::int64_t kw = 0; kw < g_.kw; ++kw)
+        ++taps[static_cast<std::size_t>(j * g_.sw + kw * dw1)];
+    const auto shared = std::count_if(taps.begin(), taps.end(), [](int t) { return t > 1; });
+    return len * blocks + blocks * shared + 2 <= 32;
+  }
+
   // One depthwise register tile: pixels [ow0, ow0 + len) of the row,
   // `blocks` output blocks of the chunk (the last with `last_lanes` lanes).
   // `ow0_const` is ow0 when known at generation time (edge tiles), -1 in
@@ -641,13 +669,14 @@ class conv_codegen {
   // bias and stay SSA values through the kh loop (top-tested; bottom-tested
   // ran no faster on three small layers), whose source and weight pointers
   // step per kh;
-  // inside it the kernel row's taps are unrolled, each source vector loaded
-  // once for the taps that share it, each weight vector once. Per sum: one
-  // multiply-add per tap inside the image, kh then kw, as the generic
-  // kernel. At CodeGenOpt::None a multiply-add is vfmadd213ps tied to its
-  // source vector (no load folding, no commuting), so a source vector that
-  // two or three taps share is copied for all but its last (docs/
-  // PERFORMANCE.md, "The depthwise convolution at CodeGenOpt::None").
+  // inside it the kernel row's taps are unrolled (column by column, or kw
+  // by kw: dw_taps_by_kw), each source vector loaded once for the taps that
+  // share it, each weight vector once. Per sum: one multiply-add per tap
+  // inside the image, kh then kw, as the generic kernel. At
+  // CodeGenOpt::None a multiply-add is vfmadd213ps tied to its source
+  // vector (no load folding, no commuting), so a source vector that two or
+  // three taps share is copied for all but its last (docs/PERFORMANCE.md,
+  // "The depthwise convolution at CodeGenOpt::None").
   void emit_dw_tile(const item_ctx& it, llvm::Value* ow0, std::int64_t ow0_const, int len,
                     int blocks, int last_lanes, bool all_inside, llvm::Value* coff) {
     auto valid_lanes = [&](int k) { return k == blocks - 1 ? last_lanes : lanes; };
@@ -680,29 +709,53 @@ class conv_codegen {
           llvm::Value* x = cur[0];
           llvm::Value* wk = cur[1];
           ir_values a(cur.begin() + 2, cur.end());
-          // Block by block: the kernel row's weight vectors, then the
-          // source columns the tile reads in ascending order, each loaded
-          // once and used by every tap that reads it (pixel j's tap kw
-          // reads column j * sw + kw * dw1, so a sum still takes its taps
-          // in kw order). Live at once: the sums, kw weights and one
-          // source vector.
-          for (int k = 0; k < blocks; ++k) {
-            std::vector<llvm::Value*> w(static_cast<std::size_t>(g_.kw));
+          const std::int64_t columns = (len - 1) * g_.sw + (g_.kw - 1) * dw1 + 1;
+          if (dw_taps_by_kw(len, blocks)) {
+            // kw by kw, the blocks inside: each block's weight vector of
+            // that kw, then its pixels' taps; a source column is loaded at
+            // its first tap and kept for the next (pixel j's tap kw reads
+            // column j * sw + kw * dw1). A sum's consecutive taps are
+            // len * blocks multiply-adds apart.
+            std::vector<std::vector<llvm::Value*>> xs(
+                static_cast<std::size_t>(blocks),
+                std::vector<llvm::Value*>(static_cast<std::size_t>(columns), nullptr));
             for (std::int64_t kw = 0; kw < g_.kw; ++kw) {
-              w[static_cast<std::size_t>(kw)] = b_.CreateAlignedLoad(
-                  v16_, gep(wk, (k * g_.kh * g_.kw + kw) * lanes), llvm::Align(4));
+              for (int k = 0; k < blocks; ++k) {
+                llvm::Value* w = b_.CreateAlignedLoad(
+                    v16_, gep(wk, (k * g_.kh * g_.kw + kw) * lanes), llvm::Align(4));
+                for (int j = 0; j < len; ++j) {
+                  if (!inside(j, kw)) continue;
+                  const std::int64_t col = j * g_.sw + kw * dw1;
+                  llvm::Value*& xv = xs[static_cast<std::size_t>(k)][static_cast<std::size_t>(col)];
+                  if (xv == nullptr) xv = load_dw_source(x, col * ws, k, valid_lanes(k));
+                  llvm::Value*& s = a[static_cast<std::size_t>(j * blocks + k)];
+                  s = fma(w, xv, s);
+                }
+              }
             }
-            const std::int64_t columns = (len - 1) * g_.sw + (g_.kw - 1) * dw1 + 1;
-            for (std::int64_t col = 0; col < columns; ++col) {
-              llvm::Value* xv = nullptr;
-              for (int j = 0; j < len; ++j) {
-                const std::int64_t rest = col - j * g_.sw;
-                if (rest < 0 || rest % dw1 != 0 || rest / dw1 >= g_.kw) continue;
-                const std::int64_t kw = rest / dw1;
-                if (!inside(j, kw)) continue;
-                if (xv == nullptr) xv = load_dw_source(x, col * ws, k, valid_lanes(k));
-                llvm::Value*& s = a[static_cast<std::size_t>(j * blocks + k)];
-                s = fma(w[static_cast<std::size_t>(kw)], xv, s);
+          } else {
+            // Block by block: the kernel row's weight vectors, then the
+            // source columns the tile reads in ascending order, each loaded
+            // once and used by every tap that reads it (so a sum still takes
+            // its taps in kw order). Live at once: the sums, kw weights and
+            // one source vector.
+            for (int k = 0; k < blocks; ++k) {
+              std::vector<llvm::Value*> w(static_cast<std::size_t>(g_.kw));
+              for (std::int64_t kw = 0; kw < g_.kw; ++kw) {
+                w[static_cast<std::size_t>(kw)] = b_.CreateAlignedLoad(
+                    v16_, gep(wk, (k * g_.kh * g_.kw + kw) * lanes), llvm::Align(4));
+              }
+              for (std::int64_t col = 0; col < columns; ++col) {
+                llvm::Value* xv = nullptr;
+                for (int j = 0; j < len; ++j) {
+                  const std::int64_t rest = col - j * g_.sw;
+                  if (rest < 0 || rest % dw1 != 0 || rest / dw1 >= g_.kw) continue;
+                  const std::int64_t kw = rest / dw1;
+                  if (!inside(j, kw)) continue;
+                  if (xv == nullptr) xv = load_dw_source(x, col * ws, k, valid_lanes(k));
+                  llvm::Value*& s = a[static_cast<std::size_t>(j * blocks + k)];
+                  s = fma(w[static_cast<std::size_t>(kw)], xv, s);
+                }
               }
             }
           }
@@ -763,6 +816,7 @@ class conv_codegen {
   const conv_problem& p_;
   const conv_geometry& g_;
   const conv_config& c_;
+  const cpu_isa isa_;
   llvm::Type* f32_ = nullptr;
   llvm::Type* i64_ = nullptr;
   llvm::Type* v16_ = nullptr;
@@ -774,9 +828,9 @@ class conv_codegen {
 
 }  // namespace
 
-void generate_conv(const conv_problem& p, const conv_geometry& g, const conv_config& c,
+void generate_conv(const conv_problem& p, const conv_geometry& g, const conv_config& c, cpu_isa isa,
                    llvm::Module& m) {
-  conv_codegen(m, p, g, c).build();
+  conv_codegen(m, p, g, c, isa).build();
 }
 
 }  // namespace primcache::cpu_internal

@@ -3,7 +3,7 @@
 // effective configuration.
 //
 //   jit_module::compile("conv_fwd_f32", isa, conv_compile_settings_for(ge, ec),
-//                       [&](llvm::Module& m) { generate_conv(p, ge, ec, m); });
+//                       [&](llvm::Module& m) { generate_conv(p, ge, ec, isa, m); });
 //
 // The geometry comes from analyze_conv (and flatten_conv_pointwise), the
 // configuration from effective_conv_config. Thread-safety: generate_conv
@@ -53,8 +53,9 @@ inline compile_settings conv_compile_settings_for(const conv_geometry&,
   return conv_compile_settings;
 }
 
-// Defines conv_entry_symbol in m.
-void generate_conv(const conv_problem& p, const conv_geometry& g, const conv_config& c,
+// Defines conv_entry_symbol in m, code for `isa` (the depthwise tiles'
+// tap order depends on its vector registers).
+void generate_conv(const conv_problem& p, const conv_geometry& g, const conv_config& c, cpu_isa isa,
                    llvm::Module& m);
 
 }  // namespace primcache::cpu_internal

@@ -69,7 +69,7 @@ result<std::unique_ptr<conv_kernel>> conv_kernel::create(const conv_problem& p,
   const conv_geometry ge = flatten_conv_pointwise(g.value());
   const conv_config ec = effective_conv_config(ge, c);
   auto m = jit_module::compile("conv_fwd_f32", isa, conv_compile_settings_for(ge, ec),
-                               [&](llvm::Module& mod) { generate_conv(p, ge, ec, mod); });
+                               [&](llvm::Module& mod) { generate_conv(p, ge, ec, isa, mod); });
   if (!m) return m.why();
   return finish(p, c, std::move(m).value());
 }
