@@ -242,11 +242,29 @@ class generic_walk_emitter {
   std::array<llvm::Value*, gw_max_checks> check_split_{};
   std::array<llvm::Value*, gw_max_checks> check_j_{};
 
-  // Whether every checked dimension's index at (i, j) of the inner loops
-  // (i null: a streaming walk) is below its real extent (`bound` false) or
-  // dst's padded bound. Indices grow with i and j: true at the last element
-  // of a vector or tile is true at all of them.
-  llvm::Value* inside(llvm::Value* i, llvm::Value* j, bool bound);
+  // Where the checked dimensions leave their real extent (`bound` false) or
+  // dst's padded bound along the split loop and the J loop, for the work
+  // item at check_base_: an element at (i, j) of the inner loops (i null: a
+  // streaming walk, j on the split loop) is real when i < split_real_ and
+  // j < j_real_ (j < split_real_). Each checked dimension steps along one of
+  // the two loops at most (make_generic_walk_params), so the real elements
+  // of a work item are a rectangle, and of a vector or tile a prefix of its
+  // rows and columns. Computed once per work item (a division only for an
+  // index step above 1), instead of per vector or tile.
+  void set_index_ends();
+  // The first iteration of a loop whose index steps by `step` (>= 0, a
+  // run-time i64) at which an index starting d below its limit reaches it:
+  // 0 for d <= 0, INT64_MAX for step 0.
+  llvm::Value* index_end(llvm::Value* d, llvm::Value* step);
+  llvm::Value* split_real_ = nullptr;
+  llvm::Value* split_bound_ = nullptr;
+  llvm::Value* j_real_ = nullptr;
+  llvm::Value* j_bound_ = nullptr;
+  // How many of `limit` elements from index `at` lie below `end`: 0 ... limit.
+  llvm::Value* count_below(llvm::Value* end, llvm::Value* at, int limit) {
+    llvm::Value* d = b_.CreateSub(end, at);
+    return smin(b_.CreateSelect(b_.CreateICmpSLT(d, c64(0)), c64(0), d), c64(limit));
+  }
   // An element, a vector or a tile of the checked copy: as element(),
   // vector() and tile() where all real, clipped otherwise.
   void checked_element(llvm::Value* i, llvm::Value* j);
@@ -256,9 +274,6 @@ class generic_walk_emitter {
   llvm::Value* smin(llvm::Value* a, llvm::Value* b) {
     return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
   }
-  // How many of `limit` lanes, lane e at index l + e * step (step >= 0, a
-  // run-time i64), have an index below l + d: a prefix of them.
-  llvm::Value* clip_count(llvm::Value* d, llvm::Value* step, int limit);
   // A vector of the ISA's lanes at j of a dense stream, clipped to its real
   // part: its real lanes (a prefix) converted as vector() converts them,
   // dst's padding after them written as zero, both by masked loads and
@@ -270,6 +285,9 @@ class generic_walk_emitter {
   // columns are prefixes (no checked dimension steps along both I and J:
   // make_generic_walk_params declines such walks).
   void clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Value* ni, llvm::Value* nj);
+  // Stores v (a vector of dst's type) at dst element `off`: whole where
+  // `all` (every lane in bound), else the lanes of `mask`.
+  void store_in_bound(llvm::Value* v, llvm::Value* off, llvm::Value* all, llvm::Value* mask);
   llvm::AllocaInst* tile_rows_ = nullptr;  // the transposed rows of a clipped tile
   void any_element(llvm::Value* i, llvm::Value* j) {
     if (checked_) {
@@ -297,24 +315,55 @@ class generic_walk_emitter {
   }
 };
 
-llvm::Value* generic_walk_emitter::inside(llvm::Value* i, llvm::Value* j, bool bound) {
-  llvm::Value* ok = b_.getTrue();
+llvm::Value* generic_walk_emitter::index_end(llvm::Value* d, llvm::Value* step) {
+  // Step 0: never or at once; 1: d; larger: ceil(d / step), the one division
+  // behind a branch on the step (a constant of the walk).
+  llvm::Value* zero = c64(0);
+  llvm::Value* simple =
+      b_.CreateSelect(b_.CreateICmpEQ(step, zero),
+                      b_.CreateSelect(b_.CreateICmpSGT(d, zero), c64(INT64_MAX), zero), d);
+  llvm::BasicBlock* from = b_.GetInsertBlock();
+  auto* div_bb = llvm::BasicBlock::Create(ctx_, "end.div", fn_);
+  auto* done = llvm::BasicBlock::Create(ctx_, "end.done", fn_);
+  b_.CreateCondBr(b_.CreateICmpSGT(step, c64(1)), div_bb, done);
+  b_.SetInsertPoint(div_bb);
+  llvm::Value* pos = b_.CreateSelect(b_.CreateICmpSGT(d, zero), d, zero);
+  llvm::Value* q = b_.CreateUDiv(b_.CreateAdd(pos, b_.CreateSub(step, c64(1))), step);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  llvm::PHINode* n = b_.CreatePHI(b_.getInt64Ty(), 2);
+  n->addIncoming(simple, from);
+  n->addIncoming(q, div_bb);
+  return b_.CreateSelect(b_.CreateICmpSLT(n, zero), zero, n);
+}
+
+void generic_walk_emitter::set_index_ends() {
+  split_real_ = split_bound_ = j_real_ = j_bound_ = c64(INT64_MAX);
   for (int c = 0; c < gw_max_checks; ++c) {
-    llvm::Value* l =
-        b_.CreateAdd(check_base_[c], b_.CreateMul(j, i ? check_j_[c] : check_split_[c]));
-    if (i) l = b_.CreateAdd(l, b_.CreateMul(i, check_split_[c]));
-    ok = b_.CreateAnd(ok, b_.CreateICmpSLT(l, bound ? check_bound_[c] : check_dims_[c]));
+    llvm::Value* d = b_.CreateSub(check_dims_[c], check_base_[c]);
+    llvm::Value* e = b_.CreateSub(check_bound_[c], check_base_[c]);
+    split_real_ = smin(split_real_, index_end(d, check_split_[c]));
+    split_bound_ = smin(split_bound_, index_end(e, check_split_[c]));
+    if (v_.tile) {
+      j_real_ = smin(j_real_, index_end(d, check_j_[c]));
+      j_bound_ = smin(j_bound_, index_end(e, check_j_[c]));
+    }
   }
-  return ok;
 }
 
 void generic_walk_emitter::checked_element(llvm::Value* i, llvm::Value* j) {
   // As walk_emitter::emit_element: real elements converted, dst's padding
   // zero, elements past the bound (a loop rounded up to its cut) untouched.
+  llvm::Value* real =
+      i ? b_.CreateAnd(b_.CreateICmpSLT(i, split_real_), b_.CreateICmpSLT(j, j_real_))
+        : b_.CreateICmpSLT(j, split_real_);
+  llvm::Value* in_bound =
+      i ? b_.CreateAnd(b_.CreateICmpSLT(i, split_bound_), b_.CreateICmpSLT(j, j_bound_))
+        : b_.CreateICmpSLT(j, split_bound_);
   emit_if(
-      inside(i, j, false), [&] { element(i, j); },
+      real, [&] { element(i, j); },
       [&] {
-        emit_if(inside(i, j, true),
+        emit_if(in_bound,
                 [&] {
                   llvm::Value* dst_off =
                       i ? b_.CreateAdd(b_.CreateAdd(dst_base_, j), b_.CreateMul(i, split_ds_))
@@ -328,48 +377,22 @@ void generic_walk_emitter::checked_element(llvm::Value* i, llvm::Value* j) {
 void generic_walk_emitter::checked_vector(llvm::Value* j, int n) {
   // A wider vector (the eltwise's dense loop) is clipped vector by vector.
   emit_if(
-      inside(nullptr, b_.CreateAdd(j, c64(n - 1)), false), [&] { vector(j, n); },
+      b_.CreateICmpSLE(b_.CreateAdd(j, c64(n)), split_real_), [&] { vector(j, n); },
       [&] {
         for (int k = 0; k < n; k += s_.lanes) clipped_vector(b_.CreateAdd(j, c64(k)), nullptr);
       });
 }
 
-llvm::Value* generic_walk_emitter::clip_count(llvm::Value* d, llvm::Value* step, int limit) {
-  // Step 0: every lane or none; 1: d lanes; larger: ceil(d / step), the one
-  // division behind a branch on the step (a constant of the walk).
-  llvm::Value* lim = c64(limit);
-  llvm::Value* zero = c64(0);
-  llvm::Value* simple = b_.CreateSelect(b_.CreateICmpEQ(step, zero),
-                                        b_.CreateSelect(b_.CreateICmpSGT(d, zero), lim, zero), d);
-  llvm::BasicBlock* from = b_.GetInsertBlock();
-  auto* div_bb = llvm::BasicBlock::Create(ctx_, "clip.div", fn_);
-  auto* done = llvm::BasicBlock::Create(ctx_, "clip.done", fn_);
-  b_.CreateCondBr(b_.CreateICmpSGT(step, c64(1)), div_bb, done);
-  b_.SetInsertPoint(div_bb);
-  llvm::Value* pos = b_.CreateSelect(b_.CreateICmpSGT(d, zero), d, zero);
-  llvm::Value* q = b_.CreateUDiv(b_.CreateAdd(pos, b_.CreateSub(step, c64(1))), step);
-  b_.CreateBr(done);
-  b_.SetInsertPoint(done);
-  llvm::PHINode* n = b_.CreatePHI(b_.getInt64Ty(), 2);
-  n->addIncoming(simple, from);
-  n->addIncoming(q, div_bb);
-  llvm::Value* clamped = b_.CreateSelect(b_.CreateICmpSLT(n, zero), zero, n);
-  return smin(clamped, lim);
-}
-
 void generic_walk_emitter::clipped_vector(llvm::Value* j, llvm::Value* range) {
   const int n = s_.lanes;
-  llvm::Value* real = range ? range : c64(n);
-  llvm::Value* bound = real;
-  for (int c = 0; c < gw_max_checks; ++c) {
-    llvm::Value* l = b_.CreateAdd(check_base_[c], b_.CreateMul(j, check_split_[c]));
-    real = smin(real, clip_count(b_.CreateSub(check_dims_[c], l), check_split_[c], n));
-    bound = smin(bound, clip_count(b_.CreateSub(check_bound_[c], l), check_split_[c], n));
+  llvm::Value* real = count_below(split_real_, j, n);
+  llvm::Value* bound = count_below(split_bound_, j, n);
+  if (range) {
+    real = smin(real, range);
+    bound = smin(bound, range);
   }
   llvm::Type* dvt = shaped(dst_ty_, n);
   llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
-  llvm::Value* dst_at = b_.CreateGEP(dst_ty_, dst_, dst_off);
-  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
   llvm::Value* zero = llvm::Constant::getNullValue(dvt);
   llvm::BasicBlock* from = b_.GetInsertBlock();
   auto* some_bb = llvm::BasicBlock::Create(ctx_, "clip.real", fn_);
@@ -390,28 +413,41 @@ void generic_walk_emitter::clipped_vector(llvm::Value* j, llvm::Value* range) {
   llvm::PHINode* out = b_.CreatePHI(dvt, 2);
   out->addIncoming(zero, from);
   out->addIncoming(v, some_end);
-  b_.CreateMaskedStore(out, dst_at, dalign, emit_lane_mask(b_, bound, n));
+  store_in_bound(out, dst_off, b_.CreateICmpEQ(bound, c64(n)), emit_lane_mask(b_, bound, n));
+}
+
+void generic_walk_emitter::store_in_bound(llvm::Value* v, llvm::Value* off, llvm::Value* all,
+                                          llvm::Value* mask) {
+  // A masked store is slow where the mask is all ones anyway (avx2's
+  // vmaskmov on some cores, a branch per lane for 8- and 16-bit elements):
+  // a plain store then, the test predicted.
+  const llvm::Align align(dst_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* at = b_.CreateGEP(dst_ty_, dst_, off);
+  emit_if(
+      all, [&] { b_.CreateAlignedStore(v, at, align); },
+      [&] { b_.CreateMaskedStore(v, at, align, mask); });
 }
 
 void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Value* ni,
                                         llvm::Value* nj) {
   const int t = s_.tile;
   // Real and in-bound rows and columns: a rectangle each.
-  llvm::Value* rows_real = ni ? ni : c64(t);
-  llvm::Value* cols_real = nj ? nj : c64(t);
-  llvm::Value* rows_bound = rows_real;
-  llvm::Value* cols_bound = cols_real;
-  for (int c = 0; c < gw_max_checks; ++c) {
-    llvm::Value* l = b_.CreateAdd(check_base_[c], b_.CreateAdd(b_.CreateMul(i, check_split_[c]),
-                                                               b_.CreateMul(j, check_j_[c])));
-    llvm::Value* d = b_.CreateSub(check_dims_[c], l);
-    llvm::Value* e = b_.CreateSub(check_bound_[c], l);
-    rows_real = smin(rows_real, clip_count(d, check_split_[c], t));
-    cols_real = smin(cols_real, clip_count(d, check_j_[c], t));
-    rows_bound = smin(rows_bound, clip_count(e, check_split_[c], t));
-    cols_bound = smin(cols_bound, clip_count(e, check_j_[c], t));
+  llvm::Value* rows_real = count_below(split_real_, i, t);
+  llvm::Value* cols_real = count_below(j_real_, j, t);
+  llvm::Value* rows_bound = count_below(split_bound_, i, t);
+  llvm::Value* cols_bound = count_below(j_bound_, j, t);
+  if (ni) {
+    rows_real = smin(rows_real, ni);
+    rows_bound = smin(rows_bound, ni);
+  }
+  if (nj) {
+    cols_real = smin(cols_real, nj);
+    cols_bound = smin(cols_bound, nj);
   }
   rows_real = b_.CreateSelect(b_.CreateICmpEQ(cols_real, c64(0)), c64(0), rows_real);
+  // Every column in bound (the padding ends with a block, the usual case):
+  // dst rows are stored whole.
+  llvm::Value* whole_rows = b_.CreateICmpEQ(cols_bound, c64(t));
   // No real element (a tile of padding alone, as the upper half of a
   // 16-channel block with 3 real channels in tiles of 8): zero stores only.
   // Tiles of 16 lie wholly in the padding of no 8- or 16-element block, so
@@ -426,52 +462,90 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
     llvm::Value* row0 = b_.CreateAdd(dst_base_, j);
     loop(c64(0), rows_bound, 1, [&](llvm::Value* q) {
       llvm::Value* off = b_.CreateAdd(row0, b_.CreateMul(b_.CreateAdd(i, q), split_ds_));
-      b_.CreateMaskedStore(llvm::Constant::getNullValue(shaped(dst_ty_, t)),
-                           b_.CreateGEP(dst_ty_, dst_, off),
-                           llvm::Align(dst_ty_->getPrimitiveSizeInBits() / 8), bound_lanes);
+      store_in_bound(llvm::Constant::getNullValue(shaped(dst_ty_, t)), off, whole_rows,
+                     bound_lanes);
     });
   }
   b_.CreateBr(tile_done);
   b_.SetInsertPoint(some_bb);
-  // Src rows (one per column, along I): the real ones by masked loads.
+  // Src rows (one per column, along I): the real ones, whole where every
+  // row of the tile is real, else by masked loads; the columns past the
+  // real ones are not read at all (a masked load whose lanes are all off
+  // still costs an address translation, and at avx512_core an assist where
+  // it points past the buffer: most of the time of a tile with 3 real
+  // columns of 16).
   llvm::Type* svt = shaped(src_ty_, t);
   const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
   llvm::Value* src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, j_ss_));
   llvm::Value* row_mask = emit_lane_mask(b_, rows_real, t);
-  llvm::Value* no_lanes = llvm::Constant::getNullValue(row_mask->getType());
+  llvm::Value* all_rows = b_.CreateICmpEQ(rows_real, c64(t));
+  llvm::Value* no_row = llvm::Constant::getNullValue(svt);
   std::vector<llvm::Value*> rows(static_cast<std::size_t>(t));
   for (int r = 0; r < t; ++r) {
-    llvm::Value* off = b_.CreateAdd(src_off, b_.CreateMul(c64(r), j_ss_));
-    llvm::Value* mask = b_.CreateSelect(b_.CreateICmpSGT(cols_real, c64(r)), row_mask, no_lanes);
-    rows[r] = to_value(b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, off), salign, mask,
-                                           llvm::Constant::getNullValue(svt)));
+    llvm::Value* at =
+        b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_off, b_.CreateMul(c64(r), j_ss_)));
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* real_bb = llvm::BasicBlock::Create(ctx_, "clip.load", fn_);
+    auto* whole_bb = llvm::BasicBlock::Create(ctx_, "clip.load.whole", fn_);
+    auto* part_bb = llvm::BasicBlock::Create(ctx_, "clip.load.part", fn_);
+    auto* loaded = llvm::BasicBlock::Create(ctx_, "clip.loaded", fn_);
+    b_.CreateCondBr(b_.CreateICmpSGT(cols_real, c64(r)), real_bb, loaded);
+    b_.SetInsertPoint(real_bb);
+    b_.CreateCondBr(all_rows, whole_bb, part_bb);
+    b_.SetInsertPoint(whole_bb);
+    llvm::Value* whole = b_.CreateAlignedLoad(svt, at, salign);
+    b_.CreateBr(loaded);
+    b_.SetInsertPoint(part_bb);
+    llvm::Value* part = b_.CreateMaskedLoad(svt, at, salign, row_mask, no_row);
+    b_.CreateBr(loaded);
+    b_.SetInsertPoint(loaded);
+    llvm::PHINode* x = b_.CreatePHI(svt, 3);
+    x->addIncoming(no_row, from);
+    x->addIncoming(whole, whole_bb);
+    x->addIncoming(part, part_bb);
+    rows[r] = to_value(x);
   }
   walk_transpose(b_, rows);
   llvm::Type* dvt = shaped(dst_ty_, t);
   llvm::Value* zero = llvm::Constant::getNullValue(dvt);
-  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
   llvm::Value* col_real = emit_lane_mask(b_, cols_real, t);
   llvm::Value* col_bound = emit_lane_mask(b_, cols_bound, t);
   llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
   llvm::Value* track0 = b_.CreateAdd(track_base_, b_.CreateMul(j, j_tr_));
   // Every row real (only columns clipped: a J loop shorter than a tile, or
-  // padding along J): the rows stored as tile() stores them, masked. Where
-  // a narrow element's masked store would be a branch per lane, the loop
-  // below serves (less code).
+  // padding along J): the rows stored as tile() stores them. Where a narrow
+  // element's masked store would be a branch per lane, the loop below
+  // serves (less code).
   const bool unrolled = s_.narrow_masks || (src_ty_->getPrimitiveSizeInBits() >= 32 &&
                                             dst_ty_->getPrimitiveSizeInBits() >= 32);
   auto* rows_bb = llvm::BasicBlock::Create(ctx_, "clip.rows", fn_);
   auto* loop_bb = llvm::BasicBlock::Create(ctx_, "clip.rows.some", fn_);
   auto* done_bb = llvm::BasicBlock::Create(ctx_, "clip.rows.done", fn_);
-  b_.CreateCondBr(unrolled ? b_.CreateICmpEQ(rows_real, c64(t)) : b_.getFalse(), rows_bb, loop_bb);
+  b_.CreateCondBr(unrolled ? all_rows : b_.getFalse(), rows_bb, loop_bb);
   b_.SetInsertPoint(rows_bb);
-  for (int q = 0; q < (unrolled ? t : 0); ++q) {
-    llvm::Value* iq = b_.CreateAdd(i, c64(q));
-    llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
-    llvm::Value* track = b_.CreateAdd(track0, b_.CreateMul(iq, split_tr_));
-    llvm::Value* v = finish_value(rows[q], t, dst_off, c64(1), track, j_tr_, cols_real);
-    b_.CreateMaskedStore(b_.CreateSelect(col_real, v, zero), b_.CreateGEP(dst_ty_, dst_, dst_off),
-                         dalign, col_bound);
+  if (unrolled) {
+    std::vector<llvm::Value*> out(static_cast<std::size_t>(t));
+    std::vector<llvm::Value*> offs(static_cast<std::size_t>(t));
+    for (int q = 0; q < t; ++q) {
+      llvm::Value* iq = b_.CreateAdd(i, c64(q));
+      offs[q] = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
+      llvm::Value* track = b_.CreateAdd(track0, b_.CreateMul(iq, split_tr_));
+      out[q] = b_.CreateSelect(
+          col_real, finish_value(rows[q], t, offs[q], c64(1), track, j_tr_, cols_real), zero);
+    }
+    const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+    emit_if(
+        whole_rows,
+        [&] {
+          for (int q = 0; q < t; ++q) {
+            b_.CreateAlignedStore(out[q], b_.CreateGEP(dst_ty_, dst_, offs[q]), dalign);
+          }
+        },
+        [&] {
+          for (int q = 0; q < t; ++q) {
+            b_.CreateMaskedStore(out[q], b_.CreateGEP(dst_ty_, dst_, offs[q]), dalign, col_bound);
+          }
+        });
   }
   b_.CreateBr(done_bb);
   b_.SetInsertPoint(loop_bb);
@@ -504,7 +578,7 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
     llvm::PHINode* out = b_.CreatePHI(dvt, 2);
     out->addIncoming(zero, from);
     out->addIncoming(v, real_end);
-    b_.CreateMaskedStore(out, b_.CreateGEP(dst_ty_, dst_, dst_off), dalign, col_bound);
+    store_in_bound(out, dst_off, whole_rows, col_bound);
   });
   b_.CreateBr(done_bb);
   b_.SetInsertPoint(done_bb);
@@ -515,8 +589,9 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
 void generic_walk_emitter::checked_tile(llvm::Value* i, llvm::Value* j) {
   const int t = s_.tile;
   emit_if(
-      inside(b_.CreateAdd(i, c64(t - 1)), b_.CreateAdd(j, c64(t - 1)), false), [&] { tile(i, j); },
-      [&] { clipped_tile(i, j, nullptr, nullptr); });
+      b_.CreateAnd(b_.CreateICmpSLE(b_.CreateAdd(i, c64(t)), split_real_),
+                   b_.CreateICmpSLE(b_.CreateAdd(j, c64(t)), j_real_)),
+      [&] { tile(i, j); }, [&] { clipped_tile(i, j, nullptr, nullptr); });
 }
 
 llvm::Value* generic_walk_emitter::finish_value(llvm::Value* v, int n, llvm::Value* dst_off,
@@ -782,13 +857,9 @@ void generic_walk_emitter::batched_items(llvm::Value* idx, llvm::Value* last, ll
   llvm::Value* m = smin(b_.CreateSub(end, item), b_.CreateSub(level_field(k, 0), pos));
   llvm::Value* total = b_.CreateMul(m, split_extent);
   // Real and in-bound elements of each split loop: the same prefix in all.
-  llvm::Value* real = split_extent;
-  llvm::Value* bound = split_extent;
-  for (int c = 0; c < gw_max_checks; ++c) {
-    real = smin(real, clip_count(b_.CreateSub(check_dims_[c], check_base_[c]), check_split_[c], n));
-    bound =
-        smin(bound, clip_count(b_.CreateSub(check_bound_[c], check_base_[c]), check_split_[c], n));
-  }
+  set_index_ends();
+  llvm::Value* real = smin(split_real_, split_extent);
+  llvm::Value* bound = smin(split_bound_, split_extent);
   // Vectors start at a multiple of the split extent (a power of two no
   // longer than them): lane e is element e % extent of its split loop.
   std::vector<llvm::Constant*> iota;
@@ -806,31 +877,51 @@ void generic_walk_emitter::batched_items(llvm::Value* idx, llvm::Value* last, ll
   llvm::Type* dvt = shaped(dst_ty_, n);
   llvm::Type* svt = shaped(src_ty_, n);
   llvm::Value* zero = llvm::Constant::getNullValue(dvt);
-  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
   const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* whole_bound = b_.CreateICmpEQ(bound, split_extent);
+  // A vector of the run at j, its lanes from rng on past the run.
+  auto masked_vector = [&](llvm::Value* j, llvm::Value* rng) {
+    llvm::Value* in_range = emit_lane_mask(b_, rng, n);
+    llvm::Value* x =
+        b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_base_, j)), salign,
+                            b_.CreateAnd(real_lanes, in_range), llvm::Constant::getNullValue(svt));
+    llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
+    llvm::Value* track = b_.CreateAdd(track_base_, b_.CreateMul(j, split_tr_));
+    llvm::Value* v = finish_value(to_value(x), n, dst_off, c64(1), track, split_tr_, rng);
+    store_in_bound(b_.CreateSelect(real_lanes, v, zero), dst_off,
+                   b_.CreateAnd(whole_bound, b_.CreateICmpEQ(rng, c64(n))),
+                   b_.CreateAnd(bound_lanes, in_range));
+  };
   emit_if(
-      b_.CreateICmpSGT(real, c64(0)),
+      b_.CreateICmpEQ(real, split_extent),
       [&] {
-        loop(c64(0), total, n, [&](llvm::Value* j) {
-          llvm::Value* rng = smin(c64(n), b_.CreateSub(total, j));
-          llvm::Value* in_range = emit_lane_mask(b_, rng, n);
-          llvm::Value* x = b_.CreateMaskedLoad(
-              svt, b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_base_, j)), salign,
-              b_.CreateAnd(real_lanes, in_range), llvm::Constant::getNullValue(svt));
-          llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
-          llvm::Value* track = b_.CreateAdd(track_base_, b_.CreateMul(j, split_tr_));
-          llvm::Value* v = finish_value(to_value(x), n, dst_off, c64(1), track, split_tr_, rng);
-          b_.CreateMaskedStore(b_.CreateSelect(real_lanes, v, zero),
-                               b_.CreateGEP(dst_ty_, dst_, dst_off), dalign,
-                               b_.CreateAnd(bound_lanes, in_range));
-        });
+        // Every element real (the blocks before the padded one): the run is
+        // a dense stream, whole vectors, then one clipped to the run's end.
+        llvm::Value* j = loop(
+            c64(0), total, std::int64_t{n} * s_.unroll,
+            [&](llvm::Value* at) {
+              for (int u = 0; u < s_.unroll; ++u) vector(b_.CreateAdd(at, c64(u * n)), n);
+            },
+            loop_test::step_within_end);
+        j = loop(
+            j, total, n, [&](llvm::Value* at) { vector(at, n); }, loop_test::step_within_end);
+        emit_if(b_.CreateICmpSLT(j, total), [&] { masked_vector(j, b_.CreateSub(total, j)); }, {});
       },
       [&] {
-        loop(c64(0), total, n, [&](llvm::Value* j) {
-          llvm::Value* rng = smin(c64(n), b_.CreateSub(total, j));
-          b_.CreateMaskedStore(zero, b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_base_, j)),
-                               dalign, b_.CreateAnd(bound_lanes, emit_lane_mask(b_, rng, n)));
-        });
+        emit_if(
+            b_.CreateICmpSGT(real, c64(0)),
+            [&] {
+              loop(c64(0), total, n,
+                   [&](llvm::Value* j) { masked_vector(j, smin(c64(n), b_.CreateSub(total, j))); });
+            },
+            [&] {
+              loop(c64(0), total, n, [&](llvm::Value* j) {
+                llvm::Value* rng = smin(c64(n), b_.CreateSub(total, j));
+                store_in_bound(zero, b_.CreateAdd(dst_base_, j),
+                               b_.CreateAnd(whole_bound, b_.CreateICmpEQ(rng, c64(n))),
+                               b_.CreateAnd(bound_lanes, emit_lane_mask(b_, rng, n)));
+              });
+            });
       });
   // Past the run's other items, then one step as for a single item.
   llvm::Value* skip = b_.CreateSub(m, c64(1));
@@ -921,6 +1012,7 @@ void generic_walk_emitter::emit(const std::string& symbol) {
           track_base_ = c[2];
           if (checked_) {
             for (int e = 0; e < gw_max_checks; ++e) check_base_[e] = c[3 + e];
+            set_index_ends();
           }
           llvm::Value* s0 = b_.CreateMul(b_.CreateLoad(i64, b_.CreateGEP(i64, idx, last)), chunk);
           llvm::Value* s1 = b_.CreateAdd(s0, chunk);
