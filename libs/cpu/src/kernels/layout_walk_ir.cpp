@@ -59,10 +59,12 @@ class walk_emitter {
 
   // The logical index of dim d at (i, j) of the inner loops (null i: none).
   llvm::Value* logical(int d, llvm::Value* i, llvm::Value* j);
-  llvm::Value* scale_for(llvm::Value* i, llvm::Value* j, int n);
+  // `live` (null: every lane): the lanes, a prefix, whose scales may be
+  // read; the others get zero.
+  llvm::Value* scale_for(llvm::Value* i, llvm::Value* j, int n, llvm::Value* live = nullptr);
   walk_lanes lanes_at(llvm::Value* i, llvm::Value* j, llvm::Value* dst_off);
   llvm::Value* finish_value(llvm::Value* v, llvm::Value* i, llvm::Value* j, int n,
-                            llvm::Value* dst_off);
+                            llvm::Value* dst_off, llvm::Value* live = nullptr);
   // True when every element with inner indices up to (i_last, j_last) is real.
   llvm::Value* all_real(llvm::Value* i_last, llvm::Value* j_last);
 
@@ -70,6 +72,24 @@ class walk_emitter {
   void emit_vector(llvm::Value* j, int n);
   void emit_stream(llvm::Value* s0, llvm::Value* s1);
   void emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj);
+  // A tile of ri x rj with elements that are not real, clipped to its real
+  // part: the real rows and columns (prefixes, as no padded dimension steps
+  // along both I and J: tile_clips_) loaded whole or by masked loads, the
+  // others not read, transposed as emit_tile's, dst's padding among the
+  // in-bound rows and columns stored as zero, the rest untouched. The
+  // counts are constants where the tile's place is (the padding inside one
+  // block along J, as nchw to nChw16c with 3 channels), so the element
+  // loops this replaces (256 tests and scalar moves per tile of 16, which
+  // the loop vectorizer turned into scatters) become a few loads and whole
+  // stores.
+  void emit_clipped_tile(llvm::Value* i, llvm::Value* j, int ri, int rj);
+  // How many of `limit` elements, the e-th at index l + e * mult (mult >
+  // 0), have an index below `end`: 0 ... limit.
+  llvm::Value* count_below(std::int64_t end, llvm::Value* l, std::int64_t mult, int limit);
+  llvm::Value* smin(llvm::Value* a, llvm::Value* b) {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
+  }
+  bool tile_clips_ = false;  // no padded dimension steps along both I and J
   void emit_tiles(llvm::Value* s0, llvm::Value* s1);
 
   llvm::Module& m_;
@@ -201,7 +221,7 @@ llvm::Value* walk_emitter::logical(int d, llvm::Value* i, llvm::Value* j) {
   return l;
 }
 
-llvm::Value* walk_emitter::scale_for(llvm::Value* i, llvm::Value* j, int n) {
+llvm::Value* walk_emitter::scale_for(llvm::Value* i, llvm::Value* j, int n, llvm::Value* live) {
   if (g_.scales == reorder_scales::none) return nullptr;
   if (g_.scales == reorder_scales::common) return splat(common_scale_, n);
   const int d = g_.scale_dim;
@@ -212,7 +232,26 @@ llvm::Value* walk_emitter::scale_for(llvm::Value* i, llvm::Value* j, int n) {
         b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), scales_, idx), llvm::Align(4));
     return splat(s, n);
   }
-  return load_lanes(scales_, b_.getFloatTy(), idx, n, step);
+  if (!live || n == 1) return load_lanes(scales_, b_.getFloatTy(), idx, n, step);
+  // A clipped vector: the scales of its real lanes only (the scales end
+  // with the real extent).
+  std::vector<llvm::Constant*> iota;
+  for (int e = 0; e < n; ++e) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(e)));
+  llvm::Value* mask = b_.CreateICmpULT(
+      llvm::ConstantVector::get(iota),
+      b_.CreateVectorSplat(static_cast<unsigned>(n), b_.CreateTrunc(live, b_.getInt32Ty())));
+  llvm::Type* vt = shaped(b_.getFloatTy(), n);
+  llvm::Value* none = llvm::Constant::getNullValue(vt);
+  if (step == 1) {
+    return b_.CreateMaskedLoad(vt, b_.CreateGEP(b_.getFloatTy(), scales_, idx), llvm::Align(4),
+                               mask, none);
+  }
+  std::vector<llvm::Constant*> at;
+  for (int e = 0; e < n; ++e) at.push_back(b_.getInt64(static_cast<std::uint64_t>(e * step)));
+  llvm::Value* ptrs = b_.CreateGEP(b_.getFloatTy(), scales_,
+                                   b_.CreateAdd(b_.CreateVectorSplat(static_cast<unsigned>(n), idx),
+                                                llvm::ConstantVector::get(at)));
+  return b_.CreateMaskedGather(vt, ptrs, llvm::Align(4), mask, none);
 }
 
 walk_lanes walk_emitter::lanes_at(llvm::Value* i, llvm::Value* j, llvm::Value* dst_off) {
@@ -228,9 +267,9 @@ walk_lanes walk_emitter::lanes_at(llvm::Value* i, llvm::Value* j, llvm::Value* d
 }
 
 llvm::Value* walk_emitter::finish_value(llvm::Value* v, llvm::Value* i, llvm::Value* j, int n,
-                                        llvm::Value* dst_off) {
+                                        llvm::Value* dst_off, llvm::Value* live) {
   if (raw_) return v;
-  if (llvm::Value* s = scale_for(i, j, n)) v = b_.CreateFMul(v, s);
+  if (llvm::Value* s = scale_for(i, j, n, live)) v = b_.CreateFMul(v, s);
   if (g_.transform) v = g_.transform(b_, v, lanes_at(i, j, dst_off));
   return from_value(v);
 }
@@ -415,10 +454,169 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
     return;
   }
   emit_if(all_real(b_.CreateAdd(i, c64(ri - 1)), b_.CreateAdd(j, c64(rj - 1))), fast, [&] {
+    if (tile_clips_) {
+      emit_clipped_tile(i, j, ri, rj);
+      return;
+    }
     emit_loop(i, b_.CreateAdd(i, c64(ri)), 1, [&](llvm::Value* iq) {
       emit_loop(j, b_.CreateAdd(j, c64(rj)), 1, [&](llvm::Value* jr) { emit_element(iq, jr); });
     });
   });
+}
+
+llvm::Value* walk_emitter::count_below(std::int64_t end, llvm::Value* l, std::int64_t mult,
+                                       int limit) {
+  llvm::Value* d = b_.CreateSub(c64(end), l);
+  llvm::Value* pos = b_.CreateSelect(b_.CreateICmpSGT(d, c64(0)), d, c64(0));
+  llvm::Value* n = mult == 1 ? pos : b_.CreateUDiv(b_.CreateAdd(pos, c64(mult - 1)), c64(mult));
+  return smin(n, c64(limit));
+}
+
+void walk_emitter::emit_clipped_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
+  const int t = g_.tile;
+  llvm::Value* rows_real = c64(ri);
+  llvm::Value* rows_bound = c64(ri);
+  llvm::Value* cols_real = c64(rj);
+  llvm::Value* cols_bound = c64(rj);
+  llvm::Value* outer_bound = b_.getTrue();
+  bool rows_checked = false;
+  for (int d = 0; d < p_.ndims; ++d) {
+    if (p_.exact[d]) continue;
+    llvm::Value* l = logical(d, i, j);  // at the tile's first element
+    if (li_->dim == d) {
+      rows_checked = true;
+      rows_real = smin(rows_real, count_below(p_.dims[d], l, li_->mult, ri));
+      rows_bound = smin(rows_bound, count_below(p_.bound[d], l, li_->mult, ri));
+    } else if (lj_->dim == d) {
+      cols_real = smin(cols_real, count_below(p_.dims[d], l, lj_->mult, rj));
+      cols_bound = smin(cols_bound, count_below(p_.bound[d], l, lj_->mult, rj));
+    } else {
+      outer_bound = b_.CreateAnd(outer_bound, b_.CreateICmpSLT(l, c64(p_.bound[d])));
+    }
+  }
+  // outer_real_: the padded dimensions outside the tile, all real.
+  rows_real = b_.CreateSelect(outer_real_, rows_real, c64(0));
+  rows_bound = b_.CreateSelect(outer_bound, rows_bound, c64(0));
+  // The columns read: none where no row is real.
+  llvm::Value* cols_read = b_.CreateSelect(b_.CreateICmpEQ(rows_real, c64(0)), c64(0), cols_real);
+
+  llvm::Value* src_off =
+      b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, c64(lj_->src_stride)));
+  llvm::Type* row_ty = shaped(raw_ ? src_ty_ : b_.getFloatTy(), t);
+  llvm::Type* svt = shaped(src_ty_, ri);
+  const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
+  std::vector<int> widen(t, -1);
+  for (int e = 0; e < ri; ++e) widen[e] = e;
+  std::vector<llvm::Value*> rows(t);
+  for (int r = 0; r < t; ++r) {
+    if (r >= rj) {
+      rows[r] = llvm::Constant::getNullValue(row_ty);
+      continue;
+    }
+    llvm::Value* at = b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_off, c64(r * lj_->src_stride)));
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* load_bb = llvm::BasicBlock::Create(ctx_, "clip.load", fn_);
+    auto* loaded = llvm::BasicBlock::Create(ctx_, "clip.loaded", fn_);
+    b_.CreateCondBr(b_.CreateICmpSGT(cols_read, c64(r)), load_bb, loaded);
+    b_.SetInsertPoint(load_bb);
+    // A row of one element is read only where it is real (cols_read).
+    llvm::Value* x;
+    if (rows_checked && ri > 1) {
+      std::vector<llvm::Constant*> iota;
+      for (int e = 0; e < ri; ++e) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(e)));
+      llvm::Value* mask =
+          b_.CreateICmpULT(llvm::ConstantVector::get(iota),
+                           b_.CreateVectorSplat(ri, b_.CreateTrunc(rows_real, b_.getInt32Ty())));
+      x = b_.CreateMaskedLoad(svt, at, salign, mask, llvm::Constant::getNullValue(svt));
+    } else {
+      x = b_.CreateAlignedLoad(svt, at, salign);
+    }
+    llvm::BasicBlock* load_end = b_.GetInsertBlock();
+    b_.CreateBr(loaded);
+    b_.SetInsertPoint(loaded);
+    llvm::PHINode* phi = b_.CreatePHI(svt, 2);
+    phi->addIncoming(llvm::Constant::getNullValue(svt), from);
+    phi->addIncoming(x, load_end);
+    llvm::Value* v = to_value(phi);
+    if (ri == 1) {
+      rows[r] = b_.CreateInsertElement(llvm::Constant::getNullValue(row_ty), v, std::uint64_t{0});
+    } else if (ri < t) {
+      rows[r] = b_.CreateShuffleVector(v, llvm::Constant::getNullValue(v->getType()), widen);
+    } else {
+      rows[r] = v;
+    }
+  }
+  walk_transpose(b_, rows);
+  std::vector<int> narrow(rj);
+  std::iota(narrow.begin(), narrow.end(), 0);
+  llvm::Type* dvt = shaped(dst_ty_, rj);
+  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
+  llvm::Value* col_real = nullptr;
+  llvm::Value* col_bound = nullptr;
+  if (rj > 1) {
+    std::vector<llvm::Constant*> iota;
+    for (int e = 0; e < rj; ++e) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(e)));
+    llvm::Value* lanes = llvm::ConstantVector::get(iota);
+    col_real = b_.CreateICmpULT(
+        lanes, b_.CreateVectorSplat(rj, b_.CreateTrunc(cols_real, b_.getInt32Ty())));
+    col_bound = b_.CreateICmpULT(
+        lanes, b_.CreateVectorSplat(rj, b_.CreateTrunc(cols_bound, b_.getInt32Ty())));
+  } else {
+    col_real = b_.CreateICmpSGT(cols_real, c64(0));
+    col_bound = b_.CreateICmpSGT(cols_bound, c64(0));
+  }
+  llvm::Value* whole_rows = b_.CreateICmpEQ(cols_bound, c64(rj));
+  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);  // J has dst stride 1
+  for (int q = 0; q < ri; ++q) {
+    llvm::Value* v = rows[q];
+    if (rj == 1) {
+      v = b_.CreateExtractElement(v, std::uint64_t{0});
+    } else if (rj < t) {
+      v = b_.CreateShuffleVector(v, llvm::PoisonValue::get(v->getType()), narrow);
+    }
+    llvm::Value* iq = b_.CreateAdd(i, c64(q));
+    llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, c64(li_->dst_stride)));
+    emit_if(b_.CreateICmpSGT(rows_bound, c64(q)), [&] {
+      // Real rows converted (their padding lanes, and the rows of padding,
+      // are the zeros loaded: a bit copy stores them as they are; a
+      // conversion's scale could make them other than zero).
+      llvm::Value* out = v;
+      if (!raw_) {
+        llvm::BasicBlock* from = b_.GetInsertBlock();
+        auto* real_bb = llvm::BasicBlock::Create(ctx_, "clip.row", fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, "clip.row.done", fn_);
+        b_.CreateCondBr(b_.CreateICmpSGT(rows_real, c64(q)), real_bb, done);
+        b_.SetInsertPoint(real_bb);
+        llvm::Value* f =
+            b_.CreateSelect(col_real, finish_value(v, iq, j, rj, dst_off, cols_real), zero);
+        llvm::BasicBlock* real_end = b_.GetInsertBlock();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        llvm::PHINode* phi = b_.CreatePHI(dvt, 2);
+        phi->addIncoming(zero, from);
+        phi->addIncoming(f, real_end);
+        out = phi;
+      }
+      llvm::Value* at = b_.CreateGEP(dst_ty_, dst_, dst_off);
+      emit_if(
+          whole_rows,
+          [&] {
+            if (rj == t) {
+              store_dense(out, dst_off, t);
+            } else {
+              b_.CreateAlignedStore(out, at, dalign);
+            }
+          },
+          [&] {
+            if (rj == 1) {
+              emit_if(col_bound, [&] { b_.CreateAlignedStore(out, at, dalign); });
+            } else {
+              b_.CreateMaskedStore(out, at, dalign, col_bound);
+            }
+          });
+    });
+  }
 }
 
 void walk_emitter::emit_tiles(llvm::Value* s0, llvm::Value* s1) {
@@ -508,6 +706,10 @@ void walk_emitter::emit(const std::string& symbol) {
   const std::size_t split = p_.split_loop();
   lj_ = &p_.loops.back();
   li_ = p_.inner == walk_plan::inner_kind::tile ? &p_.loops[split] : nullptr;
+  tile_clips_ = li_ != nullptr;
+  for (int d = 0; d < p_.ndims; ++d) {
+    if (!p_.exact[d] && li_ && li_->dim == d && lj_->dim == d) tile_clips_ = false;
+  }
 
   llvm::Type* ptr = llvm::PointerType::get(ctx_, 0);
   llvm::Type* i64 = b_.getInt64Ty();
