@@ -1,7 +1,9 @@
 #include "kernels/generic_reorder_generator.hpp"
 
 #include <array>
+#include <cassert>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -285,10 +287,14 @@ class generic_walk_emitter {
   // columns are prefixes (no checked dimension steps along both I and J:
   // make_generic_walk_params declines such walks).
   void clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Value* ni, llvm::Value* nj);
+  // A src row of a tile at (i, jr) as dst's elements: converted, scaled
+  // (the scales of the first `live` lanes only; null: all) and in dst's
+  // storage type.
+  llvm::Value* tile_row(llvm::Value* x, llvm::Value* i, llvm::Value* jr, llvm::Value* live);
   // Stores v (a vector of dst's type) at dst element `off`: whole where
   // `all` (every lane in bound), else the lanes of `mask`.
   void store_in_bound(llvm::Value* v, llvm::Value* off, llvm::Value* all, llvm::Value* mask);
-  llvm::AllocaInst* tile_rows_ = nullptr;  // the transposed rows of a clipped tile
+  llvm::AllocaInst* tile_rows_ = nullptr;  // the transposed rows of a clipped tile (dst's type)
   void any_element(llvm::Value* i, llvm::Value* j) {
     if (checked_) {
       checked_element(i, j);
@@ -469,119 +475,178 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   b_.CreateBr(tile_done);
   b_.SetInsertPoint(some_bb);
   // Src rows (one per column, along I): the real ones, whole where every
-  // row of the tile is real, else by masked loads; the columns past the
-  // real ones are not read at all (a masked load whose lanes are all off
-  // still costs an address translation, and at avx512_core an assist where
-  // it points past the buffer: most of the time of a tile with 3 real
-  // columns of 16).
+  // row of the tile is real, else by masked loads, converted as tile()
+  // converts them, their lanes past the real rows zero; the columns past
+  // the real ones are not read at all (a masked load whose lanes are all
+  // off still costs an address translation, and at avx512_core an assist
+  // where it points past the buffer: most of the time of a tile with 3
+  // real columns of 16) and stay zero.
   llvm::Type* svt = shaped(src_ty_, t);
+  llvm::Type* dvt = shaped(dst_ty_, t);
+  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
   const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
   llvm::Value* src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, j_ss_));
   llvm::Value* row_mask = emit_lane_mask(b_, rows_real, t);
   llvm::Value* all_rows = b_.CreateICmpEQ(rows_real, c64(t));
   llvm::Value* no_row = llvm::Constant::getNullValue(svt);
   std::vector<llvm::Value*> rows(static_cast<std::size_t>(t));
+  // The rows' addresses step from one to the next (no per-row multiply, no
+  // t hoisted offsets to spill).
+  llvm::Value* at = b_.CreateGEP(src_ty_, src_, src_off);
   for (int r = 0; r < t; ++r) {
-    llvm::Value* at =
-        b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_off, b_.CreateMul(c64(r), j_ss_)));
+    if (r > 0) at = b_.CreateGEP(src_ty_, at, j_ss_);
     llvm::BasicBlock* from = b_.GetInsertBlock();
     auto* real_bb = llvm::BasicBlock::Create(ctx_, "clip.load", fn_);
     auto* whole_bb = llvm::BasicBlock::Create(ctx_, "clip.load.whole", fn_);
     auto* part_bb = llvm::BasicBlock::Create(ctx_, "clip.load.part", fn_);
-    auto* loaded = llvm::BasicBlock::Create(ctx_, "clip.loaded", fn_);
-    b_.CreateCondBr(b_.CreateICmpSGT(cols_real, c64(r)), real_bb, loaded);
+    auto* convert_bb = llvm::BasicBlock::Create(ctx_, "clip.convert", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "clip.row.done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSGT(cols_real, c64(r)), real_bb, done);
     b_.SetInsertPoint(real_bb);
     b_.CreateCondBr(all_rows, whole_bb, part_bb);
     b_.SetInsertPoint(whole_bb);
     llvm::Value* whole = b_.CreateAlignedLoad(svt, at, salign);
-    b_.CreateBr(loaded);
+    b_.CreateBr(convert_bb);
     b_.SetInsertPoint(part_bb);
     llvm::Value* part = b_.CreateMaskedLoad(svt, at, salign, row_mask, no_row);
-    b_.CreateBr(loaded);
-    b_.SetInsertPoint(loaded);
-    llvm::PHINode* x = b_.CreatePHI(svt, 3);
-    x->addIncoming(no_row, from);
+    b_.CreateBr(convert_bb);
+    b_.SetInsertPoint(convert_bb);
+    llvm::PHINode* x = b_.CreatePHI(svt, 2);
     x->addIncoming(whole, whole_bb);
     x->addIncoming(part, part_bb);
-    rows[r] = to_value(x);
+    llvm::Value* y = tile_row(x, i, b_.CreateAdd(j, c64(r)), rows_real);
+    // A bit copy's masked-off lanes are the zeros loaded; a conversion's
+    // scale could make them other than zero.
+    if (!v_.raw) y = b_.CreateSelect(row_mask, y, zero);
+    llvm::BasicBlock* convert_end = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    llvm::PHINode* row = b_.CreatePHI(dvt, 2);
+    row->addIncoming(zero, from);
+    row->addIncoming(y, convert_end);
+    rows[r] = row;
   }
-  walk_transpose(b_, rows);
-  llvm::Type* dvt = shaped(dst_ty_, t);
-  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
-  llvm::Value* col_real = emit_lane_mask(b_, cols_real, t);
-  llvm::Value* col_bound = emit_lane_mask(b_, cols_bound, t);
-  llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
-  llvm::Value* track0 = b_.CreateAdd(track_base_, b_.CreateMul(j, j_tr_));
-  // Every row real (only columns clipped: a J loop shorter than a tile, or
-  // padding along J): the rows stored as tile() stores them. Where a narrow
-  // element's masked store would be a branch per lane, the loop below
-  // serves (less code).
-  const bool unrolled = s_.narrow_masks || (src_ty_->getPrimitiveSizeInBits() >= 32 &&
-                                            dst_ty_->getPrimitiveSizeInBits() >= 32);
-  auto* rows_bb = llvm::BasicBlock::Create(ctx_, "clip.rows", fn_);
-  auto* loop_bb = llvm::BasicBlock::Create(ctx_, "clip.rows.some", fn_);
-  auto* done_bb = llvm::BasicBlock::Create(ctx_, "clip.rows.done", fn_);
-  b_.CreateCondBr(unrolled ? all_rows : b_.getFalse(), rows_bb, loop_bb);
-  b_.SetInsertPoint(rows_bb);
-  if (unrolled) {
-    std::vector<llvm::Value*> out(static_cast<std::size_t>(t));
-    std::vector<llvm::Value*> offs(static_cast<std::size_t>(t));
-    for (int q = 0; q < t; ++q) {
-      llvm::Value* iq = b_.CreateAdd(i, c64(q));
-      offs[q] = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
-      llvm::Value* track = b_.CreateAdd(track0, b_.CreateMul(iq, split_tr_));
-      out[q] = b_.CreateSelect(
-          col_real, finish_value(rows[q], t, offs[q], c64(1), track, j_tr_, cols_real), zero);
+  // The transpose. Columns past the real ones are zero rows: with at most
+  // R of them real (R = 4, or half a tile), only the first R rows are
+  // transposed, in blocks of R lanes (log2(R) of the log2(t) stages), and
+  // dst row q is lanes [q / R * R, +R) of row q % R, zero-extended.
+  std::vector<int> narrow;
+  for (int r = 4; r < t; r *= 2) narrow.push_back(r);
+  std::vector<llvm::Value*> out(static_cast<std::size_t>(t));
+  {
+    std::vector<llvm::BasicBlock*> ends;
+    std::vector<std::vector<llvm::Value*>> forms;
+    auto* joined = llvm::BasicBlock::Create(ctx_, "clip.transposed", fn_);
+    auto partial = [&](int rr) {
+      std::vector<llvm::Value*> part(rows.begin(), rows.begin() + rr);
+      walk_transpose(b_, part);
+      std::vector<llvm::Value*> o(static_cast<std::size_t>(t));
+      for (int q = 0; q < t; ++q) {
+        std::vector<int> pick(static_cast<std::size_t>(t), t);
+        for (int e = 0; e < rr; ++e) pick[e] = q / rr * rr + e;
+        o[q] = b_.CreateShuffleVector(part[q % rr], zero, pick);
+      }
+      return o;
+    };
+    for (int rr : narrow) {
+      auto* yes = llvm::BasicBlock::Create(ctx_, "clip.narrow", fn_);
+      auto* no = llvm::BasicBlock::Create(ctx_, "clip.wider", fn_);
+      b_.CreateCondBr(b_.CreateICmpSLE(cols_real, c64(rr)), yes, no);
+      b_.SetInsertPoint(yes);
+      forms.push_back(partial(rr));
+      ends.push_back(b_.GetInsertBlock());
+      b_.CreateBr(joined);
+      b_.SetInsertPoint(no);
     }
-    const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
-    emit_if(
-        whole_rows,
-        [&] {
+    walk_transpose(b_, rows);
+    forms.push_back(rows);
+    ends.push_back(b_.GetInsertBlock());
+    b_.CreateBr(joined);
+    b_.SetInsertPoint(joined);
+    for (int q = 0; q < t; ++q) {
+      llvm::PHINode* phi = b_.CreatePHI(dvt, static_cast<unsigned>(forms.size()));
+      for (std::size_t f = 0; f < forms.size(); ++f) phi->addIncoming(forms[f][q], ends[f]);
+      out[q] = phi;
+    }
+  }
+  // Rows past the real ones are zero (their lanes were). Every row in bound
+  // and whole (the usual case): t plain stores; otherwise a loop over the
+  // in-bound rows, by masked stores where some lanes are past the bound.
+  llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
+  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+  emit_if(
+      b_.CreateAnd(whole_rows, b_.CreateICmpEQ(rows_bound, c64(t))),
+      [&] {
+        llvm::Value* to =
+            b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_)));
+        for (int q = 0; q < t; ++q) {
+          if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
+          b_.CreateAlignedStore(out[q], to, dalign);
+        }
+      },
+      [&] {
+        // Every row in bound, half of every row (a J loop of half a tile:
+        // nChw8c at avx512_core): t plain stores of half rows.
+        const int h = t / 2;
+        std::vector<int> low(static_cast<std::size_t>(h));
+        std::iota(low.begin(), low.end(), 0);
+        llvm::Value* col_bound = emit_lane_mask(b_, cols_bound, t);
+        // Where masked stores are instructions (avx512bw; 32-bit elements),
+        // the rows are stored unrolled; elsewhere (a branch per lane) a loop
+        // over them keeps the code small.
+        const bool unrolled = s_.narrow_masks || dst_ty_->getPrimitiveSizeInBits() >= 32;
+        auto* half_bb = llvm::BasicBlock::Create(ctx_, "clip.half", fn_);
+        auto* rows_bb = llvm::BasicBlock::Create(ctx_, "clip.masked", fn_);
+        auto* loop_bb = llvm::BasicBlock::Create(ctx_, "clip.masked.loop", fn_);
+        auto* stored = llvm::BasicBlock::Create(ctx_, "clip.stored", fn_);
+        llvm::Value* all_in = b_.CreateICmpEQ(rows_bound, c64(t));
+        llvm::SwitchInst* sw = b_.CreateSwitch(
+            b_.CreateSelect(
+                all_in,
+                b_.CreateSelect(b_.CreateICmpEQ(cols_bound, c64(h)), c64(0), c64(unrolled ? 1 : 2)),
+                c64(2)),
+            loop_bb, 2);
+        sw->addCase(b_.getInt64(0), half_bb);
+        sw->addCase(b_.getInt64(1), rows_bb);
+        b_.SetInsertPoint(half_bb);
+        {
+          llvm::Value* to =
+              b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_)));
           for (int q = 0; q < t; ++q) {
-            b_.CreateAlignedStore(out[q], b_.CreateGEP(dst_ty_, dst_, offs[q]), dalign);
+            if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
+            b_.CreateAlignedStore(b_.CreateShuffleVector(out[q], low), to, dalign);
           }
-        },
-        [&] {
+        }
+        b_.CreateBr(stored);
+        b_.SetInsertPoint(rows_bb);
+        if (unrolled) {
+          llvm::Value* to =
+              b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_)));
           for (int q = 0; q < t; ++q) {
-            b_.CreateMaskedStore(out[q], b_.CreateGEP(dst_ty_, dst_, offs[q]), dalign, col_bound);
+            if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
+            b_.CreateMaskedStore(out[q], to, dalign, col_bound);
           }
+        }
+        b_.CreateBr(stored);
+        b_.SetInsertPoint(loop_bb);
+        if (!tile_rows_) {
+          llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+          tile_rows_ = eb.CreateAlloca(dvt, c64(t));
+        }
+        for (int q = 0; q < t; ++q) {
+          b_.CreateAlignedStore(out[q], b_.CreateGEP(dvt, tile_rows_, c64(q)),
+                                tile_rows_->getAlign());
+        }
+        loop(c64(0), rows_bound, 1, [&](llvm::Value* q) {
+          llvm::Value* iq = b_.CreateAdd(i, q);
+          llvm::Value* row =
+              b_.CreateAlignedLoad(dvt, b_.CreateGEP(dvt, tile_rows_, q), tile_rows_->getAlign());
+          store_in_bound(row, b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_)), whole_rows,
+                         col_bound);
         });
-  }
-  b_.CreateBr(done_bb);
-  b_.SetInsertPoint(loop_bb);
-  // Some rows padding or past the loop: a loop over the in-bound rows (one
-  // copy of the conversion instead of t).
-  llvm::Type* rvt = rows[0]->getType();
-  if (!tile_rows_) {
-    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    tile_rows_ = eb.CreateAlloca(rvt, c64(t));
-  }
-  for (int q = 0; q < t; ++q) {
-    b_.CreateAlignedStore(rows[q], b_.CreateGEP(rvt, tile_rows_, c64(q)), tile_rows_->getAlign());
-  }
-  loop(c64(0), rows_bound, 1, [&](llvm::Value* q) {
-    llvm::Value* iq = b_.CreateAdd(i, q);
-    llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
-    llvm::BasicBlock* from = b_.GetInsertBlock();
-    auto* real_bb = llvm::BasicBlock::Create(ctx_, "clip.row", fn_);
-    auto* store_bb = llvm::BasicBlock::Create(ctx_, "clip.row.store", fn_);
-    b_.CreateCondBr(b_.CreateICmpSLT(q, rows_real), real_bb, store_bb);
-    b_.SetInsertPoint(real_bb);
-    llvm::Value* row =
-        b_.CreateAlignedLoad(rvt, b_.CreateGEP(rvt, tile_rows_, q), tile_rows_->getAlign());
-    llvm::Value* track = b_.CreateAdd(track0, b_.CreateMul(iq, split_tr_));
-    llvm::Value* v = finish_value(row, t, dst_off, c64(1), track, j_tr_, cols_real);
-    v = b_.CreateSelect(col_real, v, zero);
-    llvm::BasicBlock* real_end = b_.GetInsertBlock();
-    b_.CreateBr(store_bb);
-    b_.SetInsertPoint(store_bb);
-    llvm::PHINode* out = b_.CreatePHI(dvt, 2);
-    out->addIncoming(zero, from);
-    out->addIncoming(v, real_end);
-    store_in_bound(out, dst_off, whole_rows, col_bound);
-  });
-  b_.CreateBr(done_bb);
-  b_.SetInsertPoint(done_bb);
+        b_.CreateBr(stored);
+        b_.SetInsertPoint(stored);
+      });
   b_.CreateBr(tile_done);
   b_.SetInsertPoint(tile_done);
 }
@@ -712,24 +777,42 @@ void generic_walk_emitter::stream(llvm::Value* s0, llvm::Value* s1) {
       [&] { loop(s0, s1, 1, [&](llvm::Value* at) { any_element(nullptr, at); }); });
 }
 
+llvm::Value* generic_walk_emitter::tile_row(llvm::Value* x, llvm::Value* i, llvm::Value* jr,
+                                            llvm::Value* live) {
+  // Lane e is the element at (i + e, jr). Tiles carry no transform (an
+  // eltwise never transposes), so no dst offset is needed.
+  assert(!v_.transform);
+  llvm::Value* track =
+      b_.CreateAdd(track_base_, b_.CreateAdd(b_.CreateMul(i, split_tr_), b_.CreateMul(jr, j_tr_)));
+  return finish_value(to_value(x), s_.tile, nullptr, nullptr, track, split_tr_, live);
+}
+
 void generic_walk_emitter::tile(llvm::Value* i, llvm::Value* j) {
   // As walk_emitter::emit_tile for a full tile: rows along I (src stride 1)
-  // converted, transposed by shuffles, stored along J (dst stride 1).
+  // converted, transposed by shuffles, stored along J (dst stride 1). The
+  // conversion works element by element, so it runs here on the src rows,
+  // before the transpose (the specialized code converts the transposed
+  // rows): the same bits, the transpose moves dst's narrower elements, and
+  // one row is live at a time until it is converted.
   const int t = s_.tile;
   llvm::Value* src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, j_ss_));
   std::vector<llvm::Value*> rows(static_cast<std::size_t>(t));
+  // The rows' addresses step from one to the next (no per-row multiply, no
+  // t hoisted offsets to spill).
+  llvm::Type* svt = shaped(src_ty_, t);
+  const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* at = b_.CreateGEP(src_ty_, src_, src_off);
   for (int r = 0; r < t; ++r) {
-    llvm::Value* off = b_.CreateAdd(src_off, b_.CreateMul(c64(r), j_ss_));
-    rows[r] = to_value(load_lanes(src_, src_ty_, off, t));
+    if (r > 0) at = b_.CreateGEP(src_ty_, at, j_ss_);
+    rows[r] = tile_row(b_.CreateAlignedLoad(svt, at, salign), i, b_.CreateAdd(j, c64(r)), nullptr);
   }
   walk_transpose(b_, rows);
-  llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
-  llvm::Value* track0 = b_.CreateAdd(track_base_, b_.CreateMul(j, j_tr_));
+  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* to = b_.CreateGEP(
+      dst_ty_, dst_, b_.CreateAdd(b_.CreateAdd(dst_base_, j), b_.CreateMul(i, split_ds_)));
   for (int q = 0; q < t; ++q) {
-    llvm::Value* iq = b_.CreateAdd(i, c64(q));
-    llvm::Value* dst_off = b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_));
-    llvm::Value* track = b_.CreateAdd(track0, b_.CreateMul(iq, split_tr_));
-    store_lanes(finish_value(rows[q], t, dst_off, c64(1), track, j_tr_), dst_, dst_ty_, dst_off);
+    if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
+    b_.CreateAlignedStore(rows[q], to, dalign);
   }
 }
 

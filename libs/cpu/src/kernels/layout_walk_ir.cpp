@@ -839,12 +839,15 @@ llvm::Value* walk_from_f32(llvm::IRBuilderBase& b, data_type dst_dt, bool raw, l
 
 void walk_transpose(llvm::IRBuilderBase& b, std::vector<llvm::Value*>& rows) {
   const int t = static_cast<int>(rows.size());
-  // Swap bit h of the row and column index, for every bit: (r, c) -> (c, r).
+  const int lanes =
+      static_cast<int>(llvm::cast<llvm::FixedVectorType>(rows[0]->getType())->getNumElements());
+  // Swap bit h of the row and column index, for every bit of the row index:
+  // (r, c) -> (c, r) within each block of t lanes.
   for (int h = 1; h < t; h <<= 1) {
-    std::vector<int> lo_mask(t), hi_mask(t);
-    for (int c = 0; c < t; ++c) {
-      lo_mask[c] = (c & h) ? t + (c ^ h) : c;
-      hi_mask[c] = (c & h) ? t + c : (c ^ h);
+    std::vector<int> lo_mask(lanes), hi_mask(lanes);
+    for (int c = 0; c < lanes; ++c) {
+      lo_mask[c] = (c & h) ? lanes + (c ^ h) : c;
+      hi_mask[c] = (c & h) ? lanes + c : (c ^ h);
     }
     for (int r = 0; r < t; ++r) {
       if (r & h) continue;

@@ -38,8 +38,11 @@ llvm::Value* walk_to_f32(llvm::IRBuilderBase& b, data_type src_dt, bool raw, llv
 // is when raw.
 llvm::Value* walk_from_f32(llvm::IRBuilderBase& b, data_type dst_dt, bool raw, llvm::Value* v);
 
-// Transposes rows.size() vectors of as many lanes (a power of two) in place
-// by shuffles: element c of row r moves to element r of row c.
+// Transposes rows.size() vectors (a power of two of them) of as many lanes
+// in place by shuffles: element c of row r moves to element r of row c.
+// Rows of more lanes (a multiple) are transposed block by block: element
+// k * n + c of row r (n = rows.size(), c < n) moves to element k * n + r of
+// row c.
 void walk_transpose(llvm::IRBuilderBase& b, std::vector<llvm::Value*>& rows);
 
 }  // namespace primcache::cpu_internal
