@@ -529,15 +529,26 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   // The transpose. Columns past the real ones are zero rows: with at most
   // R of them real (R = 4, or half a tile), only the first R rows are
   // transposed, in blocks of R lanes (log2(R) of the log2(t) stages), and
-  // dst row q is lanes [q / R * R, +R) of row q % R, zero-extended.
-  std::vector<int> narrow;
-  for (int r = 4; r < t; r *= 2) narrow.push_back(r);
+  // dst row q is lanes [q / R * R, +R) of row q % R, zero-extended. Rows
+  // past the real ones are zero lanes: with at most R of them real (1, or
+  // half a tile: 17 channels from nChw16c), the stages of the bits from R
+  // up fold every row's lanes into the first R rows (t - R shuffles: their
+  // other halves are zero), and the stages below R transpose those.
+  struct narrow_form {
+    bool columns;  // few real columns (else few real rows)
+    int r;
+  };
+  std::vector<narrow_form> narrow;
+  for (int r : {4, t / 2}) {
+    if (r < t && (narrow.empty() || narrow.back().r != r)) narrow.push_back({true, r});
+  }
+  for (int r : {1, t / 2}) narrow.push_back({false, r});
   std::vector<llvm::Value*> out(static_cast<std::size_t>(t));
   {
     std::vector<llvm::BasicBlock*> ends;
     std::vector<std::vector<llvm::Value*>> forms;
     auto* joined = llvm::BasicBlock::Create(ctx_, "clip.transposed", fn_);
-    auto partial = [&](int rr) {
+    auto few_columns = [&](int rr) {
       std::vector<llvm::Value*> part(rows.begin(), rows.begin() + rr);
       walk_transpose(b_, part);
       std::vector<llvm::Value*> o(static_cast<std::size_t>(t));
@@ -548,12 +559,25 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
       }
       return o;
     };
-    for (int rr : narrow) {
+    auto few_rows = [&](int rr) {
+      std::vector<llvm::Value*> v = rows;
+      for (int h = t / 2; h >= rr && h >= 1; h /= 2) {
+        std::vector<int> lo(static_cast<std::size_t>(t));
+        for (int c = 0; c < t; ++c) lo[c] = (c & h) ? t + (c ^ h) : c;
+        for (int r = 0; r < h; ++r) v[r] = b_.CreateShuffleVector(v[r], v[r + h], lo);
+      }
+      std::vector<llvm::Value*> part(v.begin(), v.begin() + rr);
+      if (rr > 1) walk_transpose(b_, part);
+      std::vector<llvm::Value*> o(static_cast<std::size_t>(t), zero);
+      for (int q = 0; q < rr; ++q) o[q] = part[q];
+      return o;
+    };
+    for (const narrow_form& f : narrow) {
       auto* yes = llvm::BasicBlock::Create(ctx_, "clip.narrow", fn_);
       auto* no = llvm::BasicBlock::Create(ctx_, "clip.wider", fn_);
-      b_.CreateCondBr(b_.CreateICmpSLE(cols_real, c64(rr)), yes, no);
+      b_.CreateCondBr(b_.CreateICmpSLE(f.columns ? cols_real : rows_real, c64(f.r)), yes, no);
       b_.SetInsertPoint(yes);
-      forms.push_back(partial(rr));
+      forms.push_back(f.columns ? few_columns(f.r) : few_rows(f.r));
       ends.push_back(b_.GetInsertBlock());
       b_.CreateBr(joined);
       b_.SetInsertPoint(no);
@@ -570,83 +594,81 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
     }
   }
   // Rows past the real ones are zero (their lanes were). Every row in bound
-  // and whole (the usual case): t plain stores; otherwise a loop over the
-  // in-bound rows, by masked stores where some lanes are past the bound.
+  // and whole (the usual case): t plain stores. Otherwise the in-bound rows
+  // (each behind a test of its index): whole, or half rows (a J loop of half
+  // a tile: nChw8c at avx512_core), or masked where masked stores are
+  // instructions (avx512bw; 32-bit elements); elsewhere (a branch per lane)
+  // a loop over the rows keeps the code small.
   llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
+  llvm::Value* row0 =
+      b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_)));
   const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
-  emit_if(
-      b_.CreateAnd(whole_rows, b_.CreateICmpEQ(rows_bound, c64(t))),
-      [&] {
-        llvm::Value* to =
-            b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_)));
-        for (int q = 0; q < t; ++q) {
-          if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
-          b_.CreateAlignedStore(out[q], to, dalign);
-        }
-      },
-      [&] {
-        // Every row in bound, half of every row (a J loop of half a tile:
-        // nChw8c at avx512_core): t plain stores of half rows.
-        const int h = t / 2;
-        std::vector<int> low(static_cast<std::size_t>(h));
-        std::iota(low.begin(), low.end(), 0);
-        llvm::Value* col_bound = emit_lane_mask(b_, cols_bound, t);
-        // Where masked stores are instructions (avx512bw; 32-bit elements),
-        // the rows are stored unrolled; elsewhere (a branch per lane) a loop
-        // over them keeps the code small.
-        const bool unrolled = s_.narrow_masks || dst_ty_->getPrimitiveSizeInBits() >= 32;
-        auto* half_bb = llvm::BasicBlock::Create(ctx_, "clip.half", fn_);
-        auto* rows_bb = llvm::BasicBlock::Create(ctx_, "clip.masked", fn_);
-        auto* loop_bb = llvm::BasicBlock::Create(ctx_, "clip.masked.loop", fn_);
-        auto* stored = llvm::BasicBlock::Create(ctx_, "clip.stored", fn_);
-        llvm::Value* all_in = b_.CreateICmpEQ(rows_bound, c64(t));
-        llvm::SwitchInst* sw = b_.CreateSwitch(
-            b_.CreateSelect(
-                all_in,
-                b_.CreateSelect(b_.CreateICmpEQ(cols_bound, c64(h)), c64(0), c64(unrolled ? 1 : 2)),
-                c64(2)),
-            loop_bb, 2);
-        sw->addCase(b_.getInt64(0), half_bb);
-        sw->addCase(b_.getInt64(1), rows_bb);
-        b_.SetInsertPoint(half_bb);
-        {
-          llvm::Value* to =
-              b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_)));
-          for (int q = 0; q < t; ++q) {
-            if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
-            b_.CreateAlignedStore(b_.CreateShuffleVector(out[q], low), to, dalign);
-          }
-        }
-        b_.CreateBr(stored);
-        b_.SetInsertPoint(rows_bb);
-        if (unrolled) {
-          llvm::Value* to =
-              b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_)));
-          for (int q = 0; q < t; ++q) {
-            if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
-            b_.CreateMaskedStore(out[q], to, dalign, col_bound);
-          }
-        }
-        b_.CreateBr(stored);
-        b_.SetInsertPoint(loop_bb);
-        if (!tile_rows_) {
-          llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-          tile_rows_ = eb.CreateAlloca(dvt, c64(t));
-        }
-        for (int q = 0; q < t; ++q) {
-          b_.CreateAlignedStore(out[q], b_.CreateGEP(dvt, tile_rows_, c64(q)),
-                                tile_rows_->getAlign());
-        }
-        loop(c64(0), rows_bound, 1, [&](llvm::Value* q) {
-          llvm::Value* iq = b_.CreateAdd(i, q);
-          llvm::Value* row =
-              b_.CreateAlignedLoad(dvt, b_.CreateGEP(dvt, tile_rows_, q), tile_rows_->getAlign());
-          store_in_bound(row, b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_)), whole_rows,
-                         col_bound);
-        });
-        b_.CreateBr(stored);
-        b_.SetInsertPoint(stored);
-      });
+  const int h = t / 2;
+  std::vector<int> low(static_cast<std::size_t>(h));
+  std::iota(low.begin(), low.end(), 0);
+  const bool unrolled = s_.narrow_masks || dst_ty_->getPrimitiveSizeInBits() >= 32;
+  llvm::Value* col_bound = emit_lane_mask(b_, cols_bound, t);
+  llvm::Value* all_in = b_.CreateICmpEQ(rows_bound, c64(t));
+  auto* all_bb = llvm::BasicBlock::Create(ctx_, "clip.store.all", fn_);
+  auto* whole_bb = llvm::BasicBlock::Create(ctx_, "clip.store.whole", fn_);
+  auto* half_bb = llvm::BasicBlock::Create(ctx_, "clip.store.half", fn_);
+  auto* masked_bb = llvm::BasicBlock::Create(ctx_, "clip.store.masked", fn_);
+  auto* loop_bb = llvm::BasicBlock::Create(ctx_, "clip.store.loop", fn_);
+  auto* stored = llvm::BasicBlock::Create(ctx_, "clip.stored", fn_);
+  llvm::Value* form = b_.CreateSelect(
+      whole_rows, b_.CreateSelect(all_in, c64(0), c64(1)),
+      b_.CreateSelect(b_.CreateICmpEQ(cols_bound, c64(h)), c64(2), c64(unrolled ? 3 : 4)));
+  llvm::SwitchInst* sw = b_.CreateSwitch(form, loop_bb, 4);
+  sw->addCase(b_.getInt64(0), all_bb);
+  sw->addCase(b_.getInt64(1), whole_bb);
+  sw->addCase(b_.getInt64(2), half_bb);
+  sw->addCase(b_.getInt64(3), masked_bb);
+  // Stores row q by `store` at its address; `guarded`: only below rows_bound.
+  auto store_rows = [&](bool guarded,
+                        const std::function<void(llvm::Value*, llvm::Value*)>& store) {
+    llvm::Value* to = row0;
+    for (int q = 0; q < t; ++q) {
+      if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
+      if (guarded) {
+        emit_if(b_.CreateICmpSGT(rows_bound, c64(q)), [&] { store(out[q], to); }, {});
+      } else {
+        store(out[q], to);
+      }
+    }
+    b_.CreateBr(stored);
+  };
+  b_.SetInsertPoint(all_bb);
+  store_rows(false, [&](llvm::Value* v, llvm::Value* to) { b_.CreateAlignedStore(v, to, dalign); });
+  b_.SetInsertPoint(whole_bb);
+  store_rows(true, [&](llvm::Value* v, llvm::Value* to) { b_.CreateAlignedStore(v, to, dalign); });
+  b_.SetInsertPoint(half_bb);
+  store_rows(true, [&](llvm::Value* v, llvm::Value* to) {
+    b_.CreateAlignedStore(b_.CreateShuffleVector(v, low), to, dalign);
+  });
+  b_.SetInsertPoint(masked_bb);
+  if (unrolled) {
+    store_rows(true, [&](llvm::Value* v, llvm::Value* to) {
+      b_.CreateMaskedStore(v, to, dalign, col_bound);
+    });
+  } else {
+    b_.CreateBr(stored);
+  }
+  b_.SetInsertPoint(loop_bb);
+  if (!tile_rows_) {
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    tile_rows_ = eb.CreateAlloca(dvt, c64(t));
+  }
+  for (int q = 0; q < t; ++q) {
+    b_.CreateAlignedStore(out[q], b_.CreateGEP(dvt, tile_rows_, c64(q)), tile_rows_->getAlign());
+  }
+  loop(c64(0), rows_bound, 1, [&](llvm::Value* q) {
+    llvm::Value* iq = b_.CreateAdd(i, q);
+    llvm::Value* row =
+        b_.CreateAlignedLoad(dvt, b_.CreateGEP(dvt, tile_rows_, q), tile_rows_->getAlign());
+    store_in_bound(row, b_.CreateAdd(dst_off0, b_.CreateMul(iq, split_ds_)), whole_rows, col_bound);
+  });
+  b_.CreateBr(stored);
+  b_.SetInsertPoint(stored);
   b_.CreateBr(tile_done);
   b_.SetInsertPoint(tile_done);
 }
