@@ -21,8 +21,8 @@ namespace primcache::cpu_internal {
 generic_walk_shape generic_walk_shape_for(cpu_isa isa) noexcept {
   // default_reorder_config / default_eltwise_config: a vector of the ISA's
   // width, two per iteration, tiles of 16 at 512 bits and 8 below.
-  if (isa >= cpu_isa::avx512_core) return {16, 2, 16, true};
-  return {8, 2, 8, false};
+  if (isa >= cpu_isa::avx512_core) return {16, 2, 16, true, true};
+  return {8, 2, 8, false, false};
 }
 
 std::string generic_reorder_name(cpu_isa isa) {
@@ -201,9 +201,11 @@ class generic_walk_emitter {
   // Scale (only where the specialized code scales) and transform.
   // `live`: the lanes, a prefix, whose scales and operands may be read
   // (null: all).
+  // `convert` false: the f32 result, not yet dst's type (a tile's src row,
+  // converted after the transpose).
   llvm::Value* finish_value(llvm::Value* v, int n, llvm::Value* dst_off, llvm::Value* dst_step,
                             llvm::Value* track, llvm::Value* track_step,
-                            llvm::Value* live = nullptr);
+                            llvm::Value* live = nullptr, bool convert = true);
   // One element at (i, j) of the inner loops (i null: a streaming walk).
   void element(llvm::Value* i, llvm::Value* j);
   void vector(llvm::Value* j, int n);
@@ -287,10 +289,19 @@ class generic_walk_emitter {
   // columns are prefixes (no checked dimension steps along both I and J:
   // make_generic_walk_params declines such walks).
   void clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Value* ni, llvm::Value* nj);
-  // A src row of a tile at (i, jr) as dst's elements: converted, scaled
-  // (the scales of the first `live` lanes only; null: all) and in dst's
-  // storage type.
+  // A src row of a tile at (i, jr) scaled (the scales of the first `live`
+  // lanes only; null: all): in dst's type where the shape converts before
+  // the transpose, else as f32 (as is for a bit copy), for tile_out.
   llvm::Value* tile_row(llvm::Value* x, llvm::Value* i, llvm::Value* jr, llvm::Value* live);
+  // A transposed row of a tile in dst's type.
+  llvm::Value* tile_out(llvm::Value* row) {
+    return s_.convert_before_transpose ? row : from_value(row);
+  }
+  // The type of tile_row's rows.
+  llvm::Type* tile_row_type() {
+    const int t = s_.tile;
+    return v_.raw || s_.convert_before_transpose ? shaped(dst_ty_, t) : shaped(b_.getFloatTy(), t);
+  }
   // Stores v (a vector of dst's type) at dst element `off`: whole where
   // `all` (every lane in bound), else the lanes of `mask`.
   void store_in_bound(llvm::Value* v, llvm::Value* off, llvm::Value* all, llvm::Value* mask);
@@ -475,15 +486,16 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   b_.CreateBr(tile_done);
   b_.SetInsertPoint(some_bb);
   // Src rows (one per column, along I): the real ones, whole where every
-  // row of the tile is real, else by masked loads, converted as tile()
-  // converts them, their lanes past the real rows zero; the columns past
+  // row of the tile is real, else by masked loads, scaled as tile() scales
+  // them, their lanes past the real rows zero; the columns past
   // the real ones are not read at all (a masked load whose lanes are all
   // off still costs an address translation, and at avx512_core an assist
   // where it points past the buffer: most of the time of a tile with 3
   // real columns of 16) and stay zero.
   llvm::Type* svt = shaped(src_ty_, t);
   llvm::Type* dvt = shaped(dst_ty_, t);
-  llvm::Value* zero = llvm::Constant::getNullValue(dvt);
+  llvm::Type* rvt = tile_row_type();
+  llvm::Value* zero = llvm::Constant::getNullValue(rvt);
   const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
   llvm::Value* src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, j_ss_));
   llvm::Value* row_mask = emit_lane_mask(b_, rows_real, t);
@@ -492,7 +504,10 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   std::vector<llvm::Value*> rows(static_cast<std::size_t>(t));
   // The rows' addresses step from one to the next (no per-row multiply, no
   // t hoisted offsets to spill).
-  llvm::Value* at = b_.CreateGEP(src_ty_, src_, src_off);
+  // Frozen: loop strength reduction would make each row's address an
+  // induction variable of the I loop of its own (t of them, kept on the
+  // stack and stepped there, a read-modify-write per row and tile).
+  llvm::Value* at = b_.CreateFreeze(b_.CreateGEP(src_ty_, src_, src_off));
   for (int r = 0; r < t; ++r) {
     if (r > 0) at = b_.CreateGEP(src_ty_, at, j_ss_);
     llvm::BasicBlock* from = b_.GetInsertBlock();
@@ -521,7 +536,7 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
     llvm::BasicBlock* convert_end = b_.GetInsertBlock();
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
-    llvm::PHINode* row = b_.CreatePHI(dvt, 2);
+    llvm::PHINode* row = b_.CreatePHI(rvt, 2);
     row->addIncoming(zero, from);
     row->addIncoming(y, convert_end);
     rows[r] = row;
@@ -588,10 +603,11 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
     b_.CreateBr(joined);
     b_.SetInsertPoint(joined);
     for (int q = 0; q < t; ++q) {
-      llvm::PHINode* phi = b_.CreatePHI(dvt, static_cast<unsigned>(forms.size()));
+      llvm::PHINode* phi = b_.CreatePHI(rvt, static_cast<unsigned>(forms.size()));
       for (std::size_t f = 0; f < forms.size(); ++f) phi->addIncoming(forms[f][q], ends[f]);
       out[q] = phi;
     }
+    for (int q = 0; q < t; ++q) out[q] = tile_out(out[q]);
   }
   // Rows past the real ones are zero (their lanes were). Every row in bound
   // and whole (the usual case): t plain stores. Otherwise the in-bound rows
@@ -600,8 +616,9 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   // instructions (avx512bw; 32-bit elements); elsewhere (a branch per lane)
   // a loop over the rows keeps the code small.
   llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
-  llvm::Value* row0 =
-      b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_)));
+  // Frozen as the src rows' address.
+  llvm::Value* row0 = b_.CreateFreeze(
+      b_.CreateGEP(dst_ty_, dst_, b_.CreateAdd(dst_off0, b_.CreateMul(i, split_ds_))));
   const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
   const int h = t / 2;
   std::vector<int> low(static_cast<std::size_t>(h));
@@ -683,7 +700,8 @@ void generic_walk_emitter::checked_tile(llvm::Value* i, llvm::Value* j) {
 
 llvm::Value* generic_walk_emitter::finish_value(llvm::Value* v, int n, llvm::Value* dst_off,
                                                 llvm::Value* dst_step, llvm::Value* track,
-                                                llvm::Value* track_step, llvm::Value* live) {
+                                                llvm::Value* track_step, llvm::Value* live,
+                                                bool convert) {
   if (v_.raw) return v;
   if (v_.scales) {
     // none: no multiply; common: scales[0]; per_dim: scales[tracked index].
@@ -723,7 +741,7 @@ llvm::Value* generic_walk_emitter::finish_value(llvm::Value* v, int n, llvm::Val
     lanes.live = live;
     v = v_.transform(b_, v, lanes);
   }
-  return from_value(v);
+  return convert ? from_value(v) : v;
 }
 
 void generic_walk_emitter::element(llvm::Value* i, llvm::Value* j) {
@@ -806,16 +824,18 @@ llvm::Value* generic_walk_emitter::tile_row(llvm::Value* x, llvm::Value* i, llvm
   assert(!v_.transform);
   llvm::Value* track =
       b_.CreateAdd(track_base_, b_.CreateAdd(b_.CreateMul(i, split_tr_), b_.CreateMul(jr, j_tr_)));
-  return finish_value(to_value(x), s_.tile, nullptr, nullptr, track, split_tr_, live);
+  return finish_value(to_value(x), s_.tile, nullptr, nullptr, track, split_tr_, live,
+                      s_.convert_before_transpose);
 }
 
 void generic_walk_emitter::tile(llvm::Value* i, llvm::Value* j) {
   // As walk_emitter::emit_tile for a full tile: rows along I (src stride 1)
-  // converted, transposed by shuffles, stored along J (dst stride 1). The
-  // conversion works element by element, so it runs here on the src rows,
-  // before the transpose (the specialized code converts the transposed
-  // rows): the same bits, the transpose moves dst's narrower elements, and
-  // one row is live at a time until it is converted.
+  // read, transposed by shuffles and stored along J (dst stride 1). The
+  // scales are applied to the src rows, before the transpose (the
+  // specialized code scales the transposed rows: the same bits, the
+  // multiply is elementwise), so the run-time dispatch on their kind runs
+  // while few rows are live; the conversion to dst's type too where the
+  // shape says so (tile_row, tile_out).
   const int t = s_.tile;
   llvm::Value* src_off = b_.CreateAdd(b_.CreateAdd(src_base_, i), b_.CreateMul(j, j_ss_));
   std::vector<llvm::Value*> rows(static_cast<std::size_t>(t));
@@ -834,7 +854,7 @@ void generic_walk_emitter::tile(llvm::Value* i, llvm::Value* j) {
       dst_ty_, dst_, b_.CreateAdd(b_.CreateAdd(dst_base_, j), b_.CreateMul(i, split_ds_)));
   for (int q = 0; q < t; ++q) {
     if (q > 0) to = b_.CreateGEP(dst_ty_, to, split_ds_);
-    b_.CreateAlignedStore(rows[q], to, dalign);
+    b_.CreateAlignedStore(tile_out(rows[q]), to, dalign);
   }
 }
 

@@ -122,6 +122,11 @@ struct generic_walk_shape {
   // (avx512bw), not a branch per lane: clipped tiles may take the unrolled
   // form for every data type, not only for 32-bit ones.
   bool narrow_masks = false;
+  // A transposing walk converts its src rows to dst's type before the
+  // transpose (narrower elements move through cheaper permutes: avx512bw's
+  // word permutes on half-width vectors), not after it (avx2, where 8- and
+  // 16-bit shuffles take several instructions each).
+  bool convert_before_transpose = false;
 };
 generic_walk_shape generic_walk_shape_for(cpu_isa isa) noexcept;
 
