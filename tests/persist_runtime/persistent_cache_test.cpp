@@ -345,8 +345,9 @@ TEST_CASE("entries a build with other code generators made are not reached: its 
   backend::impl_blob old_blob = backend::impl_blob::decode(blob).value();
   old_blob.producer = std::string(version().version) + "+" + old_identity;
   const std::vector<std::uint8_t> old_bytes = old_blob.encode();
-  REQUIRE(store->put(std::as_bytes(std::span(old_id)), std::as_bytes(std::span(old_bytes)))
-              .status == put_status::stored);
+  REQUIRE(
+      store->put(std::as_bytes(std::span(old_id)), std::as_bytes(std::span(old_bytes))).status ==
+      put_status::stored);
 
   empty_primitive_cache();
   const auto before = get_persistent_cache_stats();
