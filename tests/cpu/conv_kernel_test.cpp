@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "kernels/conv_kernel.hpp"
 #include "kernels/conv_schedule.hpp"
 #include "kernels/conv_validation.hpp"
+#include "kernels/conv_walk.hpp"
 #include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/thread_pool.hpp"
@@ -450,6 +452,208 @@ TEST_CASE("non-default configurations give different code and the same results",
   }
 }
 
+namespace {
+
+ci::post_op eltwise_op(ci::eltwise_alg a, float alpha = 0.f, float beta = 0.f) {
+  ci::post_op op;
+  op.what = ci::post_op::kind::eltwise;
+  op.eltwise = {a, alpha, beta, 1.f};
+  return op;
+}
+
+ci::post_op binary_op(int index, ci::binary_broadcast b) {
+  ci::post_op op;
+  op.what = ci::post_op::kind::binary_add;
+  op.binary = {index, b};
+  return op;
+}
+
+// The default configuration with K panels (ic_block), N panels (oc_panel)
+// and thread partitions (thr_oc), alone and together: those the problem
+// validates, each once.
+std::vector<ci::conv_config> blocking_configs(const ci::conv_problem& p, cpu_isa isa) {
+  const ci::conv_config def = ci::default_conv_config(p, isa);
+  const std::int64_t icg = p.src.dims()[1] / p.groups;
+  std::vector<ci::conv_config> out;
+  auto add = [&](ci::conv_config c) {
+    if (ci::validate_conv_config_for(p, c, isa) && !(c == def) &&
+        std::find(out.begin(), out.end(), c) == out.end()) {
+      out.push_back(c);
+    }
+  };
+  // Three passes or more (the middle ones in a loop), and two with a short
+  // last one.
+  std::vector<int> blocks;
+  for (std::int64_t b : {std::int64_t{8}, icg - 1}) {
+    const std::int64_t u = def.ic_unroll;
+    const std::int64_t r = (b + u - 1) / u * u;
+    if (r > 0 && r < icg) blocks.push_back(static_cast<int>(r));
+  }
+  std::vector<int> parts = {0};
+  for (int t = 1; t <= p.nthr; ++t) {
+    if (p.nthr % t == 0) parts.push_back(t);
+  }
+  for (int b : blocks) {
+    ci::conv_config c = def;
+    c.ic_block = b;
+    add(c);
+  }
+  for (int panel : {2, 3}) {
+    ci::conv_config c = def;
+    c.order = ci::conv_loop_order::spatial_outer;
+    c.oc_panel = panel;
+    add(c);
+  }
+  for (int t : parts) {
+    for (ci::conv_loop_order order :
+         {ci::conv_loop_order::oc_outer, ci::conv_loop_order::spatial_outer}) {
+      ci::conv_config c = def;
+      c.order = order;
+      c.thr_oc = t;
+      add(c);
+    }
+    // Everything at once.
+    ci::conv_config c = def;
+    c.order = ci::conv_loop_order::spatial_outer;
+    c.oc_panel = 2;
+    c.thr_oc = t;
+    if (!blocks.empty()) c.ic_block = blocks.front();
+    add(c);
+  }
+  return out;
+}
+
+std::string describe_blocking(const ci::conv_config& c) {
+  return "ic_block " + std::to_string(c.ic_block) + " oc_panel " + std::to_string(c.oc_panel) +
+         " thr_oc " + std::to_string(c.thr_oc);
+}
+
+// Each layer kind (SECTIONs) on `nthr` threads of the pool of 3: every
+// configuration of blocking_configs against the reference and, where it
+// sums in the default's order, bitwise against the default.
+void check_blocking_on_layers(int nthr) {
+  shape s;
+  s.nthr = nthr;
+  using alg = ci::eltwise_alg;
+  std::vector<ci::post_op> ops;
+  SECTION("3x3, odd channel counts, padded, a post-op chain") {
+    s.ic = 37;
+    s.oc = 19;
+    s.ih = 9;
+    s.iw = 13;
+    s.dst = format_tag::nhwc;
+    ops = {binary_op(1, ci::binary_broadcast::none), eltwise_op(alg::relu),
+           binary_op(0, ci::binary_broadcast::per_channel), eltwise_op(alg::clip, -0.5f, 0.7f)};
+  }
+  SECTION("3x3 stride 2, nchw source, no bias") {
+    s.ic = 48;
+    s.oc = 40;
+    s.ih = s.iw = 11;
+    s.sh = s.sw = 2;
+    s.src = format_tag::nchw;
+    s.bias = false;
+  }
+  SECTION("1x1 over flattened rows, odd channels, nhwc, gelu") {
+    s.ic = 70;
+    s.oc = 33;
+    s.ih = s.iw = 10;
+    s.kh = s.kw = 1;
+    s.pt = s.pl = s.pb = s.pr = 0;
+    s.src = s.dst = format_tag::nhwc;
+    ops = {eltwise_op(alg::gelu_erf)};
+  }
+  SECTION("1x1 stride 2 (rows not flattened), plain weights packed, two images") {
+    s.n = 2;
+    s.ic = 64;
+    s.oc = 80;
+    s.ih = s.iw = 9;
+    s.kh = s.kw = 1;
+    s.sh = s.sw = 2;
+    s.pt = s.pl = s.pb = s.pr = 0;
+    s.wei = format_tag::oihw;
+    ops = {binary_op(0, ci::binary_broadcast::none)};
+  }
+  SECTION("a 1x3 kernel (one row), padded, nchw dst") {
+    s.ic = 33;
+    s.oc = 17;
+    s.kh = 1;
+    s.pt = s.pb = 0;
+    s.iw = 15;
+    s.dst = format_tag::nchw;
+  }
+  SECTION("grouped 3x3, groups splitting a block, nhwc") {
+    s.g = 2;
+    s.ic = 40;
+    s.oc = 24;
+    s.src = s.dst = format_tag::nhwc;
+    s.wei = format_tag::goihw;
+    ops = {eltwise_op(alg::tanh)};
+  }
+  auto p = make_problem(s);
+  p.post_ops = ops;
+  const ci::conv_geometry g = ci::flatten_conv_pointwise(ci::analyze_conv(p).value());
+  for (cpu_isa isa : test_isas()) {
+    const ci::conv_config def = ci::default_conv_config(p, isa);
+    tensors t(p, 41);
+    auto base = ci::conv_kernel::create(p, def, isa);
+    REQUIRE(base.has_value());
+    const auto want_bits = run_kernel(*base.value(), t);
+    const auto configs = blocking_configs(p, isa);
+    CHECK(configs.size() >= 3);
+    for (const ci::conv_config& c : configs) {
+      INFO(describe(p, c, isa) << " " << describe_blocking(c));
+      auto k = check_against_reference(p, c, isa, 41);
+      const bool same_order = ci::conv_config_sums_as_generic(g, ci::effective_conv_config(g, c));
+      if (same_order) {
+        const auto got = run_kernel(*k, t);
+        CHECK(std::memcmp(got.data(), want_bits.data(), got.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cache blocking computes the reference on one thread, bitwise the default's where it sums "
+    "in its order",
+    "[cpu][conv][config][blocking]") {
+  check_blocking_on_layers(1);
+}
+
+TEST_CASE(
+    "cache blocking and thread partitions compute the reference on 2 and 4 threads, bitwise "
+    "the default's where they sum in its order",
+    "[cpu][conv][config][blocking][threads]") {
+  // The pool has 3 threads: 4 parts leave one to be taken by the others.
+  check_blocking_on_layers(GENERATE(2, 4));
+}
+
+TEST_CASE("K panels generate other code; panels and partitions the same code",
+          "[cpu][conv][config][blocking]") {
+  shape s;
+  s.ic = 40;
+  s.oc = 48;
+  s.ih = 6;
+  s.iw = 14;
+  s.nthr = 2;
+  const auto p = make_problem(s);
+  const cpu_isa isa = primcache::effective_isa();
+  const ci::conv_config def = ci::default_conv_config(p, isa);
+  auto base = ci::conv_kernel::create(p, def, isa);
+  REQUIRE(base.has_value());
+  ci::conv_config k_panel = def;
+  k_panel.ic_block = 16;
+  auto blocked = ci::conv_kernel::create(p, k_panel, isa);
+  REQUIRE(blocked.has_value());
+  CHECK_FALSE(blocked.value()->object() == base.value()->object());
+  ci::conv_config walked = def;
+  walked.thr_oc = 1;
+  auto partitioned = ci::conv_kernel::create(p, walked, isa);
+  REQUIRE(partitioned.has_value());
+  CHECK(partitioned.value()->object() == base.value()->object());
+}
+
 TEST_CASE("a kernel loaded from its captured object computes bitwise the same results",
           "[cpu][conv][object]") {
   shape s;
@@ -657,8 +861,12 @@ TEST_CASE("invalid convolution problems are refused with a clear failure", "[cpu
     expect(p, status::invalid_arguments, "arg_index");
   }
   SECTION("configurations out of range") {
-    for (auto bad : {ci::conv_config{0, 2, 1}, ci::conv_config{14, 0, 1}, ci::conv_config{14, 2, 3},
-                     ci::conv_config{65, 1, 1}, ci::conv_config{32, 4, 1}}) {
+    const auto oc = ci::conv_loop_order::oc_outer;
+    for (auto bad :
+         {ci::conv_config{0, 2, 1}, ci::conv_config{14, 0, 1}, ci::conv_config{14, 2, 3},
+          ci::conv_config{65, 1, 1}, ci::conv_config{32, 4, 1}, ci::conv_config{14, 2, 1, oc, -16},
+          ci::conv_config{14, 2, 4, oc, 6}, ci::conv_config{14, 2, 1, oc, 0, -1},
+          ci::conv_config{14, 2, 1, oc, 0, 0, -1}, ci::conv_config{14, 2, 1, oc, 0, 0, 70000}}) {
       auto k = ci::conv_kernel::create(p, bad, isa);
       REQUIRE_FALSE(k.has_value());
       CHECK(k.why().code == status::invalid_arguments);
@@ -990,4 +1198,152 @@ TEST_CASE("ResNet-50's conv2 3x3 layer gives both of two threads half of its row
     one.value()->execute(t.args(d1.data), nullptr, two);
     CHECK(std::memcmp(d1.data, d2.data, d1.size * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("a walk runs every item of the generated function once, a cell's items together",
+          "[cpu][conv][schedule][walk]") {
+  // Items of the generated function, decoded as it numbers them: (n, q, oh)
+  // with q = group * chunks + chunk.
+  struct geometry_case {
+    std::int64_t n, g, nb, oh;
+    int nthr;
+  };
+  const geometry_case gc = GENERATE(geometry_case{1, 1, 8, 7, 2}, geometry_case{2, 1, 5, 3, 4},
+                                    geometry_case{3, 2, 3, 4, 3}, geometry_case{1, 1, 1, 1, 2},
+                                    geometry_case{2, 3, 2, 5, 6}, geometry_case{1, 1, 16, 56, 12});
+  ci::conv_geometry g;
+  g.n = gc.n;
+  g.g = gc.g;
+  g.nb = gc.nb;
+  g.oh = gc.oh;
+  g.nthr = gc.nthr;
+  const std::int64_t q_count = gc.g * gc.nb;  // oc_blocks 1: a chunk per block
+  const std::int64_t items = gc.n * q_count * gc.oh;
+  for (ci::conv_loop_order order :
+       {ci::conv_loop_order::oc_outer, ci::conv_loop_order::spatial_outer}) {
+    for (int panel : {0, 2, 3}) {
+      for (int t = 0; t <= gc.nthr; ++t) {
+        if (t > 0 && gc.nthr % t != 0) continue;
+        ci::conv_config c{4, 1, 1, order};
+        c.oc_panel = order == ci::conv_loop_order::spatial_outer ? panel : 0;
+        c.thr_oc = t;
+        INFO("order " << static_cast<int>(order) << " panel " << c.oc_panel << " thr_oc " << t
+                      << " n" << gc.n << " g" << gc.g << " nb" << gc.nb << " oh" << gc.oh
+                      << " nthr " << gc.nthr);
+        const ci::conv_walk w = ci::conv_walk::make(g, c);
+        REQUIRE(w.units() == items);
+        CHECK(w.cells() == (t == 0 ? 1 : t * (gc.nthr / t)));
+        // Decoded (n, q, oh) of an item of the generated function.
+        auto decode = [&](std::int64_t item) {
+          std::array<std::int64_t, 3> v{};
+          if (order == ci::conv_loop_order::oc_outer) {
+            v = {item / (q_count * gc.oh), item / gc.oh % q_count, item % gc.oh};
+          } else {
+            v = {item / (gc.oh * q_count), item % q_count, item / q_count % gc.oh};
+          }
+          return v;
+        };
+        std::vector<int> runs(static_cast<std::size_t>(items), 0);
+        int bad_cell = 0, bad_call = 0;
+        for (int cell = 0; cell < w.cells(); ++cell) {
+          const auto& starts = w.cell_starts();
+          // The cell's chunks and rows (rows counted over the images).
+          const primcache::range qr =
+              primcache::balance(q_count, cell / (w.cells() / std::max(t, 1)), std::max(t, 1));
+          const primcache::range rr = primcache::balance(
+              gc.n * gc.oh, cell % (w.cells() / std::max(t, 1)), w.cells() / std::max(t, 1));
+          // Unit by unit, so that every split of a cell is exercised.
+          for (std::int64_t u = starts[static_cast<std::size_t>(cell)];
+               u < starts[static_cast<std::size_t>(cell) + 1]; ++u) {
+            w.run({u, u + 1}, [&](std::int64_t b, std::int64_t e) {
+              bad_call += e != b + 1;
+              for (std::int64_t i = b; i < e; ++i) {
+                ++runs[static_cast<std::size_t>(i)];
+                const auto [n, q, oh] = decode(i);
+                const std::int64_t r = n * gc.oh + oh;
+                bad_cell += q < qr.begin || q >= qr.end || r < rr.begin || r >= rr.end;
+              }
+            });
+          }
+        }
+        CHECK(bad_call == 0);
+        CHECK(bad_cell == 0);
+        CHECK(std::all_of(runs.begin(), runs.end(), [](int r) { return r == 1; }));
+        // All at once, and in two pieces split anywhere: the same items, in
+        // calls of consecutive items.
+        std::vector<std::int64_t> whole, split;
+        w.run({0, items}, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) whole.push_back(i);
+        });
+        const std::int64_t cut = items / 3;
+        for (primcache::range r : {primcache::range{0, cut}, primcache::range{cut, items}}) {
+          w.run(r, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) split.push_back(i);
+          });
+        }
+        CHECK(whole == split);
+        CHECK(static_cast<std::int64_t>(whole.size()) == items);
+      }
+    }
+  }
+}
+
+TEST_CASE("a walk's order: an N panel's chunks for each row, a partition's cells in turn",
+          "[cpu][conv][schedule][walk]") {
+  ci::conv_geometry g;
+  g.n = 1;
+  g.g = 1;
+  g.nb = 4;
+  g.oh = 2;
+  g.nthr = 2;
+  auto order_of = [&](const ci::conv_config& c) {
+    const ci::conv_walk w = ci::conv_walk::make(g, c);
+    std::vector<std::int64_t> out;
+    w.run({0, w.units()}, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) out.push_back(i);
+    });
+    return out;
+  };
+  // spatial_outer items are row * 4 + chunk; panels of 2 chunks: chunks
+  // 0-1 of rows 0 and 1, then chunks 2-3.
+  ci::conv_config panel{4, 1, 1, ci::conv_loop_order::spatial_outer};
+  panel.oc_panel = 2;
+  CHECK(order_of(panel) == std::vector<std::int64_t>{0, 1, 4, 5, 2, 3, 6, 7});
+  // oc_outer items are chunk * 2 + row; two parts over the chunks, one over
+  // the rows: cell 0 holds chunks 0-1, cell 1 chunks 2-3, each walked as
+  // the loop order says.
+  ci::conv_config by_chunks{4, 1, 1, ci::conv_loop_order::oc_outer};
+  by_chunks.thr_oc = 2;
+  CHECK(order_of(by_chunks) == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  const ci::conv_walk w = ci::conv_walk::make(g, by_chunks);
+  CHECK(w.cell_starts() == std::vector<std::int64_t>{0, 4, 8});
+  // One part over the chunks, two over the rows: oc_outer walks each
+  // cell's row by chunk: row 0 of chunks 0-3, then row 1.
+  ci::conv_config by_rows{4, 1, 1, ci::conv_loop_order::oc_outer};
+  by_rows.thr_oc = 1;
+  CHECK(order_of(by_rows) == std::vector<std::int64_t>{0, 2, 4, 6, 1, 3, 5, 7});
+}
+
+TEST_CASE("a schedule over given homes runs each home first, then the others' backs",
+          "[cpu][conv][schedule]") {
+  const std::vector<std::int64_t> cells = {0, 3, 3, 10};  // an empty home between
+  ci::conv_item_schedule s(cells, 2);
+  CHECK(s.shares() == 3);
+  std::vector<int> runs(10, 0);
+  auto take = [&](int home) {
+    const primcache::range r = s.next(home);
+    for (std::int64_t i = r.begin; i < r.end; ++i) ++runs[static_cast<std::size_t>(i)];
+    return r;
+  };
+  primcache::range r = take(0);
+  CHECK((r.begin == 0 && r.end == 2));
+  r = take(1);  // an empty home: the next range's back
+  CHECK((r.begin == 8 && r.end == 10));
+  r = take(2);
+  CHECK((r.begin == 3 && r.end == 5));
+  for (int home : {2, 0, 1}) {
+    for (r = take(home); r.begin < r.end; r = take(home)) {
+    }
+  }
+  CHECK(std::all_of(runs.begin(), runs.end(), [](int n) { return n == 1; }));
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -214,7 +215,10 @@ TEST_CASE("the typed configurations convert to fields and back", "[cpu][config][
         R"({"mr":4,"nr":16,"kc":64,"mc":8,"nc":32,"k_unroll":2,"pack_b":0,"n_inner":1,)"
         R"("thr_m":1,"thr_n":2})");
   CHECK(ci::matmul_config_from_fields(ci::to_fields(mm)).value() == mm);
-  const auto conv = ci::conv_config{7, 2, 4, ci::conv_loop_order::spatial_outer};
+  const auto conv = ci::conv_config{7, 2, 4, ci::conv_loop_order::spatial_outer, 64, 3, 2};
+  CHECK(ci::to_fields(conv).to_json() ==
+        R"({"ow_block":7,"oc_blocks":2,"ic_unroll":4,"order":1,"ic_block":64,"oc_panel":3,)"
+        R"("thr_oc":2})");
   CHECK(ci::conv_config_from_fields(ci::to_fields(conv)).value() == conv);
   const auto elt = ci::eltwise_config{8, 3, 128};
   CHECK(ci::eltwise_config_from_fields(ci::to_fields(elt)).value() == elt);
@@ -233,10 +237,17 @@ TEST_CASE("the typed configurations convert to fields and back", "[cpu][config][
             : result<ci::reorder_config>(ci::eltwise_config_from_fields(f.value()).why());
     REQUIRE_FALSE(r.has_value());
     CHECK_THAT(r.why().message, Catch::Contains("unknown field 'tile'"));
-    f = kernel_config::from_json(R"({"oc_blocks":2,"ow_block":7,"ic_unroll":1,"order":0})");
+    f = kernel_config::from_json(
+        R"({"oc_blocks":2,"ow_block":7,"ic_unroll":1,"order":0,"ic_block":0,"oc_panel":0,)"
+        R"("thr_oc":0})");
     auto c = ci::conv_config_from_fields(f.value());
     REQUIRE_FALSE(c.has_value());
     CHECK_THAT(c.why().message, Catch::Contains("out of order"));
+    // The four fields before K panels, N panels and thread partitions.
+    f = kernel_config::from_json(R"({"ow_block":7,"oc_blocks":2,"ic_unroll":1,"order":0})");
+    c = ci::conv_config_from_fields(f.value());
+    REQUIRE_FALSE(c.has_value());
+    CHECK_THAT(c.why().message, Catch::Contains("no field 'ic_block'"));
   }
   SECTION("values out of range are refused, naming the field") {
     auto f = ci::to_fields(ci::reorder_config{8, 16, 2, 64, true});
@@ -247,11 +258,26 @@ TEST_CASE("the typed configurations convert to fields and back", "[cpu][config][
     auto r = ci::reorder_config_from_fields(bad);
     REQUIRE_FALSE(r.has_value());
     CHECK_THAT(r.why().message, Catch::Contains("use_memcpy = 2"));
-    kernel_config conv;
-    conv.add("ow_block", 7).add("oc_blocks", 2).add("ic_unroll", 3).add("order", 0);
-    auto c = ci::conv_config_from_fields(conv);
-    REQUIRE_FALSE(c.has_value());
-    CHECK_THAT(c.why().message, Catch::Contains("ic_unroll"));
+    auto conv_with = [](const char* name, std::int64_t value) {
+      kernel_config conv;
+      const kernel_config defaults = ci::to_fields(ci::conv_config{14, 2, 4});
+      for (const auto& field : defaults.fields()) {
+        conv.add(field.name, field.name == name ? value : field.value);
+      }
+      return ci::conv_config_from_fields(conv);
+    };
+    for (auto [name, value, words] :
+         {std::tuple<const char*, std::int64_t, const char*>{"ic_unroll", 3, "ic_unroll"},
+          {"ic_block", -1, "ic_block = -1"},
+          {"ic_block", 6, "not a multiple of ic_unroll"},
+          {"oc_panel", -2, "oc_panel = -2"},
+          {"thr_oc", 1 << 17, "thr_oc = 131072"}}) {
+      INFO(name << " = " << value);
+      auto c = conv_with(name, value);
+      REQUIRE_FALSE(c.has_value());
+      CHECK(c.why().code == status::invalid_arguments);
+      CHECK_THAT(c.why().message, Catch::Contains(words));
+    }
   }
 }
 
@@ -295,6 +321,40 @@ TEST_CASE("a descriptor refuses configurations its kernel cannot build", "[cpu][
     auto ok = conv.validate_config(cpu_internal::to_fields(big));
     CHECK(ok.has_value() == (effective_isa() >= cpu_isa::avx512_core));
     if (!ok) CHECK_THAT(ok.why().message, Catch::Contains("accumulators"));
+  }
+  SECTION("a convolution's thread partition that does not fit the threads or the chunks") {
+    // 32 output channels: two chunks of one block, or one of two.
+    const convolution_forward::primitive_desc conv_pd(
+        convolution_forward::desc(
+            prop_kind::forward_inference, algorithm::convolution_direct,
+            memory::desc({1, 16, 6, 6}, data_type::f32, tag::nChw16c),
+            memory::desc({32, 16, 3, 3}, data_type::f32, tag::oihw), memory::desc(),
+            memory::desc({1, 32, 6, 6}, data_type::f32, tag::nChw16c), {1, 1}, {1, 1}, {1, 1}),
+        cpu());
+    const auto& conv = backend::impl_of(conv_pd);
+    const int nthr = conv.nthr();
+    auto c = cpu_internal::conv_config_from_fields(*conv.config()).value();
+    c.oc_blocks = 1;
+    c.thr_oc = nthr + 1;  // never divides the threads
+    auto ok = conv.validate_config(cpu_internal::to_fields(c));
+    if (nthr > 1) {
+      REQUIRE_FALSE(ok.has_value());
+      CHECK_THAT(ok.why().message, Catch::Contains("does not divide"));
+    } else {
+      CHECK(ok.has_value());  // one thread: no partition, the field says nothing
+    }
+    if (nthr > 2 && nthr % 4 == 0) {
+      c.thr_oc = 4;  // two chunks for four parts
+      ok = conv.validate_config(cpu_internal::to_fields(c));
+      REQUIRE_FALSE(ok.has_value());
+      CHECK_THAT(ok.why().message, Catch::Contains("exceeds the 2 output-channel chunks"));
+    }
+    c.thr_oc = 0;
+    c.ic_unroll = 4;
+    c.ic_block = 6;
+    ok = conv.validate_config(cpu_internal::to_fields(c));
+    REQUIRE_FALSE(ok.has_value());
+    CHECK_THAT(ok.why().message, Catch::Contains("not a multiple of ic_unroll"));
   }
   SECTION("the reference has no configurations") {
     set_max_cpu_isa(cpu_isa::x86_64);

@@ -13,12 +13,16 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "primcache/control/registry.hpp"
 #include "primcache/cpu/cpu.hpp"
+#include "primcache/runtime/backend/registry.hpp"
 #include "primcache/runtime/runtime.hpp"
 #include "tiered_test_support.hpp"
 
@@ -236,4 +240,84 @@ TEST_CASE("the persistent cache stores and loads only a convolution's specialize
   CHECK(same_bits(generic_or_not, c.run(loaded)));
   set_persistent_cache(nullptr);
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// `base` with some fields' values replaced (same names, same order).
+backend::kernel_config with_values(const backend::kernel_config& base,
+                                   const std::vector<std::pair<std::string, int>>& values) {
+  backend::kernel_config out;
+  for (const auto& f : base.fields()) {
+    std::int64_t v = f.value;
+    for (const auto& [name, value] : values) {
+      if (name == f.name) v = value;
+    }
+    out.add(f.name, v);
+  }
+  return out;
+}
+
+// Sets the configuration source for the scope (every convolution
+// descriptor gets `cfg`), and removes it after.
+struct config_scope {
+  explicit config_scope(const backend::kernel_config& cfg) {
+    backend::set_config_source(
+        [cfg](const backend::primitive_desc_impl&) -> std::optional<backend::kernel_config> {
+          return cfg;
+        });
+  }
+  ~config_scope() { backend::set_config_source({}); }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "a configuration whose K panels sum in another order is created synchronously; panels and "
+    "partitions are tiered, bit-identical across the swap",
+    "[cpu][tiered][conv][blocking]") {
+  if (!tiered_here()) return;
+  mode_scope scope(jit_mode::tiered);
+  set_primitive_cache_capacity(0);
+  struct variant {
+    const char* what;
+    int k;
+    std::vector<std::pair<std::string, int>> values;
+    bool tiered;
+  };
+  const variant variants[] = {{"K panels of a 3x3 kernel", 3, {{"ic_block", 16}}, false},
+                              {"K panels of a 1x1 kernel", 1, {{"ic_block", 16}}, true},
+                              {"an N panel", 3, {{"order", 1}, {"oc_panel", 2}}, true},
+                              {"a thread partition over rows", 3, {{"thr_oc", 1}}, true},
+                              {"all three on a 1x1 kernel",
+                               1,
+                               {{"order", 1}, {"oc_panel", 2}, {"thr_oc", 1}, {"ic_block", 8}},
+                               true}};
+  for (const variant& v : variants) {
+    INFO(v.what);
+    conv_shape s;
+    s.k = v.k;
+    s.pad = v.k / 2;
+    s.oc = 80;  // 5 blocks: chunks for a panel of 2
+    const conv_case heuristic(s, 500);
+    const backend::kernel_config cfg =
+        with_values(*backend::impl_of(heuristic.pd).config(), v.values);
+    INFO(cfg.to_json());
+    const config_scope forced(cfg);
+    const conv_case c(s, 500);
+    REQUIRE(backend::impl_of(c.pd).config() == cfg);
+    const std::uint64_t since = control().events_since(0).next;
+    convolution_forward prim(c.pd);
+    const event_page page = control().events_since(since);
+    REQUIRE(page.events.size() == 1);
+    CHECK(page.events[0].source == (v.tiered ? "tiered" : "compile"));
+    if (!v.tiered) CHECK(prim.specialized());
+    const std::vector<float> first = c.run(prim);
+    prim.wait_until_specialized();
+    CHECK(same_bits(first, c.run(prim)));
+    set_jit_mode(jit_mode::sync);
+    convolution_forward sync(c.pd);
+    CHECK(same_bits(first, c.run(sync)));
+    set_jit_mode(jit_mode::tiered);
+  }
 }

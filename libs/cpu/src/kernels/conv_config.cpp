@@ -56,7 +56,29 @@ conv_config effective_conv_config(const conv_geometry& g, conv_config c) {
   }
   c.ic_unroll =
       static_cast<int>(std::min<std::int64_t>(c.ic_unroll, std::max<std::int64_t>(g.icg, 1)));
+  // One pass over every input channel: no K panel.
+  if (g.depthwise || c.ic_block >= g.icg) c.ic_block = 0;
+  // One thread: one part.
+  if (g.nthr <= 1) c.thr_oc = 0;
+  // Panels of a spatial_outer walk, at most as many chunks as a part has;
+  // panels of one chunk walk as oc_outer does.
+  const std::int64_t chunks = (g.depthwise ? 1 : g.g) * div_up(g.nb, c.oc_blocks);
+  const std::int64_t part = c.thr_oc > 0 ? div_up(chunks, std::int64_t{c.thr_oc}) : chunks;
+  if (c.order == conv_loop_order::oc_outer || c.oc_panel >= part) {
+    c.oc_panel = 0;
+  } else if (c.oc_panel == 1) {
+    c.order = conv_loop_order::oc_outer;
+    c.oc_panel = 0;
+  }
   return c;
+}
+
+bool conv_config_walks(const conv_config& ec) noexcept {
+  return ec.oc_panel != 0 || ec.thr_oc != 0;
+}
+
+bool conv_config_sums_as_generic(const conv_geometry& g, const conv_config& ec) noexcept {
+  return ec.ic_block == 0 || g.kh == 1;
 }
 
 void conv_problem::write_key(key_writer& w) const {
@@ -73,6 +95,7 @@ void conv_problem::write_key(key_writer& w) const {
 
 void conv_config::write_key(key_writer& w) const {
   w.i32(ow_block).i32(oc_blocks).i32(ic_unroll).enumeration(order);
+  w.i32(ic_block).i32(oc_panel).i32(thr_oc);
 }
 
 result<memory_desc> preferred_weights_desc(const conv_problem& p) {
@@ -174,6 +197,29 @@ std::vector<conv_config> conv_config_variants(const conv_problem& p, cpu_isa isa
     c.ic_unroll = u;
     add(c);
   }
+  // K panels: two passes, and three or more (a last pass with fewer
+  // channels where the unroll allows it).
+  if (!g.depthwise) {
+    for (std::int64_t passes : {2, 3}) {
+      c = def;
+      c.ic_block = static_cast<int>(round_up(div_up(g.icg, passes), std::int64_t{def.ic_unroll}));
+      add(c);
+    }
+  }
+  // An N panel of two chunks.
+  c = def;
+  c.order = conv_loop_order::spatial_outer;
+  c.oc_panel = 2;
+  add(c);
+  // The thread partitions: over rows, over output-channel chunks.
+  const std::int64_t chunks = (g.depthwise ? 1 : g.g) * div_up(g.nb, def.oc_blocks);
+  for (int t : {1, p.nthr}) {
+    if (p.nthr > 1 && t <= chunks) {
+      c = def;
+      c.thr_oc = t;
+      add(c);
+    }
+  }
   return out;
 }
 
@@ -185,17 +231,23 @@ backend::kernel_config to_fields(const conv_config& c) {
   backend::kernel_config f;
   f.add("ow_block", c.ow_block).add("oc_blocks", c.oc_blocks).add("ic_unroll", c.ic_unroll);
   f.add("order", static_cast<std::int64_t>(c.order));
+  f.add("ic_block", c.ic_block).add("oc_panel", c.oc_panel).add("thr_oc", c.thr_oc);
   return f;
 }
 
 result<conv_config> conv_config_from_fields(const backend::kernel_config& f) {
-  auto r = field_reader::open(f, "convolution", {"ow_block", "oc_blocks", "ic_unroll", "order"});
+  auto r = field_reader::open(
+      f, "convolution",
+      {"ow_block", "oc_blocks", "ic_unroll", "order", "ic_block", "oc_panel", "thr_oc"});
   if (!r) return r.why();
   const field_reader& in = r.value();
   conv_config c;
   int order = 0;
-  for (auto ok : {in.get("ow_block", 1, 64, c.ow_block), in.get("oc_blocks", 1, 16, c.oc_blocks),
-                  in.get("ic_unroll", 1, 16, c.ic_unroll), in.get("order", 0, 1, order)}) {
+  for (auto ok :
+       {in.get("ow_block", 1, 64, c.ow_block), in.get("oc_blocks", 1, 16, c.oc_blocks),
+        in.get("ic_unroll", 1, 16, c.ic_unroll), in.get("order", 0, 1, order),
+        in.get("ic_block", 0, 1 << 24, c.ic_block), in.get("oc_panel", 0, 1 << 24, c.oc_panel),
+        in.get("thr_oc", 0, 1 << 16, c.thr_oc)}) {
     if (!ok) return ok.why();
   }
   c.order = static_cast<conv_loop_order>(order);
@@ -211,13 +263,28 @@ result<bool> validate_conv_config_for(const conv_problem& p, const conv_config& 
     return failure{status::unimplemented, "convolution: ISA " + std::string(to_string(isa)) +
                                               " is below avx2 or beyond this host"};
   }
-  const conv_config ec = effective_conv_config(flatten_conv_pointwise(g.value()), c);
+  const conv_geometry flat = flatten_conv_pointwise(g.value());
+  const conv_config ec = effective_conv_config(flat, c);
   if (ec.ow_block * ec.oc_blocks > conv_accumulator_budget(isa)) {
     return failure{status::invalid_arguments,
                    "convolution: register tile " + std::to_string(ec.ow_block) + "x" +
                        std::to_string(ec.oc_blocks) + " needs more than the " +
                        std::to_string(conv_accumulator_budget(isa)) + " accumulators of " +
                        std::string(to_string(isa))};
+  }
+  if (ec.thr_oc > 0) {
+    const std::int64_t chunks = (flat.depthwise ? 1 : flat.g) * div_up(flat.nb, ec.oc_blocks);
+    if (p.nthr % ec.thr_oc != 0) {
+      return failure{status::invalid_arguments, "convolution: thr_oc " + std::to_string(ec.thr_oc) +
+                                                    " does not divide the " +
+                                                    std::to_string(p.nthr) + " threads"};
+    }
+    if (ec.thr_oc > chunks) {
+      return failure{status::invalid_arguments, "convolution: thr_oc " + std::to_string(ec.thr_oc) +
+                                                    " exceeds the " + std::to_string(chunks) +
+                                                    " output-channel chunks of " +
+                                                    std::to_string(ec.oc_blocks) + " blocks"};
+    }
   }
   return true;
 }

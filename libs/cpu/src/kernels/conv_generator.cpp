@@ -343,8 +343,85 @@ class conv_codegen {
             load_dense(bias_, add(it.c_first, k * lanes), valid_lanes(k));
       }
     }
-    if (whole > 0) emit_dense_tiles(it, 0, whole, owb, blocks, last_lanes, bias);
-    if (rest > 0) emit_dense_tiles(it, whole * owb, 1, rest, blocks, last_lanes, bias);
+    if (c_.ic_block == 0) {
+      if (whole > 0) emit_dense_tiles(it, 0, whole, owb, blocks, last_lanes, bias);
+      if (rest > 0) emit_dense_tiles(it, whole * owb, 1, rest, blocks, last_lanes, bias);
+      return;
+    }
+    // K panels: the row's tiles once per pass over ic_block input channels
+    // (ascending), the partial sums kept in dst between passes: the first
+    // pass starts at the bias, the others at what the previous one stored,
+    // the last adds the post-ops. The passes between the first and the last
+    // run in a loop.
+    const std::int64_t block = c_.ic_block;
+    const std::int64_t passes = div_up(g_.icg, block);
+    auto pass = [&](llvm::Value* ic0, std::int64_t channels, bool first, bool last) {
+      const dense_pass dp{ic0, channels, !first, last};
+      if (whole > 0) emit_dense_tiles(it, 0, whole, owb, blocks, last_lanes, bias, dp);
+      if (rest > 0) emit_dense_tiles(it, whole * owb, 1, rest, blocks, last_lanes, bias, dp);
+    };
+    pass(c64(0), block, true, false);
+    if (passes == 3) {
+      pass(c64(block), block, false, false);
+    } else if (passes > 3) {
+      loop(c64(1), c64(passes - 1), 1,
+           [&](llvm::Value* p) { pass(mul(p, block), block, false, false); });
+    }
+    pass(c64((passes - 1) * block), g_.icg - (passes - 1) * block, false, true);
+  }
+
+  // One pass of a row's reduction over input channels [ic0, ic0 + channels)
+  // of the group (ic0 null: 0); its sums start at the bias, or at the
+  // partial sums in dst (from_dst); the last pass applies the post-ops,
+  // the others store the partial sums as they are.
+  struct dense_pass {
+    llvm::Value* ic0;
+    std::int64_t channels;
+    bool from_dst;
+    bool last;
+  };
+
+  // The partial sums a previous pass stored for pixels [0, len) of the
+  // tile at ow0, as the accumulators hold them (pixel-major): the stores'
+  // addressing (emit_epilogue_range), read back.
+  ir_values load_partial_sums(const item_ctx& it, llvm::Value* ow0, int len, int blocks,
+                              int last_lanes) {
+    const bool dst_contiguous = g_.dst.vector_contiguous(g_.g == 1 ? lanes : g_.ocg);
+    const std::int64_t ws = g_.dst.w_stride;
+    llvm::Value* tile_dst = gep(dst_, plus(it.dst_row_off, mul(ow0, ws)));
+    ir_values a(static_cast<std::size_t>(len * blocks));
+    for (int k = 0; k < blocks; ++k) {
+      llvm::Value* c0 = add(it.c_first, k * lanes);
+      const int valid = k == blocks - 1 ? last_lanes : lanes;
+      llvm::Value* coff = dst_contiguous ? channel_offset(g_.dst, c0) : nullptr;
+      for (int j = 0; j < len; ++j) {
+        a[static_cast<std::size_t>(j * blocks + k)] =
+            load_channels(g_.dst, dst_contiguous, gep(tile_dst, j * ws), c0, valid, coff);
+      }
+    }
+    return a;
+  }
+
+  // Stores the partial sums of pixels [0, len) of the tile at ow0 where
+  // emit_epilogue_range stores results (the same lanes), without post-ops.
+  void store_partial_sums(const item_ctx& it, llvm::Value* ow0, int len, int blocks, int last_lanes,
+                          const ir_values& a) {
+    const bool dst_contiguous = g_.dst.vector_contiguous(g_.g == 1 ? lanes : g_.ocg);
+    const std::int64_t ws = g_.dst.w_stride;
+    llvm::Value* tile_dst = gep(dst_, plus(it.dst_row_off, mul(ow0, ws)));
+    for (int k = 0; k < blocks; ++k) {
+      llvm::Value* c0 = add(it.c_first, k * lanes);
+      const int valid = k == blocks - 1 ? last_lanes : lanes;
+      llvm::Value* chan = dst_contiguous ? gep(tile_dst, channel_offset(g_.dst, c0)) : nullptr;
+      for (int j = 0; j < len; ++j) {
+        llvm::Value* v = a[static_cast<std::size_t>(j * blocks + k)];
+        if (chan) {
+          store_vector(g_.dst, gep(chan, j * ws), valid, v);
+        } else {
+          store_channels(g_.dst, false, gep(tile_dst, j * ws), c0, valid, v);
+        }
+      }
+    }
   }
 
   // `count` register tiles of `len` pixels from pixel `start` of the row,
@@ -360,8 +437,19 @@ class conv_codegen {
   // which leaves the sums as they are, as the generic kernel's edge tiles
   // do (a multiply-add by 0 would turn a -0 sum into +0). Other slots check
   // nothing.
+  //
+  // `pass` (a K panel's, emit_dense_row) narrows the reduction to its input
+  // channels, starts the sums at dst's partial sums and stores them without
+  // post-ops where it says so; without it: every channel, from the bias, to
+  // the post-ops.
   void emit_dense_tiles(const item_ctx& it, std::int64_t start, std::int64_t count, int len,
                         int blocks, int last_lanes, const ir_values& bias) {
+    emit_dense_tiles(it, start, count, len, blocks, last_lanes, bias,
+                     dense_pass{nullptr, g_.icg, false, true});
+  }
+  void emit_dense_tiles(const item_ctx& it, std::int64_t start, std::int64_t count, int len,
+                        int blocks, int last_lanes, const ir_values& bias, const dense_pass& pass) {
+    const std::int64_t pass_channels = pass.ic0 ? pass.channels : g_.icg;
     const bool one_stride = conv_steps_channels(g_, c_);
     const std::int64_t channel_step = g_.src.blocked ? 1 : g_.src.c_stride;
     const std::int64_t ws = g_.src.w_stride;
@@ -450,15 +538,20 @@ class conv_codegen {
       };
 
       ir_values init;
-      for (int j = 0; j < len; ++j) init.insert(init.end(), bias.begin(), bias.end());
+      if (pass.from_dst) {
+        init = load_partial_sums(it, ow0, len, blocks, last_lanes);
+      } else {
+        for (int j = 0; j < len; ++j) init.insert(init.end(), bias.begin(), bias.end());
+      }
       const ir_values acc = reduction_loop(
           it.kh_lo, it.kh_hi, init, some_row_without_taps(), "kh",
           [&](llvm::Value* kh, ir_values a) {
             llvm::Value* ih = plus(it.ih0, mul(kh, g_.dh + 1));
             llvm::Value* row0 = gep(it.src_img, mul(ih, g_.src.h_stride));
             llvm::Value* wk = gep(it.wei_chunk, mul(kh, g_.kw * g_.icg * lanes));
-            // Channels [ic, ic + n) of the reduction.
+            // Channels [ic, ic + n) of the reduction (of the pass).
             auto channels = [&](llvm::Value* ic, int n, ir_values s) {
+              if (pass.ic0) ic = plus(pass.ic0, ic);
               llvm::Value* wic = gep(wk, mul(ic, lanes));
               llvm::Value* xic =
                   one_stride ? gep(row0, channel_offset(g_.src, plus(c_in0, ic))) : nullptr;
@@ -484,7 +577,7 @@ class conv_codegen {
               return s;
             };
             const int unroll = c_.ic_unroll;
-            const std::int64_t main = g_.icg / unroll * unroll;
+            const std::int64_t main = pass_channels / unroll * unroll;
             if (main == unroll) {
               a = channels(c64(0), unroll, a);
             } else if (main > 0) {
@@ -492,11 +585,15 @@ class conv_codegen {
                 return channels(ic, unroll, std::move(s));
               });
             }
-            if (main < g_.icg) {
-              a = channels(c64(main), static_cast<int>(g_.icg - main), a);
+            if (main < pass_channels) {
+              a = channels(c64(main), static_cast<int>(pass_channels - main), a);
             }
             return a;
           });
+      if (!pass.last) {
+        store_partial_sums(it, ow0, len, blocks, last_lanes, acc);
+        return;
+      }
       emit_epilogue_range(it, ow0, 0, len, blocks, last_lanes, [&](int j, int k) {
         return acc[static_cast<std::size_t>(j * blocks + k)];
       });

@@ -53,6 +53,8 @@ struct conv_geometry {
   bool has_bias = false;
   // 16-channel output blocks per group (depthwise: per tensor).
   std::int64_t nb = 0;
+  // The problem's threads (what a configuration's thread partition splits).
+  int nthr = 1;
 };
 
 // The physical element offset of a logical index in any blocked descriptor

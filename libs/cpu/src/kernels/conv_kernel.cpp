@@ -1,6 +1,7 @@
 #include "kernels/conv_kernel.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "kernels/conv_geometry.hpp"
 #include "kernels/conv_schedule.hpp"
 #include "kernels/conv_validation.hpp"
+#include "kernels/conv_walk.hpp"
 #include "kernels/kernel_failure.hpp"
 
 namespace primcache::cpu_internal {
@@ -48,6 +50,7 @@ result<std::unique_ptr<conv_kernel>> conv_kernel::finish(const conv_problem& p,
   k->packs_weights_ = !in_place;
   k->packed_bytes_ = static_cast<std::size_t>(conv_packed_weight_floats(ge)) * sizeof(float);
   k->work_items_ = conv_work_items(ge, ec);
+  if (conv_config_walks(ec)) k->walk_ = std::make_unique<const conv_walk>(conv_walk::make(ge, ec));
   // Grouped outputs whose groups split a 16-channel block are stored lane by
   // lane, which never touches a blocked dst's channel padding.
   k->zeroes_dst_padding_ =
@@ -125,7 +128,9 @@ void conv_kernel::execute(const conv_args& args, void* scratchpad, thread_pool& 
   // execution to the next. Every item writes its own outputs, each summed
   // in the kernel's fixed order, so the split changes no result.
   const int nthr = std::min(problem_.nthr, pool.size());
-  if (nthr <= 1 || items >= (std::int64_t{1} << 31)) {
+  if (walk_) {
+    run_walk(args, wei, nthr, pool);
+  } else if (nthr <= 1 || items >= (std::int64_t{1} << 31)) {
     pool.parallel_for(nthr, [&](int ithr, int n) {
       const range r = balance(items, ithr, n);
       if (r.begin < r.end) fn(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
@@ -141,6 +146,46 @@ void conv_kernel::execute(const conv_args& args, void* scratchpad, thread_pool& 
     });
   }
   if (zeroes_dst_padding_) zero_dst_padding(dst);
+}
+
+void conv_kernel::run_walk(const conv_args& args, const float* wei, int nthr,
+                           thread_pool& pool) const {
+  const conv_walk& w = *walk_;
+  const auto* src = static_cast<const float*>(args.src);
+  const auto* bias = static_cast<const float*>(args.bias);
+  auto* dst = static_cast<float*>(args.dst);
+  entry_fn* fn = fn_;
+  auto call = [&](std::int64_t b, std::int64_t e) {
+    fn(src, wei, bias, dst, args.binary_operands, b, e);
+  };
+  const std::int64_t units = w.units();
+  const std::vector<std::int64_t>& cells = w.cell_starts();
+  if (nthr <= 1 || units >= (std::int64_t{1} << 31)) {
+    // Static: the one cell's balanced ranges, or each thread its cells.
+    pool.parallel_for(nthr, [&](int ithr, int n) {
+      if (w.cells() == 1) {
+        w.run(balance(units, ithr, n), call);
+        return;
+      }
+      for (int c = ithr; c < w.cells(); c += n) {
+        w.run({cells[static_cast<std::size_t>(c)], cells[static_cast<std::size_t>(c) + 1]}, call);
+      }
+    });
+    return;
+  }
+  // The homes: the cells of a thread partition, else nthr balanced ranges
+  // of the one cell; a share runs its home, then what others left.
+  std::optional<conv_item_schedule> s;
+  if (w.cells() == 1) {
+    s.emplace(units, nthr, conv_chunk_for(units, nthr));
+  } else {
+    s.emplace(cells, conv_chunk_for(units, w.cells()));
+  }
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.parallel_for(nthr, [&](int ithr, int n) {
+    const int home = s->claim_home(conv_home_for_this_thread(caller, n), ithr);
+    for (range r = s->next(home); r.begin < r.end; r = s->next(home)) w.run(r, call);
+  });
 }
 
 void conv_kernel::zero_dst_padding(float* dst) const {

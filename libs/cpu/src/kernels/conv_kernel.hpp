@@ -49,6 +49,7 @@
 namespace primcache::cpu_internal {
 
 class jit_module;
+class conv_walk;
 struct conv_geometry;
 
 struct conv_problem {
@@ -87,6 +88,20 @@ struct conv_config {
   // Input channels per iteration of the reduction loop (1, 2, 4, 8 or 16).
   int ic_unroll = 1;
   conv_loop_order order = conv_loop_order::oc_outer;
+  // Cache blocking, K panel: input channels of the group per pass over a
+  // row's tiles (a multiple of ic_unroll); 0 (or at least the group's
+  // channels): one pass. Between passes the partial sums wait in dst; the
+  // last pass adds the post-ops. Not depthwise.
+  int ic_block = 0;
+  // Cache blocking, N panel (spatial_outer only): output-channel chunks (of
+  // oc_blocks 16-channel blocks each) per panel; a thread walks its rows
+  // once per panel, the panel's chunks innermost. 0: one panel.
+  int oc_panel = 0;
+  // Thread partition. 0: the work items, in the loop order, split into
+  // nthr balanced ranges. T >= 1 (dividing nthr): a grid of T parts of the
+  // output-channel chunks by nthr / T parts of the output rows. Either way
+  // a thread that finishes its part takes what others have not started.
+  int thr_oc = 0;
 
   void write_key(key_writer& w) const;
   friend bool operator==(const conv_config&, const conv_config&) = default;
@@ -163,6 +178,8 @@ class conv_kernel {
               entry_fn* fn);
   static result<std::unique_ptr<conv_kernel>> finish(const conv_problem& p, const conv_config& c,
                                                      std::unique_ptr<jit_module> m);
+  // Runs every item in walk_'s order on up to nthr threads of the pool.
+  void run_walk(const conv_args& args, const float* wei, int nthr, thread_pool& pool) const;
   // Writes zeros into the channel padding of an nChw16c dst (the lanes past
   // OC in its last 16-channel block), for the configurations whose generated
   // code stores lane by lane and leaves them unwritten.
@@ -174,6 +191,9 @@ class conv_kernel {
   entry_fn* fn_ = nullptr;
   // The problem's geometry, analyzed once (the packer's offsets and blocks).
   std::unique_ptr<const conv_geometry> geometry_;
+  // The order of the items when the configuration has an N panel or a
+  // thread partition (conv_walk.hpp); null: the items in loop order.
+  std::unique_ptr<const conv_walk> walk_;
   bool packs_weights_ = false;
   bool zeroes_dst_padding_ = false;
   std::int64_t work_items_ = 0;

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "primcache/runtime/thread_pool.hpp"
 
@@ -54,6 +55,21 @@ class conv_item_schedule {
       const range r = balance(items, i, shares_);
       ranges_[static_cast<std::size_t>(i)].be.store(pack(r.begin, r.end),
                                                     std::memory_order_relaxed);
+    }
+  }
+
+  // Share i's home is [bounds[i], bounds[i + 1]) (a conv_walk's cells:
+  // bounds ascending, the last < 2^31); shares = bounds.size() - 1 >= 1.
+  conv_item_schedule(const std::vector<std::int64_t>& bounds, std::int64_t chunk)
+      : shares_(std::max(static_cast<int>(bounds.size()) - 1, 1)),
+        chunk_(std::max<std::int64_t>(chunk, 1)),
+        heap_(shares_ > kInlineShares ? new slot[static_cast<std::size_t>(shares_)] : nullptr),
+        ranges_(heap_ ? heap_.get() : inline_) {
+    for (int i = 0; i < shares_; ++i) {
+      const auto at = static_cast<std::size_t>(i);
+      const std::int64_t b = at + 1 < bounds.size() ? bounds[at] : 0;
+      const std::int64_t e = at + 1 < bounds.size() ? bounds[at + 1] : 0;
+      ranges_[at].be.store(pack(b, e), std::memory_order_relaxed);
     }
   }
 

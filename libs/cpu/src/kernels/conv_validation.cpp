@@ -151,6 +151,7 @@ result<conv_geometry> analyze_conv(const conv_problem& p) {
   g.pl = p.pad_l;
   g.depthwise = g.g > 1 && g.icg == 1 && g.ocg == 1;
   g.nb = g.depthwise ? div_up(g.g, lanes) : div_up(g.ocg, lanes);
+  g.nthr = p.nthr;
   return g;
 }
 
@@ -173,6 +174,21 @@ result<bool> check_conv_config(const conv_config& c) {
   if (c.order != conv_loop_order::oc_outer && c.order != conv_loop_order::spatial_outer) {
     return invalid("config loop order " + std::to_string(static_cast<int>(c.order)) +
                    " is unknown");
+  }
+  if (c.ic_block < 0 || c.ic_block > (1 << 24)) {
+    return invalid("config ic_block = " + std::to_string(c.ic_block) + " is outside [0, 2^24]");
+  }
+  // Each pass starts at a multiple of the unroll, so a blocked source's
+  // channel steps stay inside its 16-channel blocks (conv_steps_channels).
+  if (c.ic_block % c.ic_unroll != 0) {
+    return invalid("config ic_block = " + std::to_string(c.ic_block) +
+                   " is not a multiple of ic_unroll = " + std::to_string(c.ic_unroll));
+  }
+  if (c.oc_panel < 0 || c.oc_panel > (1 << 24)) {
+    return invalid("config oc_panel = " + std::to_string(c.oc_panel) + " is outside [0, 2^24]");
+  }
+  if (c.thr_oc < 0 || c.thr_oc > (1 << 16)) {
+    return invalid("config thr_oc = " + std::to_string(c.thr_oc) + " is outside [0, 65536]");
   }
   return true;
 }

@@ -115,6 +115,15 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
   // The specialized kernel's tile when it is built in, else the heuristic's
   // for the built-in code's ISA (always built in).
   conv_config tile = effective_conv_config(flat, specialized);
+  // K panels over a kernel of several rows sum each output block by block
+  // of input channels, each block's kh rows in turn: another sequence than
+  // this kernel's (kh, channels, kw), so other bits.
+  if (!conv_config_sums_as_generic(flat, tile)) {
+    return unimplemented("the specialized configuration's K panels (ic_block " +
+                         std::to_string(tile.ic_block) + " of " + std::to_string(flat.icg) +
+                         " input channels, a " + std::to_string(flat.kh) +
+                         "-row kernel) sum each output in another order");
+  }
   if (!built.has(tile.ow_block, tile.oc_blocks)) {
     const conv_loop_order order = tile.order;
     tile = default_conv_config(p, code_isa.value());

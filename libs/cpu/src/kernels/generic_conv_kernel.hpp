@@ -28,7 +28,9 @@
 // create() declines (unimplemented), so that the convolution is created
 // synchronously, what it cannot run with results bit-identical to the
 // specialized kernel, or at all: more than gc_max_post_ops post-ops, an ISA
-// below avx2, a program without the built-in code.
+// below avx2, a program without the built-in code, a specialized
+// configuration with K panels over a kernel of several rows
+// (conv_config_sums_as_generic).
 //
 // Thread-safety: immutable after creation; execute() may run on any number
 // of threads at once, each with its own scratchpad. Exceptions: none from

@@ -59,12 +59,14 @@ struct conv_traits {
     return conv_config_from_fields(f);
   }
   // Tiered creation: the generic kernel built into the library until the
-  // specialized one is installed (tiered/tiered_impl.hpp). Every
-  // configuration accumulates each output in the same order (bias, then kh,
-  // input channels, kw; depthwise: bias, then kh, kw), so every
-  // configuration can be tiered, depthwise convolutions included (the
-  // generic kernel's depthwise tiles); it declines only what
-  // generic_conv_kernel::create lists (created synchronously).
+  // specialized one is installed (tiered/tiered_impl.hpp). A configuration
+  // accumulates each output in the generic kernel's order (bias, then kh,
+  // input channels, kw; depthwise: bias, then kh, kw) unless it has K
+  // panels (ic_block) over a kernel of several rows
+  // (conv_config_sums_as_generic): generic_conv_kernel::create declines
+  // those and what else it lists, and they are created synchronously.
+  // Every other configuration is tiered, depthwise convolutions included
+  // (the generic kernel's depthwise tiles).
   using generic_kernel = generic_conv_kernel;
   static std::shared_ptr<const backend::primitive_impl> create_tiered(
       std::shared_ptr<const kernel_pd<conv_traits>> pd, const config& c, cpu_isa isa) {
