@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "primcache/control/registry.hpp"
@@ -298,8 +299,11 @@ TEST_CASE("every convolution configuration tuning may choose computes the refere
   struct shape {
     int n, ic, ih, iw, oc, kh, kw, stride, pad;
   };
+  // The last two have K panels (ic_block) in their spaces: odd channel
+  // counts, a 3x3 and a 1x1 kernel.
   const shape s = GENERATE(shape{1, 16, 8, 8, 32, 3, 3, 1, 1}, shape{2, 3, 11, 9, 5, 3, 3, 2, 1},
-                           shape{1, 8, 6, 6, 12, 1, 1, 1, 0});
+                           shape{1, 8, 6, 6, 12, 1, 1, 1, 0}, shape{1, 37, 7, 9, 50, 3, 3, 1, 1},
+                           shape{2, 70, 6, 6, 33, 1, 1, 1, 0});
   const int oh = (s.ih + 2 * s.pad - s.kh) / s.stride + 1;
   const int ow = (s.iw + 2 * s.pad - s.kw) / s.stride + 1;
   memory src = make({s.n, s.ic, s.ih, s.iw}, tag::nchw, 1);
@@ -325,8 +329,25 @@ TEST_CASE("every convolution configuration tuning may choose computes the refere
   const convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
                                     src.get_desc(), wei.get_desc(), bias.get_desc(), dst.get_desc(),
                                     {s.stride, s.stride}, {s.pad, s.pad}, {s.pad, s.pad});
-  const auto configs = sampled_configs(convolution_forward::primitive_desc(d, cpu()), 6);
+  const convolution_forward::primitive_desc heuristic(d, cpu());
+  auto configs = sampled_configs(heuristic, 8);
   REQUIRE_FALSE(configs.empty());
+  // And the heuristic's configuration with a K panel, an N panel and each
+  // thread partition, where the descriptor takes them.
+  const backend::kernel_config def = *backend::impl_of(heuristic).config();
+  const std::vector<std::vector<std::pair<std::string, int>>> blockings = {
+      {{"ic_block", 16}}, {{"order", 1}, {"oc_panel", 2}}, {{"thr_oc", 1}}, {{"thr_oc", 2}}};
+  for (const auto& values : blockings) {
+    backend::kernel_config cfg;
+    for (const auto& f : def.fields()) {
+      std::int64_t v = f.value;
+      for (const auto& [name, value] : values) {
+        if (name == f.name) v = value;
+      }
+      cfg.add(f.name, v);
+    }
+    if (backend::impl_of(heuristic).validate_config(cfg)) configs.push_back(cfg);
+  }
   for (const backend::kernel_config& cfg : configs) {
     INFO(cfg.to_json());
     const forced_config force(cfg);

@@ -9,8 +9,10 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "jit/object_symbols.hpp"
@@ -652,6 +654,67 @@ TEST_CASE("K panels generate other code; panels and partitions the same code",
   auto partitioned = ci::conv_kernel::create(p, walked, isa);
   REQUIRE(partitioned.has_value());
   CHECK(partitioned.value()->object() == base.value()->object());
+}
+
+TEST_CASE("the candidate space pairs each tile with K panels, N panels and thread partitions",
+          "[cpu][conv][config][space]") {
+  shape s;
+  s.ic = 128;
+  s.oc = 64;
+  s.ih = s.iw = 14;
+  s.nthr = 2;
+  const auto p = make_problem(s);
+  const ci::conv_geometry g = ci::flatten_conv_pointwise(ci::analyze_conv(p).value());
+  for (cpu_isa isa : test_isas()) {
+    const auto space = ci::conv_config_candidates(p, isa);
+    std::vector<ci::conv_config> all;
+    std::set<int> ic_blocks, panels, parts;
+    int invalid = 0, not_effective = 0, bases = 0;
+    for (std::uint64_t i = 0; i < space.size(); ++i) {
+      const ci::conv_config c = space.at(i);
+      all.push_back(c);
+      ic_blocks.insert(c.ic_block);
+      panels.insert(c.oc_panel);
+      parts.insert(c.thr_oc);
+      invalid += !ci::validate_conv_config_for(p, c, isa);
+      not_effective += !(c == ci::effective_conv_config(g, c));
+      bases += c.ic_block == 0 && c.oc_panel == 0 && c.thr_oc == 0;
+      // An N panel only where the walk is spatial_outer.
+      if (c.oc_panel != 0) CHECK(c.order == ci::conv_loop_order::spatial_outer);
+    }
+    INFO("space of " << space.size() << " at " << primcache::to_string(isa));
+    CHECK(invalid == 0);
+    CHECK(not_effective == 0);
+    CHECK(ic_blocks == std::set<int>{0, 16, 64});
+    CHECK(parts == std::set<int>{0, 1, 2});
+    CHECK(panels.count(0) == 1);
+    CHECK(panels.count(2) == 1);
+    // Each tile, unroll and order also without blocking: the space before
+    // K panels, N panels and partitions is inside this one, and the first.
+    CHECK(space.at(0).ic_block == 0);
+    CHECK(bases * 4 < static_cast<int>(all.size()));
+    std::sort(all.begin(), all.end(), [](const ci::conv_config& a, const ci::conv_config& b) {
+      return std::tie(a.ow_block, a.oc_blocks, a.ic_unroll, a.order, a.ic_block, a.oc_panel,
+                      a.thr_oc) < std::tie(b.ow_block, b.oc_blocks, b.ic_unroll, b.order,
+                                           b.ic_block, b.oc_panel, b.thr_oc);
+    });
+    CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());
+  }
+  SECTION("one thread has no partitions; a depthwise convolution no K panels") {
+    shape one = s;
+    one.nthr = 1;
+    const auto q = make_problem(one);
+    const auto space = ci::conv_config_candidates(q, primcache::effective_isa());
+    for (std::uint64_t i = 0; i < space.size(); ++i) CHECK(space.at(i).thr_oc == 0);
+    shape dw = s;
+    dw.ic = dw.oc = dw.g = 64;
+    const auto d = make_problem(dw);
+    const auto dws = ci::conv_config_candidates(d, primcache::effective_isa());
+    int blocked = 0;
+    for (std::uint64_t i = 0; i < dws.size(); ++i) blocked += dws.at(i).ic_block != 0;
+    CHECK(dws.size() > 0);
+    CHECK(blocked == 0);
+  }
 }
 
 TEST_CASE("a kernel loaded from its captured object computes bitwise the same results",

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -289,24 +290,82 @@ result<bool> validate_conv_config_for(const conv_problem& p, const conv_config& 
   return true;
 }
 
+namespace {
+
+// The cache blockings and thread partitions a candidate space pairs with
+// the register tile, unroll and loop order of `base` (effective, new
+// fields 0), each in the form the generator uses: K panels of 16, 64 and
+// 256 input channels below the group's (multiples of the unroll); with
+// spatial_outer, N panels of 2, 4 and 8 chunks; the thread partitions
+// thr_oc = 0 and every T dividing the threads, up to the chunks. `base`
+// itself first.
+std::vector<conv_config> conv_blocking_choices(const conv_geometry& g, const conv_config& base) {
+  std::vector<conv_config> out;
+  std::vector<int> ic_blocks = {0};
+  for (int b : {16, 64, 256}) {
+    if (!g.depthwise && b < g.icg && b % base.ic_unroll == 0) ic_blocks.push_back(b);
+  }
+  std::vector<int> panels = {0};
+  if (base.order == conv_loop_order::spatial_outer) panels.insert(panels.end(), {2, 4, 8});
+  const std::int64_t chunks = (g.depthwise ? 1 : g.g) * div_up(g.nb, base.oc_blocks);
+  std::vector<int> parts = {0};
+  for (int t = 1; g.nthr > 1 && t <= g.nthr && t <= chunks; ++t) {
+    if (g.nthr % t == 0) parts.push_back(t);
+  }
+  for (int b : ic_blocks) {
+    for (int panel : panels) {
+      for (int t : parts) {
+        conv_config c = base;
+        c.ic_block = b;
+        c.oc_panel = panel;
+        c.thr_oc = t;
+        if (c == effective_conv_config(g, c) && std::find(out.begin(), out.end(), c) == out.end()) {
+          out.push_back(c);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// A register tile, unroll and loop order of the space, and the index of
+// its first candidate.
+struct conv_base_choice {
+  conv_config base;
+  std::uint64_t first;
+};
+
+}  // namespace
+
 enumerated_configs<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa) {
   auto ga = analyze_conv(p);
   if (!ga || isa < cpu_isa::avx2) return {};
   const conv_geometry g = flatten_conv_pointwise(ga.value());
   const int budget = conv_accumulator_budget(isa);
-  std::vector<conv_config> out;
+  auto bases = std::make_shared<std::vector<conv_base_choice>>();
+  std::uint64_t total = 0;
   for (int ocb = 1; ocb <= std::min<std::int64_t>(16, g.nb); ++ocb) {
     for (int owb = 1; owb <= std::min<std::int64_t>(64, g.ow) && owb * ocb <= budget; ++owb) {
       for (int u : {1, 2, 4, 8, 16}) {
         for (conv_loop_order order : {conv_loop_order::oc_outer, conv_loop_order::spatial_outer}) {
           const conv_config c{owb, ocb, u, order};
           // Only the form the generator uses: others repeat its code.
-          if (c == effective_conv_config(g, c)) out.push_back(c);
+          if (!(c == effective_conv_config(g, c))) continue;
+          bases->push_back({c, total});
+          total += conv_blocking_choices(g, c).size();
         }
       }
     }
   }
-  return enumerated_configs<conv_config>::of(std::move(out));
+  // The blockings and partitions innermost: neighbours share a register
+  // tile, and a spread of the space samples tiles as evenly as before.
+  return enumerated_configs<conv_config>(total, [g, bases](std::uint64_t i) {
+    auto it =
+        std::upper_bound(bases->begin(), bases->end(), i,
+                         [](std::uint64_t v, const conv_base_choice& b) { return v < b.first; });
+    const conv_base_choice& b = *(it - 1);
+    return conv_blocking_choices(g, b.base)[i - b.first];
+  });
 }
 
 }  // namespace primcache::cpu_internal

@@ -133,8 +133,10 @@ result<memory_desc> preferred_weights_desc(const conv_problem& p);
 conv_config default_conv_config(const conv_problem& p, cpu_isa isa);
 // The candidate space: every register tile (ow_block x oc_blocks) within the
 // ISA's accumulator budget and the problem's extents, times input-channel
-// unrolls and loop orders, each in the form the generator uses (distinct
-// candidates, distinct code). Every candidate validates.
+// unrolls and loop orders, times K panels (ic_block), N panels (oc_panel,
+// spatial_outer) and thread partitions (thr_oc), each in the form the
+// generator uses (distinct candidates: distinct code, or the same code
+// walking its items in another order). Every candidate validates.
 enumerated_configs<conv_config> conv_config_candidates(const conv_problem& p, cpu_isa isa);
 // A few valid configurations other than the default, each different code:
 // what the kernel tests compile.
