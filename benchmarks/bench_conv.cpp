@@ -29,6 +29,16 @@
 // depthwise layers, the specialized and the generic kernel called directly
 // (bm_dw).
 //
+// BM_Conv/primcache_blocking/<layer>/<variant>/threads:N rows: bm_primcache's
+// primitive with the heuristic's configuration and one of the fields the
+// tuner may change beside the tile (a K panel `ic_block:16`, `ic_block:64`;
+// an N panel `oc_panel:2`, which walks spatial_outer; a thread partition
+// `thr_oc:1`, `thr_oc:2`), given by a config source, and `default` with none
+// changed: what each field alone gives on the default tile. A variant the
+// descriptor refuses (no K panel below the layer's channels, no partition
+// on one thread) is skipped with the reason. Compare with
+// --benchmark_enable_random_interleaving and repetitions.
+//
 // Counter GFLOPS: 2 * N * OC * OH * OW * IC/G * KH * KW per iteration.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
@@ -37,9 +47,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -102,6 +114,33 @@ void report(benchmark::State& state, const layer& l) {
       l.flops() * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
+// Times prim (made from pd) on nChw16c activations filled with fixed
+// random values, in the weights layout pd chose: bm_primcache's loop.
+void time_primcache_conv(benchmark::State& state, const layer& l,
+                         const primcache::convolution_forward::primitive_desc& pd,
+                         const primcache::convolution_forward& prim) {
+  namespace pc = primcache;
+  const pc::engine eng = pd.get_engine();
+  const pc::memory::desc src_md = pd.src_desc(), wei_md = pd.weights_desc(),
+                         bias_md = pd.bias_desc(), dst_md = pd.dst_desc();
+  aligned_floats src(src_md.size_bytes() / 4), wei(wei_md.size_bytes() / 4),
+      bias(static_cast<std::size_t>(l.oc)), dst(dst_md.size_bytes() / 4);
+  fill(src.data, src_md.size_bytes() / 4, 1);
+  fill(wei.data, wei_md.size_bytes() / 4, 2);
+  fill(bias.data, static_cast<std::size_t>(l.oc), 3);
+  pc::stream strm(eng);
+  const pc::primitive::args args = {{PRIMCACHE_ARG_SRC, pc::memory(src_md, eng, src.data)},
+                                    {PRIMCACHE_ARG_WEIGHTS, pc::memory(wei_md, eng, wei.data)},
+                                    {PRIMCACHE_ARG_BIAS, pc::memory(bias_md, eng, bias.data)},
+                                    {PRIMCACHE_ARG_DST, pc::memory(dst_md, eng, dst.data)}};
+  prim.execute(strm, args);
+  for (auto _ : state) {
+    prim.execute(strm, args);
+    benchmark::DoNotOptimize(dst.data);
+  }
+  report(state, l);
+}
+
 // Through the public API: a cached convolution_forward primitive with
 // nChw16c activations and weights in the layout the primitive descriptor
 // chose for format any (so nothing is packed inside the timed loop).
@@ -130,12 +169,6 @@ void bm_primcache(benchmark::State& state, layer l, int nthr, bool previous_sett
     return;
   }
   state.SetLabel(pd.impl_info_str());
-  const pc::memory::desc wei_md = pd.weights_desc();
-  aligned_floats src(src_md.size_bytes() / 4), wei(wei_md.size_bytes() / 4),
-      bias(static_cast<std::size_t>(l.oc)), dst(dst_md.size_bytes() / 4);
-  fill(src.data, src_md.size_bytes() / 4, 1);
-  fill(wei.data, wei_md.size_bytes() / 4, 2);
-  fill(bias.data, static_cast<std::size_t>(l.oc), 3);
   // Both rows compile afresh: they share the primitive's key.
   pc::set_primitive_cache_capacity(0);
   pc::set_primitive_cache_capacity(1024);
@@ -153,17 +186,61 @@ void bm_primcache(benchmark::State& state, layer l, int nthr, bool previous_sett
   }
   pc::set_jit_mode(mode);
   prim.wait_until_specialized();
-  pc::stream strm(eng);
-  const pc::primitive::args args = {{PRIMCACHE_ARG_SRC, pc::memory(src_md, eng, src.data)},
-                                    {PRIMCACHE_ARG_WEIGHTS, pc::memory(wei_md, eng, wei.data)},
-                                    {PRIMCACHE_ARG_BIAS, pc::memory(bias_md, eng, bias.data)},
-                                    {PRIMCACHE_ARG_DST, pc::memory(dst_md, eng, dst.data)}};
-  prim.execute(strm, args);
-  for (auto _ : state) {
-    prim.execute(strm, args);
-    benchmark::DoNotOptimize(dst.data);
+  time_primcache_conv(state, l, pd, prim);
+}
+
+// bm_primcache's primitive, its configuration the heuristic's with
+// `field` set to `value` (none when field is empty), compiled in sync mode.
+void bm_primcache_blocking(benchmark::State& state, layer l, int nthr, std::string field,
+                           int value) {
+  namespace pc = primcache;
+  pc::set_num_threads(nthr);
+  static pc::engine eng(pc::engine_kind::cpu, 0);
+  using tag = pc::format_tag;
+  pc::memory::desc src_md({1, l.ic, l.in, l.in}, pc::data_type::f32, tag::nChw16c);
+  pc::memory::desc wei_any({l.oc, l.ic, l.k, l.k}, pc::data_type::f32, tag::any);
+  pc::memory::desc bias_md({l.oc}, pc::data_type::f32, tag::a);
+  pc::memory::desc dst_md({1, l.oc, l.out(), l.out()}, pc::data_type::f32, tag::nChw16c);
+  const pc::convolution_forward::desc d(
+      pc::prop_kind::forward_inference, pc::algorithm::convolution_direct, src_md, wei_any, bias_md,
+      dst_md, {l.stride, l.stride}, {l.pad, l.pad}, {l.pad, l.pad});
+  pc::convolution_forward::primitive_desc pd;
+  try {
+    pd = pc::convolution_forward::primitive_desc(d, eng);
+    if (!field.empty()) {
+      const pc::backend::primitive_desc_impl& heuristic = pc::backend::impl_of(pd);
+      pc::backend::kernel_config cfg;
+      for (const auto& f : heuristic.config()->fields()) {
+        std::int64_t v = f.name == field ? value : f.value;
+        // An N panel walks spatial_outer.
+        if (field == "oc_panel" && f.name == "order") v = 1;
+        cfg.add(f.name, v);
+      }
+      if (auto ok = heuristic.validate_config(cfg); !ok) {
+        state.SkipWithError(ok.why().message.c_str());
+        return;
+      }
+      pc::backend::set_config_source(
+          [cfg](const pc::backend::primitive_desc_impl&)
+              -> std::optional<pc::backend::kernel_config> { return cfg; });
+      pd = pc::convolution_forward::primitive_desc(d, eng);
+      pc::backend::set_config_source({});
+      if (!(*pc::backend::impl_of(pd).config() == cfg)) {
+        state.SkipWithError("the descriptor did not take the configuration");
+        return;
+      }
+    }
+  } catch (const pc::error& e) {
+    pc::backend::set_config_source({});
+    state.SkipWithError(e.what());
+    return;
   }
-  report(state, l);
+  state.SetLabel(pc::backend::impl_of(pd).config()->to_json());
+  const pc::jit_mode mode = pc::get_jit_mode();
+  pc::set_jit_mode(pc::jit_mode::sync);
+  const pc::convolution_forward prim(pd);
+  pc::set_jit_mode(mode);
+  time_primcache_conv(state, l, pd, prim);
 }
 
 // The generic kernel on the problem bm_primcache's primitive holds: nChw16c
@@ -521,6 +598,23 @@ int register_all() {
         benchmark::RegisterBenchmark(
             ((via ? "BM_Conv/primcache_via_matmul/" : "BM_Conv/primcache_nhwc/") + suffix).c_str(),
             bm_primcache_nhwc, l, nthr, via)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  for (int nthr : {1, 2}) {
+    for (const layer& l : layers) {
+      const std::pair<const char*, int> variants[] = {{"", 0},          {"ic_block", 16},
+                                                      {"ic_block", 64}, {"oc_panel", 2},
+                                                      {"thr_oc", 1},    {"thr_oc", 2}};
+      for (const auto& [field, value] : variants) {
+        const std::string variant =
+            *field ? std::string(field) + ":" + std::to_string(value) : "default";
+        benchmark::RegisterBenchmark(("BM_Conv/primcache_blocking/" + std::string(l.name) + "/" +
+                                      variant + "/threads:" + std::to_string(nthr))
+                                         .c_str(),
+                                     bm_primcache_blocking, l, nthr, std::string(field), value)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
