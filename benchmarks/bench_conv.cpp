@@ -114,6 +114,21 @@ void report(benchmark::State& state, const layer& l) {
       l.flops() * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The convolution bm_primcache and bm_primcache_blocking create: nChw16c
+// activations, weights in the layout the primitive descriptor chooses
+// (format any), bias.
+primcache::convolution_forward::desc blocked_conv_desc(const layer& l) {
+  namespace pc = primcache;
+  using tag = pc::format_tag;
+  return pc::convolution_forward::desc(
+      pc::prop_kind::forward_inference, pc::algorithm::convolution_direct,
+      pc::memory::desc({1, l.ic, l.in, l.in}, pc::data_type::f32, tag::nChw16c),
+      pc::memory::desc({l.oc, l.ic, l.k, l.k}, pc::data_type::f32, tag::any),
+      pc::memory::desc({l.oc}, pc::data_type::f32, tag::a),
+      pc::memory::desc({1, l.oc, l.out(), l.out()}, pc::data_type::f32, tag::nChw16c),
+      {l.stride, l.stride}, {l.pad, l.pad}, {l.pad, l.pad});
+}
+
 // Times prim (made from pd) on nChw16c activations filled with fixed
 // random values, in the weights layout pd chose: bm_primcache's loop.
 void time_primcache_conv(benchmark::State& state, const layer& l,
@@ -152,18 +167,9 @@ void bm_primcache(benchmark::State& state, layer l, int nthr, bool previous_sett
   namespace pc = primcache;
   pc::set_num_threads(nthr);
   static pc::engine eng(pc::engine_kind::cpu, 0);
-  using tag = pc::format_tag;
-  pc::memory::desc src_md({1, l.ic, l.in, l.in}, pc::data_type::f32, tag::nChw16c);
-  pc::memory::desc wei_any({l.oc, l.ic, l.k, l.k}, pc::data_type::f32, tag::any);
-  pc::memory::desc bias_md({l.oc}, pc::data_type::f32, tag::a);
-  pc::memory::desc dst_md({1, l.oc, l.out(), l.out()}, pc::data_type::f32, tag::nChw16c);
   pc::convolution_forward::primitive_desc pd;
   try {
-    pd = pc::convolution_forward::primitive_desc(
-        pc::convolution_forward::desc(pc::prop_kind::forward_inference,
-                                      pc::algorithm::convolution_direct, src_md, wei_any, bias_md,
-                                      dst_md, {l.stride, l.stride}, {l.pad, l.pad}, {l.pad, l.pad}),
-        eng);
+    pd = pc::convolution_forward::primitive_desc(blocked_conv_desc(l), eng);
   } catch (const pc::error& e) {
     state.SkipWithError(e.what());
     return;
@@ -196,14 +202,7 @@ void bm_primcache_blocking(benchmark::State& state, layer l, int nthr, std::stri
   namespace pc = primcache;
   pc::set_num_threads(nthr);
   static pc::engine eng(pc::engine_kind::cpu, 0);
-  using tag = pc::format_tag;
-  pc::memory::desc src_md({1, l.ic, l.in, l.in}, pc::data_type::f32, tag::nChw16c);
-  pc::memory::desc wei_any({l.oc, l.ic, l.k, l.k}, pc::data_type::f32, tag::any);
-  pc::memory::desc bias_md({l.oc}, pc::data_type::f32, tag::a);
-  pc::memory::desc dst_md({1, l.oc, l.out(), l.out()}, pc::data_type::f32, tag::nChw16c);
-  const pc::convolution_forward::desc d(
-      pc::prop_kind::forward_inference, pc::algorithm::convolution_direct, src_md, wei_any, bias_md,
-      dst_md, {l.stride, l.stride}, {l.pad, l.pad}, {l.pad, l.pad});
+  const pc::convolution_forward::desc d = blocked_conv_desc(l);
   pc::convolution_forward::primitive_desc pd;
   try {
     pd = pc::convolution_forward::primitive_desc(d, eng);
