@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "aligned_buffer.hpp"
 #include "kernels/generic_matmul_kernel.hpp"
 #include "kernels/matmul_config.hpp"
 #include "kernels/matmul_kernel.hpp"
@@ -23,17 +24,9 @@
 using namespace primcache;
 using namespace primcache::cpu_internal;
 
-namespace {
+using cpu_test::aligned_buffer;
 
-struct aligned_buffer {
-  explicit aligned_buffer(std::size_t bytes)
-      : p(static_cast<std::byte*>(
-            std::aligned_alloc(64, std::max<std::size_t>(64, (bytes + 63) / 64 * 64)))) {}
-  ~aligned_buffer() { std::free(p); }
-  aligned_buffer(const aligned_buffer&) = delete;
-  aligned_buffer& operator=(const aligned_buffer&) = delete;
-  std::byte* p;
-};
+namespace {
 
 // Floats a tensor with these strides and sizes spans.
 std::int64_t span_of(const std::array<std::int64_t, 3>& strides,

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "aligned_buffer.hpp"
 #include "kernels/generic_matmul_kernel.hpp"
 #include "kernels/matmul_config.hpp"
 #include "kernels/matmul_kernel.hpp"
@@ -41,17 +42,9 @@ using namespace primcache;
 using namespace primcache::cpu_internal;
 using cpu_test::test_isas;
 
-namespace {
+using cpu_test::aligned_buffer;
 
-struct aligned_buffer {
-  explicit aligned_buffer(std::size_t bytes)
-      : p(static_cast<std::byte*>(
-            std::aligned_alloc(64, std::max<std::size_t>(64, (bytes + 63) / 64 * 64)))) {}
-  ~aligned_buffer() { std::free(p); }
-  aligned_buffer(const aligned_buffer&) = delete;
-  aligned_buffer& operator=(const aligned_buffer&) = delete;
-  std::byte* p;
-};
+namespace {
 
 // A problem with its inputs: dense batches (weights shared or not), bias,
 // and a chain of post-ops with a per-column binary operand.
