@@ -1135,7 +1135,7 @@ TEST_CASE("the item schedule runs a share's home range first, then the back of o
     CHECK(none.begin == none.end);
   }
   SECTION("shares taking turns each run exactly their balanced home range") {
-    ci::conv_item_schedule s(56, 2, ci::conv_chunk_for(56, 2));
+    ci::conv_item_schedule s(56, 2, ci::conv_chunk_for(56, 2, 1 << 20));
     std::vector<int> runs(56, 0);
     std::int64_t done[2] = {0, 0};
     for (bool more = true; more;) {
@@ -1171,6 +1171,56 @@ TEST_CASE("the item schedule runs a share's home range first, then the back of o
     CHECK(s.next(0).begin == s.next(0).end);
     ci::conv_item_schedule empty(0, 2, 1);
     CHECK(empty.next(0).begin == empty.next(0).end);
+  }
+}
+
+TEST_CASE("chunks are a sixteenth of a home range, at least the minimum work, at most a home",
+          "[cpu][conv][schedule]") {
+  REQUIRE(ci::conv_chunk_min_fmas.load() == 4096);
+  // Heavy items: a sixteenth of each of two homes of 1600.
+  CHECK(ci::conv_chunk_for(3200, 2, 1 << 20) == 100);
+  CHECK(ci::conv_chunk_for(31, 2, 1 << 20) == 1);
+  // Light items (a row of dw_3x3s2_256_28's 7x2 tile: 14 pixels, 2 blocks,
+  // 9 taps): enough of them for 4096 multiply-adds, not 112 / 32 = 3.
+  CHECK(ci::conv_chunk_for(112, 2, 14 * 2 * 9) == 17);
+  // Never more than a home range (rounded up), never less than 1.
+  CHECK(ci::conv_chunk_for(112, 2, 10) == 56);
+  CHECK(ci::conv_chunk_for(113, 2, 10) == 57);
+  CHECK(ci::conv_chunk_for(1, 4, 1) == 1);
+  CHECK(ci::conv_chunk_for(0, 2, 100) == 1);
+  CHECK(ci::conv_chunk_for(100, 0, 1 << 20) == 6);  // shares < 1 count as one
+  CHECK(ci::conv_chunk_for(100, 2, 0) == 50);       // an item weighs at least 1
+  // The measuring hook: 0 is the sixteenth alone.
+  ci::conv_chunk_min_fmas = 0;
+  CHECK(ci::conv_chunk_for(112, 2, 14 * 2 * 9) == 3);
+  ci::conv_chunk_min_fmas = 4096;
+}
+
+TEST_CASE("an item weighs its row's pixels, output blocks, taps and input channels",
+          "[cpu][conv][schedule]") {
+  const cpu_isa isa = primcache::effective_isa();
+  SECTION("depthwise: one input channel per output channel") {
+    shape s;
+    s.ic = s.oc = s.g = 256;
+    s.ih = s.iw = 28;
+    s.sh = s.sw = 2;
+    const auto p = make_problem(s);
+    const ci::conv_geometry g = ci::flatten_conv_pointwise(ci::analyze_conv(p).value());
+    const ci::conv_config ec = ci::effective_conv_config(g, ci::default_conv_config(p, isa));
+    REQUIRE(g.depthwise);
+    CHECK(ci::conv_item_fmas(g, ec) == 14 * std::min<std::int64_t>(ec.oc_blocks, 16) * 9);
+  }
+  SECTION("dense: every input channel of the group") {
+    shape s;
+    s.ic = 64;
+    s.oc = 128;
+    s.ih = s.iw = 14;
+    const auto p = make_problem(s);
+    const ci::conv_geometry g = ci::flatten_conv_pointwise(ci::analyze_conv(p).value());
+    ci::conv_config c = ci::default_conv_config(p, isa);
+    c.oc_blocks = 64;  // more than the 8 blocks there are: counts 8
+    const ci::conv_config ec = ci::effective_conv_config(g, c);
+    CHECK(ci::conv_item_fmas(g, ec) == g.ow * std::min<std::int64_t>(ec.oc_blocks, 8) * 9 * 64);
   }
 }
 
@@ -1239,7 +1289,9 @@ TEST_CASE("ResNet-50's conv2 3x3 layer gives both of two threads half of its row
   CHECK(items >= 2 * 16);  // enough for both threads and for chunks
   // Both homes get half the items; a thread that never comes loses them to
   // the other, which then runs all.
-  ci::conv_item_schedule both(items, 2, ci::conv_chunk_for(items, 2));
+  ci::conv_item_schedule both(
+      items, 2,
+      ci::conv_chunk_for(items, 2, ci::conv_item_fmas(g, ci::effective_conv_config(g, c))));
   CHECK(primcache::balance(items, 0, 2).end == items / 2);
   std::int64_t alone = 0;
   for (primcache::range r = both.next(0); r.begin < r.end; r = both.next(0)) {

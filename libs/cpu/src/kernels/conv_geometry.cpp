@@ -37,6 +37,10 @@ std::int64_t conv_packed_weight_floats(const conv_geometry& g) {
 std::int64_t conv_work_items(const conv_geometry& g, const conv_config& c) {
   return g.n * (g.depthwise ? 1 : g.g) * div_up(g.nb, c.oc_blocks) * g.oh;
 }
+
+std::int64_t conv_item_fmas(const conv_geometry& g, const conv_config& c) {
+  return g.ow * std::min<std::int64_t>(c.oc_blocks, g.nb) * g.kh * g.kw * (g.depthwise ? 1 : g.icg);
+}
 void conv_pack_weights(const conv_geometry& g, const memory_desc& weights, int nthr,
                        const float* user, float* packed, thread_pool& pool) {
   const bool five = weights.ndims() == 5;

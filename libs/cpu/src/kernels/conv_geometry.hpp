@@ -75,5 +75,8 @@ void conv_pack_weights(const conv_geometry& g, const memory_desc& weights, int n
 // Work items of the generated function: rows x images x groups x chunks of
 // c.oc_blocks output blocks.
 std::int64_t conv_work_items(const conv_geometry& g, const conv_config& c);
+// Vector multiply-adds in one full work item (an output row of one chunk of
+// oc_blocks output-channel blocks): what conv_chunk_for weighs items by.
+std::int64_t conv_item_fmas(const conv_geometry& g, const conv_config& c);
 
 }  // namespace primcache::cpu_internal

@@ -50,6 +50,7 @@ result<std::unique_ptr<conv_kernel>> conv_kernel::finish(const conv_problem& p,
   k->packs_weights_ = !in_place;
   k->packed_bytes_ = static_cast<std::size_t>(conv_packed_weight_floats(ge)) * sizeof(float);
   k->work_items_ = conv_work_items(ge, ec);
+  k->item_fmas_ = conv_item_fmas(ge, ec);
   if (conv_config_walks(ec)) k->walk_ = std::make_unique<const conv_walk>(conv_walk::make(ge, ec));
   // Grouped outputs whose groups split a 16-channel block are stored lane by
   // lane, which never touches a blocked dst's channel padding.
@@ -136,7 +137,7 @@ void conv_kernel::execute(const conv_args& args, void* scratchpad, thread_pool& 
       if (r.begin < r.end) fn(src, wei, bias, dst, args.binary_operands, r.begin, r.end);
     });
   } else {
-    conv_item_schedule s(items, nthr, conv_chunk_for(items, nthr));
+    conv_item_schedule s(items, nthr, conv_chunk_for(items, nthr, item_fmas_));
     const std::thread::id caller = std::this_thread::get_id();
     pool.parallel_for(nthr, [&](int ithr, int n) {
       const int home = s.claim_home(conv_home_for_this_thread(caller, n), ithr);
@@ -177,9 +178,9 @@ void conv_kernel::run_walk(const conv_args& args, const float* wei, int nthr,
   // of the one cell; a share runs its home, then what others left.
   std::optional<conv_item_schedule> s;
   if (w.cells() == 1) {
-    s.emplace(units, nthr, conv_chunk_for(units, nthr));
+    s.emplace(units, nthr, conv_chunk_for(units, nthr, item_fmas_));
   } else {
-    s.emplace(cells, conv_chunk_for(units, w.cells()));
+    s.emplace(cells, conv_chunk_for(units, w.cells(), item_fmas_));
   }
   const std::thread::id caller = std::this_thread::get_id();
   pool.parallel_for(nthr, [&](int ithr, int n) {

@@ -199,6 +199,7 @@ class conv_kernel {
   bool packs_weights_ = false;
   bool zeroes_dst_padding_ = false;
   std::int64_t work_items_ = 0;
+  std::int64_t item_fmas_ = 0;  // conv_item_fmas: what a chunk of items weighs
   std::size_t packed_bytes_ = 0;
 };
 

@@ -19,7 +19,7 @@
 // schedule by share index (whichever thread claims a share first) does not
 // give.
 //
-//   conv_item_schedule s(items, nthr, conv_chunk_for(items, nthr));
+//   conv_item_schedule s(items, nthr, conv_chunk_for(items, nthr, item_fmas));
 //   pool.parallel_for(nthr, [&](int ithr, int n) {
 //     const int home = s.claim_home(conv_home_for_this_thread(caller, n), ithr);
 //     for (range r = s.next(home); r.begin < r.end; r = s.next(home)) run(r);
@@ -144,9 +144,28 @@ class conv_item_schedule {
   std::atomic<std::uint64_t> homes_{0};
 };
 
-// Items per chunk: about a sixteenth of a home range, at least 1.
-inline std::int64_t conv_chunk_for(std::int64_t items, int shares) {
-  return std::max<std::int64_t>(1, items / (std::int64_t{std::max(shares, 1)} * 16));
+// The fewest vector multiply-adds a chunk of items holds (conv_chunk_for):
+// 4096 by default. A measuring hook (dw_object_ab --threads, the tests) may
+// change it; the library never does.
+inline std::atomic<std::int64_t> conv_chunk_min_fmas{4096};
+
+// Items per chunk: about a sixteenth of a home range (items / shares), and
+// at least enough items of `item_fmas` vector multiply-adds each for
+// conv_chunk_min_fmas, but no more than a home range. Each chunk pays a
+// call of the generated function (its set-up: the first item's indices,
+// the bias, the pointers) and a claim on a range that another share may be
+// claiming from at the same moment. On items of a few hundred
+// multiply-adds (a row of a small depthwise convolution) a sixteenth of a
+// home range is a chunk of well under a microsecond, and those costs took
+// 5-10% of a 2-thread execution (docs/PERFORMANCE.md, "Chunks of work, not
+// of items").
+inline std::int64_t conv_chunk_for(std::int64_t items, int shares, std::int64_t item_fmas) {
+  const std::int64_t n = std::max(shares, 1);
+  const std::int64_t home = std::max<std::int64_t>(1, (items + n - 1) / n);
+  const std::int64_t per_item = std::max<std::int64_t>(item_fmas, 1);
+  const std::int64_t for_work =
+      (conv_chunk_min_fmas.load(std::memory_order_relaxed) + per_item - 1) / per_item;
+  return std::clamp<std::int64_t>(std::max(items / (n * 16), for_work), 1, home);
 }
 
 // The home a share running on this thread prefers: 0 on `caller` (the
