@@ -2,17 +2,27 @@
 // one process. A measuring tool, not a benchmark: it loads each object (as
 // `jit_profile --dw=C,IN,STRIDE --dump=PREFIX` writes it, from this build
 // or another) into a conv_kernel for bench_conv's dw_* problem (nChw16c,
-// Goihw16g weights, bias, padding 1, one thread), runs them on the same
-// tensors in rounds, each round a block of about 2 ms of calls per object
-// (the order rotated from round to round), and prints per object the
-// median and minimum of its per-call CPU time over the rounds and its speed
-// relative to the first object (the median and quartiles of the per-round
-// ratios). Objects of different builds compared this way share everything
-// but their code: the driver, the buffers (so the same cache sets and page
-// offsets) and the load of the machine at the moment. A label "compile"
-// compiles the kernel in this process instead of loading a file.
+// Goihw16g weights, bias, padding 1), runs them on the same tensors in
+// rounds, each round a block of about 2 ms of calls per object (the order
+// rotated from round to round), and prints per object the median and
+// minimum of its per-call time over the rounds and its speed relative to
+// the first object (the median and quartiles of the per-round ratios).
+// Objects of different builds compared this way share everything but their
+// code: the driver, the buffers (so the same cache sets and page offsets)
+// and the load of the machine at the moment.
 //
-//   dw_object_ab [--rounds=N] C,IN,STRIDE LABEL=FILE.o|compile ...
+// Instead of a file, a label may name
+// - "compile": the heuristic's configuration, compiled in this process;
+// - "compile:OW_BLOCK,OC_BLOCKS[,oc_outer|spatial_outer]": another register
+//   tile and loop order (the other fields as the heuristic's);
+// - "chunks:MIN": the heuristic's kernel, its items shared among the
+//   threads in chunks of at least MIN vector multiply-adds
+//   (conv_chunk_min_fmas, kernels/conv_schedule.hpp; 0: a sixteenth of a
+//   home range, as before the floor).
+// With --threads=N (default 1) the problem is made for N threads and the
+// times are wall time (one thread: the thread's CPU time).
+//
+//   dw_object_ab [--rounds=N] [--threads=N] C,IN,STRIDE LABEL=SPEC ...
 //
 // Run it in several processes to average over placements (buffer
 // addresses differ between processes and move the ratios by a few
@@ -32,6 +42,7 @@
 
 #include "kernels/conv_config.hpp"
 #include "kernels/conv_kernel.hpp"
+#include "kernels/conv_schedule.hpp"
 #include "primcache/runtime/runtime.hpp"
 #include "primcache/runtime/thread_pool.hpp"
 
@@ -40,9 +51,10 @@ namespace {
 namespace pc = primcache;
 namespace ci = primcache::cpu_internal;
 
-double thread_cpu_us() {
+// The calling thread's CPU time, or wall time when other threads work too.
+double now_us(bool wall) {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
 }
 
@@ -69,7 +81,9 @@ double quantile(std::vector<double> v, double q) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: dw_object_ab [--rounds=N] C,IN,STRIDE LABEL=FILE.o|compile ...\n");
+  std::fprintf(stderr,
+               "usage: dw_object_ab [--rounds=N] [--threads=N] C,IN,STRIDE "
+               "LABEL=FILE.o|compile[:OWB,OCB[,oc_outer|spatial_outer]]|chunks:MIN ...\n");
   return 2;
 }
 
@@ -78,10 +92,18 @@ int usage() {
 int main(int argc, char** argv) {
   int rounds = 16;
   int arg = 1;
-  if (arg < argc && std::string(argv[arg]).starts_with("--rounds=")) {
-    rounds = std::max(2, std::atoi(argv[arg] + 9));
-    ++arg;
+  int threads = 1;
+  for (; arg < argc && std::string(argv[arg]).starts_with("--"); ++arg) {
+    const std::string opt = argv[arg];
+    if (opt.starts_with("--rounds=")) {
+      rounds = std::max(2, std::atoi(opt.c_str() + 9));
+    } else if (opt.starts_with("--threads=")) {
+      threads = std::max(1, std::atoi(opt.c_str() + 10));
+    } else {
+      return usage();
+    }
   }
+  const bool wall = threads > 1;
   if (argc - arg < 2) return usage();
   long c = 0, in = 0, stride = 0;
   if (std::sscanf(argv[arg], "%ld,%ld,%ld", &c, &in, &stride) != 3 || c < 1 || in < 1 ||
@@ -90,7 +112,7 @@ int main(int argc, char** argv) {
   }
   ++arg;
   using tag = pc::format_tag;
-  pc::set_num_threads(1);
+  pc::set_num_threads(threads);
   const pc::cpu_isa isa = pc::effective_isa();
   const long out = (in + 2 - 3) / stride + 1;
   ci::conv_problem p;
@@ -101,20 +123,46 @@ int main(int argc, char** argv) {
   p.stride_h = p.stride_w = stride;
   p.pad_t = p.pad_l = p.pad_b = p.pad_r = 1;
   p.groups = c;
-  p.nthr = 1;
+  p.nthr = threads;
   p.weights = ci::preferred_weights_desc(p).value();
   const ci::conv_config cfg = ci::default_conv_config(p, isa);
 
   std::vector<std::string> labels;
   std::vector<std::unique_ptr<ci::conv_kernel>> kernels;
+  std::vector<std::int64_t> chunk_min;  // per kernel: conv_chunk_min_fmas while it runs
   for (; arg < argc; ++arg) {
     const std::string a = argv[arg];
     const std::size_t eq = a.find('=');
     if (eq == std::string::npos) return usage();
     labels.push_back(a.substr(0, eq));
     const std::string what = a.substr(eq + 1);
+    chunk_min.push_back(ci::conv_chunk_min_fmas.load());
     auto k = [&]() -> pc::result<std::unique_ptr<ci::conv_kernel>> {
       if (what == "compile") return ci::conv_kernel::create(p, cfg, isa);
+      if (what.starts_with("chunks:")) {
+        char* end = nullptr;
+        const long long min = std::strtoll(what.c_str() + 7, &end, 10);
+        if (end == what.c_str() + 7 || *end != '\0' || min < 0) {
+          return pc::failure{pc::status::invalid_arguments, "bad chunk size in " + what};
+        }
+        chunk_min.back() = min;
+        return ci::conv_kernel::create(p, cfg, isa);
+      }
+      if (what.starts_with("compile:")) {
+        ci::conv_config other = cfg;
+        char order[32] = "";
+        if (std::sscanf(what.c_str() + 8, "%d,%d,%31s", &other.ow_block, &other.oc_blocks, order) <
+            2) {
+          return pc::failure{pc::status::invalid_arguments, "bad tile in " + what};
+        }
+        const std::string o = order;
+        if (o == "oc_outer") other.order = ci::conv_loop_order::oc_outer;
+        if (o == "spatial_outer") other.order = ci::conv_loop_order::spatial_outer;
+        if (!o.empty() && o != "oc_outer" && o != "spatial_outer") {
+          return pc::failure{pc::status::invalid_arguments, "bad order in " + what};
+        }
+        return ci::conv_kernel::create(p, other, isa);
+      }
       std::ifstream f(what, std::ios::binary);
       if (!f) return pc::failure{pc::status::not_found, "cannot read " + what};
       const std::vector<char> bytes{std::istreambuf_iterator<char>(f), {}};
@@ -141,23 +189,29 @@ int main(int argc, char** argv) {
   args.bias = bias.data;
   args.dst = dst.data;
   pc::thread_pool& pool = pc::default_thread_pool();
-  for (const auto& k : kernels)
-    for (int i = 0; i < 50; ++i) k->execute(args, scratch.data, pool);
-  const double t0 = thread_cpu_us();
+  const std::int64_t default_chunk_min = ci::conv_chunk_min_fmas.load();
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    ci::conv_chunk_min_fmas = chunk_min[i];
+    for (int r = 0; r < 50; ++r) kernels[i]->execute(args, scratch.data, pool);
+  }
+  ci::conv_chunk_min_fmas = chunk_min[0];
+  const double t0 = now_us(wall);
   for (int i = 0; i < 50; ++i) kernels[0]->execute(args, scratch.data, pool);
   const int block =
-      std::max(10, static_cast<int>(2000.0 / std::max(0.1, (thread_cpu_us() - t0) / 50)));
+      std::max(10, static_cast<int>(2000.0 / std::max(0.1, (now_us(wall) - t0) / 50)));
 
   const std::size_t n = kernels.size();
   std::vector<std::vector<double>> us(n);
   for (int r = 0; r < rounds; ++r) {
     for (std::size_t q = 0; q < n; ++q) {
       const std::size_t i = (q + static_cast<std::size_t>(r)) % n;
-      const double start = thread_cpu_us();
+      ci::conv_chunk_min_fmas = chunk_min[i];
+      const double start = now_us(wall);
       for (int b = 0; b < block; ++b) kernels[i]->execute(args, scratch.data, pool);
-      us[i].push_back((thread_cpu_us() - start) / block);
+      us[i].push_back((now_us(wall) - start) / block);
     }
   }
+  ci::conv_chunk_min_fmas = default_chunk_min;
   std::printf("dw %ld,%ld,%ld:", c, in, stride);
   for (std::size_t i = 0; i < n; ++i) {
     std::vector<double> speed;
