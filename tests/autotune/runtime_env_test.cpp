@@ -152,8 +152,9 @@ TEST_CASE("a corrupt or foreign tune table is reported and ignored", "[autotune]
           }) == 0);
     const std::string said = read(err);
     INFO(said);
-    CHECK(said.find("it was written by primcache 0.0.0-other, this is " +
-                    std::string(version().version)) != std::string::npos);
+    CHECK(said.find("primcache: ignoring the tune table (PRIMCACHE_TUNE_TABLE): " + table +
+                    " was written by primcache 0.0.0-other, this is " +
+                    std::string(version().version) + "\n") != std::string::npos);
   }
   SECTION("a malformed PRIMCACHE_TUNE leaves tuning off") {
     CHECK(in_child(err, [&] {

@@ -91,6 +91,31 @@ void report(const std::string& line) {
 
 void save_at_exit();
 
+// Reads the tune table file at `path` into `table`: this library version's
+// entries, nothing of a file another version wrote. `found` is false for a
+// missing file (a first run: saving creates it); `ignored` says why a file
+// that exists gave nothing (unreadable, malformed, another version).
+struct table_file_read {
+  bool found = false;
+  std::string ignored;
+};
+
+table_file_read read_table_file(tune_table& table, const std::string& path) {
+  table_file_read out;
+  auto r = table.load_file(path, version().version);
+  if (!r) {
+    out.found = r.why().code != status::not_found;
+    if (out.found) out.ignored = r.why().message;
+  } else {
+    out.found = true;
+    if (r.value().other_version) {
+      out.ignored = path + " was written by primcache " + r.value().file_version + ", this is " +
+                    version().version;
+    }
+  }
+  return out;
+}
+
 void register_tune_metrics(tune_state& st) {
   control_registry& c = control();
   const char* prim_help = "Primitives whose tuning ended, by result";
@@ -145,15 +170,10 @@ tune_state& state() {
         lock_guard g(st->path_mu);
         st->path = *p;
       }
-      auto r = st->table.load_file(*p, version().version);
-      if (!r) {
-        // A missing file is a first run: saving at exit creates it.
-        if (r.why().code != status::not_found) {
-          report("ignoring the tune table (PRIMCACHE_TUNE_TABLE): " + r.why().message);
-        }
-      } else if (r.value().other_version) {
-        report("ignoring the tune table " + *p + " (PRIMCACHE_TUNE_TABLE): it was written by " +
-               "primcache " + r.value().file_version + ", this is " + version().version);
+      // A missing file is a first run: saving at exit creates it.
+      const table_file_read r = read_table_file(st->table, *p);
+      if (!r.ignored.empty()) {
+        report("ignoring the tune table (PRIMCACHE_TUNE_TABLE): " + r.ignored);
       }
     }
     st->table_entries.set(static_cast<double>(st->table.size()));
@@ -635,19 +655,10 @@ tune_table_file_report use_tune_table_file(const std::string& path) {
   // Read aside, then swapped in: the table is empty only between clear()
   // and merge(), not while the file is read.
   tune_table fresh;
+  const runtime_internal::table_file_read r = runtime_internal::read_table_file(fresh, path);
   tune_table_file_report report;
-  auto r = fresh.load_file(path, version().version);
-  if (!r) {
-    report.found = r.why().code != status::not_found;
-    if (report.found) report.ignored = r.why().message;
-  } else {
-    report.found = true;
-    if (r.value().other_version) {
-      report.ignored = path + " was written by primcache " + r.value().file_version + ", this is " +
-                       version().version;
-      fresh.clear();
-    }
-  }
+  report.found = r.found;
+  report.ignored = r.ignored;
   report.entries = fresh.size();
   {
     lock_guard g(st.path_mu);
