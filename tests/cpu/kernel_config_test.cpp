@@ -553,8 +553,8 @@ TEST_CASE("damaged or foreign blobs are refused and nothing is loaded", "[cpu][b
     refused(bad, status::unimplemented, "format version 9");
   }
   SECTION("a blob another library version or build made") {
-    for (const std::string producer : {std::string(version().version) + "+0000000000000000",
-                                       std::string("0.0.9+") + version().build_identity}) {
+    for (const std::string& producer : {std::string(version().version) + "+0000000000000000",
+                                        std::string("0.0.9+") + version().build_identity}) {
       backend::impl_blob b = backend::impl_blob::decode(blob).value();
       b.producer = producer;
       refused(b.encode(), status::invalid_arguments, "made by primcache " + producer);

@@ -30,10 +30,6 @@ using ci::matmul_config;
 using ci::matmul_kernel;
 using ci::matmul_problem;
 
-bool host_has(cpu_isa isa) {
-  return primcache::detected_isa() >= isa;
-}
-
 primcache::thread_pool& test_pool() {
   static primcache::thread_pool pool(2);
   return pool;
