@@ -72,6 +72,11 @@ class walk_emitter {
   void emit_vector(llvm::Value* j, int n);
   void emit_stream(llvm::Value* s0, llvm::Value* s1);
   void emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj);
+  // A row of `ri` loaded elements (a scalar when ri is 1) as one of a
+  // tile's rows of g_.tile lanes (type row_ty); the lanes past ri are
+  // poison, or, with `zeros`, zero where the shape lets them be (the
+  // clipped tile's: its rows are stored through masks).
+  llvm::Value* tile_row(llvm::Value* x, llvm::Type* row_ty, int ri, bool zeros);
   // A tile of ri x rj with elements that are not real, clipped to its real
   // part: the real rows and columns (prefixes, as no padded dimension steps
   // along both I and J: tile_clips_) loaded whole or by masked loads, the
@@ -411,22 +416,13 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
                                         b_.CreateMul(j, c64(lj_->src_stride)));
     std::vector<llvm::Value*> rows(t);
     llvm::Type* row_ty = shaped(raw_ ? src_ty_ : b_.getFloatTy(), t);
-    std::vector<int> widen(t, -1);
-    for (int e = 0; e < ri; ++e) widen[e] = e;
     for (int r = 0; r < t; ++r) {
       if (r >= rj) {
         rows[r] = llvm::PoisonValue::get(row_ty);
         continue;
       }
       llvm::Value* off = b_.CreateAdd(src_off, c64(r * lj_->src_stride));
-      llvm::Value* x = to_value(load_lanes(src_, src_ty_, off, ri, 1));
-      if (ri == 1) {
-        rows[r] = b_.CreateInsertElement(llvm::PoisonValue::get(row_ty), x, std::uint64_t{0});
-      } else if (ri < t) {
-        rows[r] = b_.CreateShuffleVector(x, llvm::PoisonValue::get(x->getType()), widen);
-      } else {
-        rows[r] = x;
-      }
+      rows[r] = tile_row(to_value(load_lanes(src_, src_ty_, off, ri, 1)), row_ty, ri, false);
     }
     walk_transpose(b_, rows);
     std::vector<int> narrow(rj);
@@ -462,6 +458,19 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
       emit_loop(j, b_.CreateAdd(j, c64(rj)), 1, [&](llvm::Value* jr) { emit_element(iq, jr); });
     });
   });
+}
+
+llvm::Value* walk_emitter::tile_row(llvm::Value* x, llvm::Type* row_ty, int ri, bool zeros) {
+  const int t = g_.tile;
+  auto fill = [&](llvm::Type* ty) -> llvm::Value* {
+    return zeros ? llvm::Constant::getNullValue(ty) : llvm::PoisonValue::get(ty);
+  };
+  if (ri == 1) return b_.CreateInsertElement(fill(row_ty), x, std::uint64_t{0});
+  if (ri >= t) return x;
+  // The mask's -1 lanes are poison whatever the second operand.
+  std::vector<int> widen(t, -1);
+  for (int e = 0; e < ri; ++e) widen[e] = e;
+  return b_.CreateShuffleVector(x, fill(x->getType()), widen);
 }
 
 llvm::Value* walk_emitter::count_below(std::int64_t end, llvm::Value* l, std::int64_t mult,
@@ -505,8 +514,6 @@ void walk_emitter::emit_clipped_tile(llvm::Value* i, llvm::Value* j, int ri, int
   llvm::Type* row_ty = shaped(raw_ ? src_ty_ : b_.getFloatTy(), t);
   llvm::Type* svt = shaped(src_ty_, ri);
   const llvm::Align salign(src_ty_->getPrimitiveSizeInBits() / 8);
-  std::vector<int> widen(t, -1);
-  for (int e = 0; e < ri; ++e) widen[e] = e;
   std::vector<llvm::Value*> rows(t);
   for (int r = 0; r < t; ++r) {
     if (r >= rj) {
@@ -537,14 +544,7 @@ void walk_emitter::emit_clipped_tile(llvm::Value* i, llvm::Value* j, int ri, int
     llvm::PHINode* phi = b_.CreatePHI(svt, 2);
     phi->addIncoming(llvm::Constant::getNullValue(svt), from);
     phi->addIncoming(x, load_end);
-    llvm::Value* v = to_value(phi);
-    if (ri == 1) {
-      rows[r] = b_.CreateInsertElement(llvm::Constant::getNullValue(row_ty), v, std::uint64_t{0});
-    } else if (ri < t) {
-      rows[r] = b_.CreateShuffleVector(v, llvm::Constant::getNullValue(v->getType()), widen);
-    } else {
-      rows[r] = v;
-    }
+    rows[r] = tile_row(to_value(phi), row_ty, ri, true);
   }
   walk_transpose(b_, rows);
   std::vector<int> narrow(rj);
