@@ -27,7 +27,8 @@
 //
 // BM_Conv/{primcache,primcache_generic}/dw_* rows: MobileNet's 3x3
 // depthwise layers, the specialized and the generic kernel called directly
-// (bm_dw).
+// (bm_dw); BM_Conv/onednn/dw_* oneDNN's depthwise convolution of each
+// (bm_dw_onednn).
 //
 // BM_Conv/primcache_blocking/<layer>/<variant>/threads:N rows: bm_primcache's
 // primitive with the heuristic's configuration and one of the fields the
@@ -416,6 +417,47 @@ void bm_dw(benchmark::State& state, dw_layer l, int nthr, bool generic) {
   }
 }
 
+// BM_Conv/onednn/dw_*: oneDNN 2.6's depthwise convolution of the same
+// layer, the peer of the rows above: nChw16c src and dst as theirs, weights
+// in the layout oneDNN picks (`any`, reordered once from goihw), bias, its
+// OpenMP threads set to nthr.
+void bm_dw_onednn(benchmark::State& state, dw_layer l, int nthr) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  set_omp_threads(nthr);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream s(eng);
+  const dnnl::memory::desc src_md({1, l.c, l.in, l.in}, dt::f32, tag::nChw16c);
+  const dnnl::memory::desc wei_md({l.c, 1, 1, 3, 3}, dt::f32, tag::any);
+  const dnnl::memory::desc bias_md({l.c}, dt::f32, tag::x);
+  const dnnl::memory::desc dst_md({1, l.c, l.out(), l.out()}, dt::f32, tag::nChw16c);
+  const dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::convolution_direct, src_md, wei_md, bias_md,
+                                      dst_md, {l.stride, l.stride}, {1, 1}, {1, 1}),
+      eng);
+  dnnl::convolution_forward conv(pd);
+  dnnl::memory src(src_md, eng), bias(bias_md, eng), dst(dst_md, eng);
+  dnnl::memory user_wei({{l.c, 1, 1, 3, 3}, dt::f32, tag::goihw}, eng);
+  dnnl::memory wei(pd.weights_desc(), eng);
+  fill(static_cast<float*>(src.get_data_handle()), src_md.get_size() / 4, 1);
+  fill(static_cast<float*>(user_wei.get_data_handle()), static_cast<std::size_t>(l.c * 9), 2);
+  fill(static_cast<float*>(bias.get_data_handle()), static_cast<std::size_t>(l.c), 3);
+  dnnl::reorder(user_wei, wei).execute(s, user_wei, wei);
+  s.wait();
+  const std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}};
+  conv.execute(s, args);
+  s.wait();
+  for (auto _ : state) {
+    conv.execute(s, args);
+    s.wait();
+  }
+  state.SetLabel(pd.impl_info_str());
+  state.counters["GFLOPS"] = benchmark::Counter(
+      l.flops() * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
 // BM_CreateMiss/primcache_{sync,tiered}/dw_3x3_128_56: creating a depthwise
 // convolution that misses the cache through the public API (as
 // bench_create's BM_CreateMiss rows, which have no depthwise shape): sync
@@ -587,6 +629,9 @@ int register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
+      benchmark::RegisterBenchmark(("BM_Conv/onednn/" + suffix).c_str(), bm_dw_onednn, l, nthr)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
     }
   }
   for (int nthr : {1, 2}) {
