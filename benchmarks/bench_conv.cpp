@@ -290,29 +290,20 @@ void bm_primcache_generic(benchmark::State& state, layer l, int nthr) {
   report(state, l);
 }
 
-void bm_onednn(benchmark::State& state, layer l, int nthr) {
-  using tag = dnnl::memory::format_tag;
-  using dt = dnnl::memory::data_type;
-  set_omp_threads(nthr);
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+// Runs oneDNN's convolution of `pd` in the benchmark loop: src and bias
+// filled as the other rows fill theirs, the weights filled in the user's
+// layout `user_wei_md` and reordered once to the layout pd chose.
+void run_onednn_conv(benchmark::State& state, const dnnl::convolution_forward::primitive_desc& pd,
+                     const dnnl::memory::desc& user_wei_md) {
+  const dnnl::engine eng = pd.get_engine();
   dnnl::stream s(eng);
-  dnnl::memory::desc src_md({1, l.ic, l.in, l.in}, dt::f32, tag::any);
-  dnnl::memory::desc wei_md({l.oc, l.ic, l.k, l.k}, dt::f32, tag::any);
-  dnnl::memory::desc bias_md({l.oc}, dt::f32, tag::x);
-  dnnl::memory::desc dst_md({1, l.oc, l.out(), l.out()}, dt::f32, tag::any);
-  dnnl::convolution_forward::desc d(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, wei_md,
-      bias_md, dst_md, {l.stride, l.stride}, {0, 0}, {l.pad, l.pad}, {l.pad, l.pad});
-  dnnl::convolution_forward::primitive_desc pd(d, eng);
   dnnl::convolution_forward conv(pd);
-  dnnl::memory src(pd.src_desc(), eng), bias(bias_md, eng), dst(pd.dst_desc(), eng);
-  // Weights: plain oihw from the user, reordered once to the chosen layout.
-  dnnl::memory user_wei({{l.oc, l.ic, l.k, l.k}, dt::f32, tag::oihw}, eng);
+  dnnl::memory src(pd.src_desc(), eng), bias(pd.bias_desc(), eng), dst(pd.dst_desc(), eng);
+  dnnl::memory user_wei(user_wei_md, eng);
   dnnl::memory wei(pd.weights_desc(), eng);
   fill(static_cast<float*>(src.get_data_handle()), pd.src_desc().get_size() / 4, 1);
-  fill(static_cast<float*>(user_wei.get_data_handle()),
-       static_cast<std::size_t>(l.oc * l.ic * l.k * l.k), 2);
-  fill(static_cast<float*>(bias.get_data_handle()), static_cast<std::size_t>(l.oc), 3);
+  fill(static_cast<float*>(user_wei.get_data_handle()), user_wei_md.get_size() / 4, 2);
+  fill(static_cast<float*>(bias.get_data_handle()), pd.bias_desc().get_size() / 4, 3);
   dnnl::reorder(user_wei, wei).execute(s, user_wei, wei);
   s.wait();
   const std::unordered_map<int, dnnl::memory> args{
@@ -323,6 +314,23 @@ void bm_onednn(benchmark::State& state, layer l, int nthr) {
     conv.execute(s, args);
     s.wait();
   }
+}
+
+void bm_onednn(benchmark::State& state, layer l, int nthr) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  set_omp_threads(nthr);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::memory::desc src_md({1, l.ic, l.in, l.in}, dt::f32, tag::any);
+  dnnl::memory::desc wei_md({l.oc, l.ic, l.k, l.k}, dt::f32, tag::any);
+  dnnl::memory::desc bias_md({l.oc}, dt::f32, tag::x);
+  dnnl::memory::desc dst_md({1, l.oc, l.out(), l.out()}, dt::f32, tag::any);
+  dnnl::convolution_forward::desc d(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, wei_md,
+      bias_md, dst_md, {l.stride, l.stride}, {0, 0}, {l.pad, l.pad}, {l.pad, l.pad});
+  dnnl::convolution_forward::primitive_desc pd(d, eng);
+  // Weights: plain oihw from the user.
+  run_onednn_conv(state, pd, {{l.oc, l.ic, l.k, l.k}, dt::f32, tag::oihw});
   report(state, l);
 }
 
@@ -426,7 +434,6 @@ void bm_dw_onednn(benchmark::State& state, dw_layer l, int nthr) {
   using dt = dnnl::memory::data_type;
   set_omp_threads(nthr);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream s(eng);
   const dnnl::memory::desc src_md({1, l.c, l.in, l.in}, dt::f32, tag::nChw16c);
   const dnnl::memory::desc wei_md({l.c, 1, 1, 3, 3}, dt::f32, tag::any);
   const dnnl::memory::desc bias_md({l.c}, dt::f32, tag::x);
@@ -436,23 +443,7 @@ void bm_dw_onednn(benchmark::State& state, dw_layer l, int nthr) {
                                       dnnl::algorithm::convolution_direct, src_md, wei_md, bias_md,
                                       dst_md, {l.stride, l.stride}, {1, 1}, {1, 1}),
       eng);
-  dnnl::convolution_forward conv(pd);
-  dnnl::memory src(src_md, eng), bias(bias_md, eng), dst(dst_md, eng);
-  dnnl::memory user_wei({{l.c, 1, 1, 3, 3}, dt::f32, tag::goihw}, eng);
-  dnnl::memory wei(pd.weights_desc(), eng);
-  fill(static_cast<float*>(src.get_data_handle()), src_md.get_size() / 4, 1);
-  fill(static_cast<float*>(user_wei.get_data_handle()), static_cast<std::size_t>(l.c * 9), 2);
-  fill(static_cast<float*>(bias.get_data_handle()), static_cast<std::size_t>(l.c), 3);
-  dnnl::reorder(user_wei, wei).execute(s, user_wei, wei);
-  s.wait();
-  const std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}};
-  conv.execute(s, args);
-  s.wait();
-  for (auto _ : state) {
-    conv.execute(s, args);
-    s.wait();
-  }
+  run_onednn_conv(state, pd, {{l.c, 1, 1, 3, 3}, dt::f32, tag::goihw});
   state.SetLabel(pd.impl_info_str());
   state.counters["GFLOPS"] = benchmark::Counter(
       l.flops() * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
