@@ -152,7 +152,7 @@ TEST_CASE("OpenCL configurations a descriptor cannot run are refused with a reas
 }
 
 TEST_CASE("every OpenCL matmul configuration tuning may choose computes the reference",
-          "[autotune][ocl][reference]") {
+          "[autotune][ocl][reference][kernel_sweep]") {
   for (auto [m, n, k] : {std::tuple{7, 13, 5}, std::tuple{33, 17, 65}, std::tuple{64, 64, 64}}) {
     matmul_case c(m, n, k, 5);
     const auto configs = sampled_configs(c.pd(), 6);
@@ -169,7 +169,7 @@ TEST_CASE("every OpenCL matmul configuration tuning may choose computes the refe
 }
 
 TEST_CASE("every OpenCL convolution configuration tuning may choose computes the reference",
-          "[autotune][ocl][reference]") {
+          "[autotune][ocl][reference][kernel_sweep]") {
   // 3x3 with padding; a strided 1x1 with odd sizes.
   for (auto shape : {std::tuple{8, 16, 9, 3, 1, 1}, std::tuple{5, 12, 11, 1, 2, 0}}) {
     auto [ic, oc, hw, kk, stride, pad] = shape;

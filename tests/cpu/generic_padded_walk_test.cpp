@@ -190,7 +190,7 @@ TEST_CASE(
 TEST_CASE(
     "generic reorders of odd padded channels equal the specialized kernel and the reference, "
     "reading only real elements",
-    "[cpu][generic][padded][reorder]") {
+    "[cpu][generic][padded][reorder][kernel_sweep]") {
   std::uint32_t seed = 3;
   for (cpu_isa isa : test_isas()) {
     for (std::int64_t c : odd_channels) {

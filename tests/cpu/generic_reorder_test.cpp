@@ -306,7 +306,7 @@ TEST_CASE("generic reorders of padded layouts equal the specialized kernel bit f
 TEST_CASE(
     "the generic reorder: the first layer's input, nchw to nChw16c and nChw8c with 3, 17 "
     "and 50 channels, f32, bf16 and s8 with scales, both directions",
-    "[cpu][generic][reorder]") {
+    "[cpu][generic][reorder][kernel_sweep]") {
   std::uint32_t seed = 40;
   for (cpu_isa isa : test_isas()) {
     for (std::int64_t c : {3, 17, 50}) {

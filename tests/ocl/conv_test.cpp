@@ -263,7 +263,8 @@ TEST_CASE("convolution on OpenCL over shapes x layouts x bias x post-ops",
   run_and_check(s, o);
 }
 
-TEST_CASE("every convolution configuration computes the same result", "[ocl][conv][config]") {
+TEST_CASE("every convolution configuration computes the same result",
+          "[ocl][conv][config][kernel_sweep]") {
   using ocl_internal::conv_config;
   using ft = format_tag;
   const auto c =
@@ -297,7 +298,8 @@ TEST_CASE("every convolution configuration computes the same result", "[ocl][con
 // strides, dilation, groups; blocked src (channel offsets not linear) and
 // weights whose output channels are not contiguous (per-lane loads, oihw)
 // beside `any` (vector loads).
-TEST_CASE("the register-tiled convolution is exact at every edge", "[ocl][conv][config][edges]") {
+TEST_CASE("the register-tiled convolution is exact at every edge",
+          "[ocl][conv][config][edges][kernel_sweep]") {
   using ocl_internal::conv_config;
   using ft = format_tag;
   // The last two unroll the channel loop explicitly (ic_unroll): 3 leaves

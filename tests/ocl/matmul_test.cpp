@@ -174,7 +174,8 @@ TEST_CASE("matmul on OpenCL equals the host reference over odd shapes", "[ocl][m
   }
 }
 
-TEST_CASE("every matmul configuration computes the same product", "[ocl][matmul][config]") {
+TEST_CASE("every matmul configuration computes the same product",
+          "[ocl][matmul][config][kernel_sweep]") {
   using ocl_internal::matmul_config;
   const auto c =
       GENERATE(matmul_config{1, 1, 1, 1, 1, 1, false}, matmul_config{4, 4, 2, 4, 4, 8, true},
@@ -196,7 +197,8 @@ TEST_CASE("every matmul configuration computes the same product", "[ocl][matmul]
 // loads), against the host reference (dst starts as NaN, so an element no
 // work-item stores fails).
 // (1x1x1 is in the two cases above, with this kernel as the default.)
-TEST_CASE("the register-tiled matmul is exact at every edge", "[ocl][matmul][config][edges]") {
+TEST_CASE("the register-tiled matmul is exact at every edge",
+          "[ocl][matmul][config][edges][kernel_sweep]") {
   using ocl_internal::matmul_config;
   const auto c =
       GENERATE(matmul_config{1, 16, 8, 16, 16, 16, false}, matmul_config{2, 2, 7, 16, 8, 16, false},
