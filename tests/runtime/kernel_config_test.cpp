@@ -170,7 +170,7 @@ TEST_CASE("the blob format round-trips and refuses damaged bytes", "[runtime][bl
   SECTION("a blob another library version or build made is refused, naming both") {
     CHECK(b.producer == impl_blob::this_library());
     CHECK(back.value().producer == b.producer);
-    for (const std::string other :
+    for (const std::string& other :
          {impl_blob::this_library() + "0", std::string("0.0.9+0"), std::string()}) {
       impl_blob foreign = a_blob();
       foreign.producer = other;
