@@ -570,7 +570,7 @@ conv_problem random_depthwise_problem(std::mt19937& rng, shape& s) {
 TEST_CASE(
     "generic depthwise convolutions of random shapes equal the specialized kernel bit for "
     "bit",
-    "[cpu][generic][conv][depthwise]") {
+    "[cpu][generic][conv][depthwise][kernel_sweep]") {
   std::mt19937 rng(29);
   for (cpu_isa isa : test_isas()) {
     for (int trial = 0; trial < 40; ++trial) {
