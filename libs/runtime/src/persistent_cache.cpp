@@ -26,6 +26,7 @@
 #include "primcache/base/env.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/base/thread_annotations.hpp"
+#include "primcache/base/thread_startup.hpp"
 #include "primcache/control/registry.hpp"
 #include "primcache/keyhash/key.hpp"
 #include "primcache/persist/blob_store.hpp"
@@ -190,12 +191,24 @@ class writer {
     return queue_.size() + (busy_ ? 1 : 0);
   }
 
-  // fork(): the prepare handler holds the lock across fork; in the child the
-  // thread does not exist, so the queue is abandoned (its items are the
-  // parent's to write) and a new thread starts on the next write.
-  void lock_for_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { mu_.lock(); }
-  void unlock_after_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { mu_.unlock(); }
+  // fork(): the prepare handler waits for the write in progress and for the
+  // thread's start-up, and holds the locks across fork, so the child never
+  // starts with a lock the writer thread held (the store's, the C library's,
+  // or under GCC 12's AddressSanitizer the allocator's: thread_startup.hpp);
+  // in the child the thread does not exist, so the queue is abandoned (its
+  // items are the parent's to write) and a new thread starts on the next
+  // write.
+  void lock_for_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
+    write_mu_.lock();
+    mu_.lock();
+    startup_.wait_for(started_ ? 1 : 0);
+  }
+  void unlock_after_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
+    mu_.unlock();
+    write_mu_.unlock();
+  }
   void reset_in_child() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
+    startup_.reset();
     static auto* abandoned = new std::vector<write_item>;
     for (write_item& i : queue_) abandoned->push_back(std::move(i));
     queue_.clear();
@@ -225,7 +238,8 @@ class writer {
   }
   static void flush_at_exit();
 
-  void run() PRIMCACHE_EXCLUDES(mu_) {
+  void run() PRIMCACHE_EXCLUDES(mu_, write_mu_) {
+    startup_.mark_started();
     for (;;) {
       write_item item;
       {
@@ -235,8 +249,9 @@ class writer {
         queue_.pop_front();
         busy_ = true;
       }
+      lock_guard writing(write_mu_);  // a fork waits for the write
       write(item);
-      item = write_item{};  // release the impl and the store outside the lock
+      item = write_item{};  // release the impl and the store outside mu_
       lock_guard g(mu_);
       busy_ = false;
       if (queue_.empty()) idle_->notify_all();
@@ -295,7 +310,9 @@ class writer {
     }
   }
 
+  mutex write_mu_;  // held by the thread while it writes; taken before mu_
   mutex mu_;
+  thread_startups startup_;  // the thread past its start-up (lock_for_fork)
   // Made anew in a fork child (reset_in_child says why).
   std::unique_ptr<std::condition_variable_any> ready_ =
       std::make_unique<std::condition_variable_any>();  // an item was queued

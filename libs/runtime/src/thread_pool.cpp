@@ -162,14 +162,7 @@ void thread_pool::fork_prepare() {
   list.mu.lock();
   for (thread_pool* pool : list.pools) {
     pool->workers_mu_.lock();
-    const int spawned = static_cast<int>(pool->workers_.size());
-    for (int tries = 0; pool->started_workers_.load(std::memory_order_acquire) < spawned; ++tries) {
-      if (tries < 100) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    }
+    pool->startups_.wait_for(static_cast<int>(pool->workers_.size()));
   }
 }
 
@@ -253,7 +246,7 @@ bool thread_pool::run_shares(int i) noexcept {
 
 void thread_pool::worker_main() noexcept {
   tl_in_region = true;
-  started_workers_.fetch_add(1, std::memory_order_release);
+  startups_.mark_started();
   // Where this worker starts looking among open slots; advanced after each
   // region so that concurrent regions are served in turn.
   unsigned start = 0;

@@ -180,6 +180,12 @@ namespace {
 void background_compiler::fork_prepare() {
   run_mu_.lock();  // waits for the compilation a pool thread is running
   mu_.lock();
+  // Threads start under mu_, so none starts now; one started just before
+  // (the first submit) may still be allocating its start-up under the
+  // allocator's locks, which AddressSanitizer's allocator does not take
+  // around a fork: a child made then hung in its first allocation of that
+  // size (CI, under AddressSanitizer: the child of the tiered fork case).
+  startups_.wait_for(static_cast<int>(threads_.size()) + (registrar_.joinable() ? 1 : 0));
 }
 
 void background_compiler::fork_parent() {
@@ -196,6 +202,7 @@ void background_compiler::fork_child() {
   if (registrar_.joinable()) new std::thread(std::move(registrar_));
   registrar_ = std::thread();
   running_ = 0;  // fork_prepare waited for the running job
+  startups_.reset();
   pending_.store(static_cast<int>(queue_.size()), std::memory_order_relaxed);
   // The parent's pool threads were waiting on these condition variables,
   // and glibc's condition variable still counts them as waiters here: a
@@ -247,6 +254,7 @@ bool background_compiler::submit(std::shared_ptr<background_job> job) {
 }
 
 void background_compiler::work() {
+  startups_.mark_started();  // before anything that may wait for a fork
   // Low priority: the caller's thread, running generic code, comes first.
   // (On Linux a nice value is per thread.) Failure leaves the default.
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
@@ -285,6 +293,7 @@ void background_compiler::work() {
 }
 
 void background_compiler::register_stops() {
+  startups_.mark_started();
   lock_guard guard(mu_);
   for (;;) {
     registrar_wake_->wait(

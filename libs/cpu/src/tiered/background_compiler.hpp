@@ -15,6 +15,7 @@
 //
 // fork(): the pool's pthread_atfork handlers wait for the compilation
 // running on a pool thread (the fork waits for at most one compilation) and
+// for any of its threads still starting up, and
 // hold the pool's locks across the fork, so no pool thread holds a lock of
 // LLVM, of the JIT or of the C library when the child starts; in the child
 // the pool has no threads (the parent's are abandoned, never joined), its
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "primcache/base/thread_annotations.hpp"
+#include "primcache/base/thread_startup.hpp"
 #include "primcache/control/metric.hpp"
 
 namespace primcache::cpu_internal {
@@ -121,6 +123,9 @@ class background_compiler {
   std::thread registrar_ PRIMCACHE_GUARDED_BY(mu_);
   std::unique_ptr<std::condition_variable_any> registrar_wake_ =
       std::make_unique<std::condition_variable_any>();
+  // The pool threads and the registrar past their start-up: fork_prepare
+  // waits for the others (thread_startup.hpp says why).
+  thread_startups startups_;
   std::atomic<int> pending_{0};
   metric_gauge gauge_;
 };

@@ -58,6 +58,7 @@
 
 #include "primcache/base/export.hpp"
 #include "primcache/base/thread_annotations.hpp"
+#include "primcache/base/thread_startup.hpp"
 
 namespace primcache {
 
@@ -144,7 +145,7 @@ class PRIMCACHE_API thread_pool {
   mutex workers_mu_;
   std::vector<std::thread> workers_ PRIMCACHE_GUARDED_BY(workers_mu_);
   // Workers that have entered worker_main, past their thread's start-up.
-  std::atomic<int> started_workers_{0};
+  thread_startups startups_;
   // Bit i: slot i is owned by a caller (its region runs or is being set up).
   alignas(64) std::atomic<std::uint64_t> used_slots_{0};
   // Bit i: slot i's region may still have unclaimed shares. Set by the
