@@ -123,7 +123,13 @@ conv_config default_conv_config(const conv_problem& p, cpu_isa isa) {
   // makes the code generator spill in the 3x3 bodies), or 6 (12 of 16 ymm)
   // at avx2, leaving registers for weights and broadcasts.
   const int budget = wide ? 24 : 6;
-  const int max_blocks = g.depthwise ? 2 : (wide ? 4 : 2);
+  // A depthwise tile's blocks share no load (each block has its own source
+  // and weights), so a second block adds only independent sums: where the
+  // rows are long (28 pixels or more) one block with a longer row tile is
+  // as fast or faster (one block's code is also half as long to compile);
+  // on rows of 7 or 14 pixels the second block keeps its 2-5% at 2 threads
+  // (dw_object_ab, docs/PERFORMANCE.md, "one block per tile").
+  const int max_blocks = g.depthwise ? (g.ow >= 28 ? 1 : 2) : (wide ? 4 : 2);
   double best = -1;
   for (int ocb = 1; ocb <= std::min<std::int64_t>(max_blocks, g.nb); ++ocb) {
     const int owb_max = static_cast<int>(std::min<std::int64_t>(budget / ocb, g.ow));
@@ -161,6 +167,13 @@ conv_config default_conv_config(const conv_problem& p, cpu_isa isa) {
   c.order =
       weight_bytes > 2 * row_bytes ? conv_loop_order::oc_outer : conv_loop_order::spatial_outer;
   if (g.n * g.g * div_up(g.nb, c.oc_blocks) < p.nthr) c.order = conv_loop_order::oc_outer;
+  // Depthwise: a chunk's items walk one channel block's planes, which
+  // spatial_outer would leave for every other chunk's at each row; its
+  // weights are a few KiB and stay hot either way. oc_outer ran 1-21%
+  // faster than spatial_outer on the layers the weight rule above sent
+  // there (dw_3x3_32_112, dw_3x3s2_64_112 at one block per tile; 1 and 2
+  // threads, docs/PERFORMANCE.md, "one block per tile").
+  if (g.depthwise) c.order = conv_loop_order::oc_outer;
   return effective_conv_config(g, c);
 }
 
