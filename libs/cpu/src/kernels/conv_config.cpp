@@ -126,8 +126,9 @@ conv_config default_conv_config(const conv_problem& p, cpu_isa isa) {
   // A depthwise tile's blocks share no load (each block has its own source
   // and weights), so a second block adds only independent sums: where the
   // rows are long (28 pixels or more) one block with a longer row tile is
-  // as fast or faster (one block's code is also half as long to compile);
-  // on rows of 7 or 14 pixels the second block keeps its 2-5% at 2 threads
+  // as fast or faster, at avx512_core and avx2 (and its code is half as
+  // long to compile); on rows of 7 pixels the second block was 5% faster at
+  // 2 threads (dw_3x3_512_7), and on rows of 14 one block gained nothing
   // (dw_object_ab, docs/PERFORMANCE.md, "one block per tile").
   const int max_blocks = g.depthwise ? (g.ow >= 28 ? 1 : 2) : (wide ? 4 : 2);
   double best = -1;
