@@ -10,9 +10,11 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
 
 #include "listener.hpp"
 #include "primcache/base/error.hpp"
+#include "primcache/base/thread_startup.hpp"
 #include "primcache/control/registry.hpp"
 #include "token.hpp"
 
@@ -53,6 +55,7 @@ class server_state {
   std::shared_ptr<server_shared> shared_ = std::make_shared<server_shared>();
   std::shared_ptr<listener> listener_;
   std::vector<std::thread> threads_;
+  thread_startups startups_;  // threads_ inside run() (start())
   std::string address_;
   std::string token_;
   std::string token_file_;  // generated here; removed by stop()
@@ -117,6 +120,18 @@ admin_server admin_server::start(const admin_options& options) {
   for (int i = 0; i < options.threads; ++i) {
     state->threads_.emplace_back([s = state.get()] { s->ioc_.run(); });
   }
+  // Returns once every thread is inside run(), past what it allocates when it
+  // starts and enters run(): a fork() right after start() must not copy an
+  // allocator lock one of them holds (thread_startup.hpp). One handler per
+  // thread, each waiting for all: no thread can run two of them.
+  const int threads = options.threads;
+  for (int i = 0; i < threads; ++i) {
+    asio::post(state->ioc_, [s = state.get(), threads] {
+      s->startups_.mark_started();
+      s->startups_.wait_for(threads);
+    });
+  }
+  state->startups_.wait_for(threads);
   return admin_server(std::move(state));
 }
 

@@ -8,6 +8,7 @@
 
 #include "primcache/base/error.hpp"
 #include "primcache/base/thread_annotations.hpp"
+#include "primcache/base/thread_startup.hpp"
 
 namespace primcache {
 namespace {
@@ -38,6 +39,7 @@ struct tiered_store::state {
   std::uint64_t completed PRIMCACHE_GUARDED_BY(mu) = 0;  // jobs ever finished
   bool stop PRIMCACHE_GUARDED_BY(mu) = false;
   std::thread worker;
+  thread_startups worker_started;  // open() returns once the worker is past its start-up
 
   // Queues a job, or drops it (counted) when the queue is full.
   void enqueue(write_job job) PRIMCACHE_EXCLUDES(mu) {
@@ -59,6 +61,7 @@ struct tiered_store::state {
   // The background writer: one job at a time, no lock held while a store
   // is called. Runs the queue dry before it honours stop.
   void run() PRIMCACHE_EXCLUDES(mu) {
+    worker_started.mark_started();
     for (;;) {
       write_job job;
       {
@@ -99,6 +102,9 @@ std::unique_ptr<tiered_store> tiered_store::open(std::unique_ptr<blob_store> loc
   s->options = options;
   state* raw = s.get();
   s->worker = std::thread([raw] { raw->run(); });
+  // A thread allocates while it starts: a fork() right after open() must not
+  // copy an allocator lock the worker holds (thread_startup.hpp).
+  s->worker_started.wait_for(1);
   return std::unique_ptr<tiered_store>(new tiered_store(std::move(s)));
 }
 
