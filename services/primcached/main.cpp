@@ -108,7 +108,8 @@ command_line parse_command_line(int argc, char** argv) {
       char* end = nullptr;
       const double s = std::strtod(value.c_str(), &end);
       if (value.empty() || *end != '\0' || !(s > 0) || s > 1e9) {
-        throw usage_error{"--duration " + value + ": expected a number of seconds > 0"};
+        throw usage_error{"--duration " + value +
+                          ": expected a number of seconds, > 0 and at most 1e9"};
       }
       cl.duration = s;
     } else if (arg == "--tune-table") {

@@ -122,6 +122,14 @@ TEST_CASE_METHOD(handler_fixture, "POSTs need the exact bearer token in the Auth
   req.set(http::field::authorization, "Basic s3cret");
   CHECK(primcache::handle_request(req, ctx).result() == http::status::unauthorized);
   CHECK(primitive.size() == 17);
+  // Before the name is looked at: an invalid name (404 with the token) is
+  // 401 without it.
+  CHECK(run(http::verb::post, "/api/v1/caches/Bad%20Name/flush").result() ==
+        http::status::not_found);
+  CHECK(run(http::verb::post, "/api/v1/caches/Bad%20Name/flush", "", nullptr).result() ==
+        http::status::unauthorized);
+  CHECK(run(http::verb::post, "/api/v1/switches/Nope", R"({"on":true})", nullptr).result() ==
+        http::status::unauthorized);
 }
 
 TEST_CASE_METHOD(handler_fixture, "a GET on a mutating path is 405 and mutates nothing",
@@ -218,5 +226,6 @@ TEST_CASE_METHOD(handler_fixture, "healthz and metrics answer", "[admin][handler
   CHECK(parsed(res).at("uptime_seconds").is_double());
   res = run(http::verb::get, "/metrics");
   CHECK(res[http::field::content_type] == "text/plain; version=0.0.4");
+  CHECK(res["X-Content-Type-Options"] == "nosniff");
   CHECK(res.body().find("primcache_cache_entries{cache=\"primitive\"} 17") != std::string::npos);
 }

@@ -119,9 +119,8 @@ admin_response dispatch(const admin_request& req, const admin_context& ctx) {
       allowed += std::string(http::to_string(r.method));
       continue;
     }
-    if (!name.empty() && !is_valid_control_name(name)) {
-      return admin_error(req, http_status::not_found, "'" + shown(name) + "' is not a valid name");
-    }
+    // Authentication first: an unauthenticated POST learns nothing, not even
+    // which names are valid.
     if (r.mutating) {
       const auto auth = req.find(field::authorization);
       if (auth == req.end()) {
@@ -140,6 +139,9 @@ admin_response dispatch(const admin_request& req, const admin_context& ctx) {
         res.set(field::www_authenticate, "Bearer error=\"invalid_token\"");
         return res;
       }
+    }
+    if (!name.empty() && !is_valid_control_name(name)) {
+      return admin_error(req, http_status::not_found, "'" + shown(name) + "' is not a valid name");
     }
     control_registry& registry = ctx.registry != nullptr ? *ctx.registry : control();
     return r.run(call{req, ctx, registry, name, query});

@@ -138,6 +138,7 @@ admin_response get_metrics(const call& c) {
   admin_response res{status::ok, c.request.version()};
   res.set(field::content_type, std::string(metrics_content_type));
   res.set(field::cache_control, "no-store");
+  res.set("X-Content-Type-Options", "nosniff");
   res.keep_alive(c.request.keep_alive());
   res.body() = render_metrics(c.registry);
   res.prepare_payload();
