@@ -714,6 +714,51 @@ TEST_CASE("env: a Redis URL attaches a Redis store; an unreachable server costs 
   detach_persistent_cache();
 }
 
+// Run twice (CMakeLists.txt): with PRIMCACHE_PERSISTENT_CACHE_DIR, and with
+// PRIMCACHE_PERSISTENT_CACHE_REDIS alone.
+TEST_CASE("env: a forked child opens the environment's store anew", "[.env_fork]") {
+  const bool has_dir = std::getenv("PRIMCACHE_PERSISTENT_CACHE_DIR") != nullptr;
+  REQUIRE(get_persistent_cache() != nullptr);
+  if (has_dir) get_persistent_cache()->clear();  // the directory outlives the runs
+  const a_case parent_case = matmul_case(83);
+  run(primitive(parent_case.make_pd()), parent_case);
+  flush_persistent_cache_writes();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::alarm(60);
+    int code = 0;
+    try {
+      // The parent's store was registered in control as "persistent": the
+      // child's own must take the name, not be refused for it.
+      if (get_persistent_cache() == nullptr) {
+        code = 1;
+      } else if (!env_reports().empty()) {
+        code = 2;
+      } else {
+        const auto before = get_persistent_cache_stats();
+        const a_case c = matmul_case(89);
+        run(primitive(c.make_pd()), c);
+        flush_persistent_cache_writes();
+        const auto after = get_persistent_cache_stats();
+        if (after.misses <= before.misses) code = 3;
+        if (has_dir && after.writes_stored <= before.writes_stored) code = 4;
+        if (control().find_cache("persistent").capacity() != get_persistent_cache()->capacity()) {
+          code = 5;
+        }
+      }
+    } catch (...) {
+      code = 6;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  detach_persistent_cache();
+}
+
 TEST_CASE("env: a malformed Redis URL is reported with the reason and ignored",
           "[.env_bad_redis]") {
   CHECK(get_persistent_cache() == nullptr);

@@ -350,6 +350,7 @@ class state {
       lock_guard g(mu_);
       if (configured_) return current_;
     }
+    release_inherited_registration();
     std::shared_ptr<attachment> a = from_environment();
     lock_guard g(mu_);
     current_ = std::move(a);
@@ -359,6 +360,7 @@ class state {
 
   void set(std::shared_ptr<blob_store> store) PRIMCACHE_EXCLUDES(mu_, config_mu_) {
     lock_guard c(config_mu_);
+    release_inherited_registration();
     std::shared_ptr<attachment> old;
     {
       lock_guard g(mu_);
@@ -392,10 +394,16 @@ class state {
   // In a forked child: a store the environment attached is opened anew on
   // first use (a directory store's lock must not be shared with the
   // parent); one the application attached stays (see the header).
+  // The parent's attachment is kept, never destroyed: its store's objects
+  // (a lock descriptor, a worker thread the child does not have) are the
+  // parent's. Its registration in control as "persistent" is released on
+  // the child's first attach (release_inherited_registration), outside the
+  // fork handler, so that the store opened anew can take the name.
   void reset_in_child() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
     if (current_ && current_->from_env) {
       static auto* abandoned = new std::vector<std::shared_ptr<attachment>>;
-      abandoned->push_back(std::move(current_));
+      abandoned->push_back(current_);
+      inherited_ = std::move(current_);
       current_ = nullptr;
       configured_ = false;
     }
@@ -407,6 +415,12 @@ class state {
     old->detached.store(true, std::memory_order_release);
     old->registration.reset();
     the_writer().flush();
+  }
+
+  void release_inherited_registration() PRIMCACHE_REQUIRES(config_mu_) {
+    if (!inherited_) return;
+    inherited_->registration.reset();
+    inherited_ = nullptr;
   }
 
   static std::shared_ptr<attachment> from_environment() {
@@ -442,7 +456,9 @@ class state {
     try {
       a->registration = register_blob_store(a->view, "persistent");
     } catch (const error& e) {
-      report_malformed_env(persistent_cache_dir_env, *dir, e.message(), "no persistent cache");
+      report_malformed_env(has_dir ? persistent_cache_dir_env : persistent_cache_redis_env,
+                           has_dir ? *dir : redact_redis_url_list(*redis), e.message(),
+                           "no persistent cache");
       return nullptr;
     }
     writes_metric();
@@ -452,6 +468,9 @@ class state {
   mutex config_mu_;  // serializes attaching (and reading the environment)
   mutex mu_;         // taken after config_mu_ when both are
   std::shared_ptr<attachment> current_ PRIMCACHE_GUARDED_BY(mu_);
+  // In a fork child: the parent's attachment from the environment, whose
+  // registration the child's first attach releases (reset_in_child).
+  std::shared_ptr<attachment> inherited_ PRIMCACHE_GUARDED_BY(config_mu_);
   bool configured_ PRIMCACHE_GUARDED_BY(mu_) = false;
 };
 
