@@ -1,11 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "primcache/admin/admin_server.hpp"
 #include "primcache/base/error.hpp"
@@ -173,4 +176,54 @@ TEST_CASE("bad options are refused with primcache::error", "[admin][server]") {
   auto a = primcache::admin_server::start(o);
   o.port = a.port();
   CHECK_THROWS_AS(primcache::admin_server::start(o), primcache::error);  // port in use
+}
+
+TEST_CASE("out of descriptors, the server waits between accepts instead of spinning",
+          "[admin][server]") {
+  // In a child: a server, then the child's descriptor limit lowered to the
+  // descriptors it has, so that accepting the connection the parent makes
+  // fails (EMFILE) and the connection stays in the backlog.
+  int port_pipe[2];
+  REQUIRE(::pipe(port_pipe) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::alarm(30);
+    ::close(port_pipe[0]);
+    int code = 0;
+    try {
+      primcache::admin_options o;
+      o.token = "tok";
+      primcache::admin_server server = primcache::admin_server::start(o);
+      const int next_fd = ::dup(0);  // the lowest free descriptor
+      ::close(next_fd);
+      const rlimit limit{static_cast<rlim_t>(next_fd), static_cast<rlim_t>(next_fd)};
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(2);
+      const std::uint16_t port = server.port();
+      if (::write(port_pipe[1], &port, sizeof port) != sizeof port) ::_exit(3);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the connection arrives
+      auto cpu_ms = [] {
+        rusage u{};
+        ::getrusage(RUSAGE_SELF, &u);
+        return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 +
+               (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+      };
+      const double before = cpu_ms();
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      // Retrying at once keeps an I/O thread on a core: about 1000 ms here.
+      code = cpu_ms() - before < 300 ? 0 : 1;
+    } catch (...) {
+      code = 4;
+    }
+    ::_exit(code);
+  }
+  ::close(port_pipe[1]);
+  std::uint16_t port = 0;
+  REQUIRE(::read(port_pipe[0], &port, sizeof port) == sizeof port);
+  ::close(port_pipe[0]);
+  raw_client client(port);  // connected: the kernel completes the handshake
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

@@ -1,5 +1,6 @@
 #include "listener.hpp"
 
+#include <chrono>
 #include <utility>
 
 #include <boost/asio/post.hpp>
@@ -11,9 +12,16 @@ namespace primcache::admin_internal {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 
+namespace {
+constexpr std::chrono::milliseconds k_accept_retry{50};
+}  // namespace
+
 listener::listener(asio::io_context& ioc, const asio::ip::tcp::endpoint& endpoint,
                    std::shared_ptr<server_shared> shared)
-    : ioc_(ioc), acceptor_(asio::make_strand(ioc)), shared_(std::move(shared)) {
+    : ioc_(ioc),
+      acceptor_(asio::make_strand(ioc)),
+      retry_(acceptor_.get_executor()),
+      shared_(std::move(shared)) {
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
   acceptor_.bind(endpoint);
@@ -29,6 +37,7 @@ void listener::close() {
   asio::post(acceptor_.get_executor(), [self = shared_from_this()] {
     beast::error_code ec;
     self->acceptor_.close(ec);
+    self->retry_.cancel();
   });
 }
 
@@ -59,6 +68,13 @@ void listener::on_accept(beast::error_code ec, asio::ip::tcp::socket socket) {
       if (stopping) return;
       s->run();
     }
+  } else {
+    retry_.expires_after(k_accept_retry);
+    retry_.async_wait([self = shared_from_this()](beast::error_code wait_ec) {
+      if (wait_ec || !self->acceptor_.is_open()) return;
+      self->accept();
+    });
+    return;
   }
   accept();
 }

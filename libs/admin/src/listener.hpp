@@ -6,6 +6,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "session.hpp"
 
@@ -28,6 +29,10 @@ class listener : public std::enable_shared_from_this<listener> {
 
   boost::asio::io_context& ioc_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  // After a failed accept (EMFILE, ENFILE, ENOBUFS: the connection stays in
+  // the backlog), the next try waits for it, on the acceptor's strand:
+  // retrying at once would spin a core until descriptors free up.
+  boost::asio::steady_timer retry_;
   std::shared_ptr<server_shared> shared_;
   unsigned short port_ = 0;
 };
