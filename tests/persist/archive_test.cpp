@@ -1,11 +1,16 @@
 // Cache archives through the library (the command line's tests run the
 // same code as a process): a round trip with progress, verify's hooks,
 // signed entries carried through, an import into a read-only store refused,
-// and a damaged archive publishing nothing.
+// a damaged archive publishing nothing, and an export that writes through
+// nothing planted beside its target.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -112,4 +117,27 @@ TEST_CASE("an archive carries a store's entries to another", "[persist][archive]
       CHECK(e.code() == primcache::status::permission_denied);
     }
   }
+}
+
+TEST_CASE("an export never writes through a file planted beside its target", "[persist][archive]") {
+  temp_dir a, c, elsewhere;
+  auto src = open_store(a.path());
+  src->put(as_bytes("k"), payload_of("k", 100));
+  const std::string victim = elsewhere.path() + "/victim";
+  std::ofstream(victim) << "keep me";
+  const std::string file = c.path() + "/archive.pcar";
+  // Where an export once put its temporary, a symlink to someone's file.
+  const std::string planted = file + ".tmp-" + std::to_string(::getpid());
+  REQUIRE(::symlink(victim.c_str(), planted.c_str()) == 0);
+  const auto rep = primcache::export_archive(*src, file);
+  CHECK(rep.entries == 1);
+  std::ifstream in(victim);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(text.str() == "keep me");
+  CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(file)));
+  CHECK(std::filesystem::is_symlink(std::filesystem::symlink_status(planted)));
+  temp_dir b;
+  auto dst = open_store(b.path());
+  CHECK(primcache::import_archive(file, *dst).stored == 1);
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -60,10 +61,15 @@ xxh_state new_hash() {
 // Writes the archive beside its target; publish() fsyncs and renames.
 class archive_writer {
  public:
-  explicit archive_writer(const std::string& file)
-      : file_(file), temp_(file + ".tmp-" + std::to_string(::getpid())), hash_(new_hash()) {
-    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd_ < 0) fail("cannot create " + temp_, errno);
+  // The temporary gets a name no one can guess and is created, never
+  // opened: a file or symlink someone planted beside the target (a
+  // directory others can write) is never written through, and two exports
+  // to one target never share a temporary.
+  explicit archive_writer(const std::string& file) : file_(file), hash_(new_hash()) {
+    std::string name = file + ".tmp-XXXXXX";
+    fd_ = ::mkostemp(name.data(), O_CLOEXEC);  // O_CREAT | O_EXCL, mode 0600
+    if (fd_ < 0) fail("cannot create a temporary file " + name, errno);
+    temp_ = std::move(name);
   }
   ~archive_writer() {
     if (fd_ >= 0) ::close(fd_);
