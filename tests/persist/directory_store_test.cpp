@@ -5,17 +5,21 @@
 // and its registration in control.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +81,31 @@ std::vector<char> read_file(const std::string& p) {
 void write_file(const std::string& p, const std::vector<char>& b) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f.write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+// This process's PID namespace, as the store names it in its temporaries.
+std::string pid_namespace() {
+  struct stat st {};
+  REQUIRE(::stat("/proc/self/ns/pid", &st) == 0);
+  return std::to_string(st.st_ino);
+}
+
+// Runs `call` on another thread and says whether it returned within a few
+// seconds. One that did not is blocked opening a FIFO among `fifos`: they
+// are opened for writing until it returns, so a failing test ends instead of
+// hanging the suite.
+template <class Call>
+bool returns_in_time(Call call, const std::vector<std::string>& fifos) {
+  auto done = std::async(std::launch::async, std::move(call));
+  const bool in_time = done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    for (const std::string& f : fifos) {
+      int fd = ::open(f.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  done.get();  // rethrows what the call threw
+  return in_time;
 }
 
 }  // namespace
@@ -262,6 +291,37 @@ TEST_CASE("the directory store respects its capacity, oldest entries first",
   }
 }
 
+TEST_CASE("a put that evicts the only entry of its own bucket still publishes",
+          "[persist][directory][capacity]") {
+  temp_dir dir;
+  auto o = options_for(dir.path());
+  o.capacity_mb = 1;
+  // Keys share a bucket by their first letter.
+  o.bucket_hash = [](std::span<const std::byte> k) -> std::uint64_t {
+    return k.empty() ? 0 : static_cast<std::uint64_t>(k[0]);
+  };
+  auto s = directory_store::open(o);
+  const std::size_t entry = 400 * 1024;
+  REQUIRE(s->put(as_bytes("a-old"), payload_of("a-old", entry)).status == put_status::stored);
+  REQUIRE(s->put(as_bytes("b"), payload_of("b", entry)).status == put_status::stored);
+  // a-new goes to a-old's bucket and needs a-old, the oldest, evicted: the
+  // bucket is empty for a moment, and must still be there to publish into.
+  auto r = s->put(as_bytes("a-new"), payload_of("a-new", entry));
+  CHECK(r.status == put_status::stored);
+  CHECK(r.message.empty());
+  CHECK(s->stats().evictions == 1);
+  CHECK(s->stats().errors == 0);
+  CHECK_FALSE(s->get(as_bytes("a-old")));
+  auto got = s->get(as_bytes("a-new"));
+  REQUIRE(got);
+  CHECK(*got == payload_of("a-new", entry));
+  CHECK(leftovers(dir.path()) == 0);
+  auto rep = s->verify(false);
+  CHECK(rep.ok());
+  CHECK(rep.entries == 2);
+  CHECK(rep.bytes == rep.recorded_bytes);
+}
+
 TEST_CASE("bad entries are refused, counted and removed", "[persist][directory][corruption]") {
   temp_dir dir;
   const auto fleet =
@@ -335,6 +395,71 @@ TEST_CASE("bad entries are refused, counted and removed", "[persist][directory][
   CHECK(after.bytes == after.recorded_bytes);
 }
 
+TEST_CASE("an entry file that is not a regular file, or larger than any entry, is bad",
+          "[persist][directory][corruption]") {
+  // Found and removed by get(), or by verify(true).
+  const bool via_get = GENERATE(true, false);
+  temp_dir dir;
+  auto s = directory_store::open(options_for(dir.path()));
+  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
+  REQUIRE(s->put(as_bytes("bystander"), payload_of("bystander", 5000)).status ==
+          put_status::stored);
+  std::string victim;
+  for (const auto& e : entry_dirs(dir.path())) {
+    if (read_file(e + "/key.bin") == std::vector<char>{'v', 'i', 'c', 't', 'i', 'm'}) victim = e;
+  }
+  REQUIRE_FALSE(victim.empty());
+  std::vector<std::string> fifos;
+
+  // A FIFO blocks an open for reading until a writer comes: a store that
+  // opened it so would hang get(), put() and verify().
+  SECTION("a FIFO as kernel.bin") {
+    fifos.push_back(victim + "/kernel.bin");
+  }
+  SECTION("a FIFO as key.bin") {
+    fifos.push_back(victim + "/key.bin");
+  }
+  for (const std::string& f : fifos) {
+    fs::remove(f);
+    REQUIRE(::mkfifo(f.c_str(), 0600) == 0);
+  }
+  // A sparse file as large as no entry can be: reading it would need a
+  // terabyte of memory (std::bad_alloc escaping get()).
+  SECTION("a 1 TB sparse kernel.bin") {
+    REQUIRE(::truncate((victim + "/kernel.bin").c_str(), off_t{1} << 40) == 0);
+  }
+  SECTION("a directory as kernel.bin") {
+    fs::remove(victim + "/kernel.bin");
+    fs::create_directory(victim + "/kernel.bin");
+  }
+
+  primcache::verify_report rep;
+  REQUIRE(returns_in_time([&] { rep = s->verify(false); }, fifos));
+  REQUIRE(rep.bad.size() == 1);
+  CHECK(rep.bad[0].path == victim);
+  CHECK(rep.good == 1);
+
+  if (via_get) {
+    std::optional<std::vector<std::byte>> got;
+    REQUIRE(returns_in_time([&] { got = s->get(as_bytes("victim")); }, fifos));
+    CHECK_FALSE(got);
+    CHECK(s->stats().corrupt_entries == 1);
+    CHECK(s->stats().misses == 1);
+  } else {
+    REQUIRE(returns_in_time([&] { rep = s->verify(true); }, fifos));
+    CHECK(rep.fixed);
+    CHECK(rep.bad.size() == 1);
+  }
+  // Still there, it would block the calls below.
+  REQUIRE_FALSE(fs::exists(victim));
+  CHECK(*s->get(as_bytes("bystander")) == payload_of("bystander", 5000));
+  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
+  CHECK(*s->get(as_bytes("victim")) == payload_of("victim", 5000));
+  auto after = s->verify(false);
+  CHECK(after.ok());
+  CHECK(after.bytes == after.recorded_bytes);
+}
+
 TEST_CASE("verify finds every bad entry and stray file, and fixes them",
           "[persist][directory][verify]") {
   temp_dir dir;
@@ -352,7 +477,8 @@ TEST_CASE("verify finds every bad entry and stray file, and fixes them",
   fs::create_directories(dir.path() + "/00000000000000ff");
   fs::rename(entries[2], dir.path() + "/00000000000000ff/0");
   write_file(dir.path() + "/stray.txt", {'x'});
-  write_file(dir.path() + "/.tmp/w-999999999-0-0", {'x'});  // a writer that is gone
+  // A writer of this PID namespace that is gone (no pid is that high).
+  write_file(dir.path() + "/.tmp/w-999999999-0-0-" + pid_namespace(), {'x'});
   // size.txt out of date (a writer killed before updating it).
   write_file(dir.path() + "/size.txt", {'7', '\n'});
 
@@ -379,6 +505,57 @@ TEST_CASE("verify finds every bad entry and stray file, and fixes them",
   CHECK(clean.stale_temporaries == 0);
   CHECK(leftovers(dir.path()) == 0);
   CHECK_FALSE(fs::exists(dir.path() + "/00000000000000ff"));
+}
+
+TEST_CASE("a writer's leftovers are removed when it is gone, or after an hour",
+          "[persist][directory][temporaries]") {
+  temp_dir dir;
+  auto s = directory_store::open(options_for(dir.path()));
+  const std::string tmp = dir.path() + "/.tmp";
+  // No process has pid 999999999 (pid_max is at most 2^22); the namespace
+  // numbers are a PID namespace's inode, this process's or another.
+  const std::string here = pid_namespace();
+  const std::string elsewhere = std::to_string(std::stoull(here) + 1);
+  const std::string gone_here = tmp + "/w-999999999-0-1-" + here;
+  // A writer in another container sharing the directory: its pid means
+  // nothing here, and it may well be writing right now.
+  const std::string elsewhere_fresh = tmp + "/w-999999999-0-2-" + elsewhere;
+  const std::string elsewhere_old = tmp + "/w-999999999-0-3-" + elsewhere;
+  // Named without a namespace (by an earlier version): it could be anyone's.
+  const std::string unnamed_fresh = tmp + "/w-999999999-0-4";
+  const std::string unnamed_old = tmp + "/w-999999999-0-5";
+  const std::string dead = tmp + "/dead-999999999-0-6-" + elsewhere;
+  for (const auto& p :
+       {gone_here, elsewhere_fresh, elsewhere_old, unnamed_fresh, unnamed_old, dead}) {
+    fs::create_directory(p);
+    write_file(p + "/kernel.bin", {'x'});
+  }
+  const auto two_hours_ago = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(elsewhere_old, two_hours_ago);
+  fs::last_write_time(unnamed_old, two_hours_ago);
+
+  CHECK(s->verify(false).stale_temporaries == 4);
+  directory_store::open(options_for(dir.path()));  // removes the stale ones
+  REQUIRE(fs::exists(elsewhere_fresh));
+  REQUIRE(fs::exists(unnamed_fresh));
+  CHECK_FALSE(fs::exists(gone_here));
+  CHECK_FALSE(fs::exists(elsewhere_old));
+  CHECK_FALSE(fs::exists(unnamed_old));
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(leftovers(dir.path()) == 2);
+
+  SECTION("verify(true) keeps them too") {
+    auto rep = s->verify(true);
+    CHECK(rep.stale_temporaries == 0);
+    CHECK(leftovers(dir.path()) == 2);
+  }
+  SECTION("until they are an hour old") {
+    fs::last_write_time(elsewhere_fresh, two_hours_ago);
+    fs::last_write_time(unnamed_fresh, two_hours_ago);
+    auto rep = s->verify(true);
+    CHECK(rep.stale_temporaries == 2);
+    CHECK(leftovers(dir.path()) == 0);
+  }
 }
 
 TEST_CASE("a directory others could write to, or another user owns, is refused",
@@ -424,6 +601,96 @@ TEST_CASE("a directory others could write to, or another user owns, is refused",
   SECTION("not a directory") {
     write_file(dir.path() + "/file", {'x'});
     CHECK_THROWS_AS(directory_store::open(options_for(dir.path() + "/file")), primcache::error);
+  }
+}
+
+TEST_CASE("a cache dir in a directory others could write to is refused",
+          "[persist][directory][security]") {
+  temp_dir dir;
+  // Checked: every directory above the cache dir, not only its parent.
+  const std::string shared = dir.path() + "/shared";
+  const std::string root = shared + "/team/cache";
+  fs::create_directories(shared + "/team");
+  ::chmod(shared.c_str(), 0755);
+  ::chmod((shared + "/team").c_str(), 0755);
+  directory_store::open(options_for(root));
+
+  auto refused_with = [&](const std::string& words) {
+    try {
+      directory_store::open(options_for(root));
+      FAIL("the directory was accepted");
+    } catch (const primcache::error& e) {
+      CHECK(e.code() == primcache::status::permission_denied);
+      CHECK_THAT(e.message(), Catch::Contains(root) && Catch::Contains(" " + shared + ", ") &&
+                                  Catch::Contains(words) &&
+                                  Catch::Contains("refusing to load code from it"));
+    }
+  };
+  // Whoever can write a directory can rename what is in it: they could move
+  // the cache dir away and put their own (or a symlink) in its place.
+  SECTION("writable by others, without the sticky bit") {
+    ::chmod(shared.c_str(), 0777);
+    refused_with("writable by group and others (mode 0777) without the sticky bit");
+  }
+  SECTION("writable by its group, setgid, without the sticky bit") {
+    ::chmod(shared.c_str(), 02775);
+    refused_with("writable by group (mode 2775) without the sticky bit");
+  }
+  SECTION("writable by all with the sticky bit, like /tmp, is fine") {
+    ::chmod(shared.c_str(), 01777);
+    CHECK_NOTHROW(directory_store::open(options_for(root)));
+  }
+  SECTION("writable by its group with the sticky bit is fine") {
+    ::chmod(shared.c_str(), 03775);
+    CHECK_NOTHROW(directory_store::open(options_for(root)));
+  }
+  SECTION("owned by another user") {
+    if (::geteuid() != 0) {
+      WARN("not root: cannot give the directory to another user; ownership check not exercised");
+      return;
+    }
+    REQUIRE(::chown(shared.c_str(), 65534, 65534) == 0);
+    refused_with("uid 65534");
+  }
+}
+
+TEST_CASE("a symlinked cache dir is resolved once, when the store opens",
+          "[persist][directory][security]") {
+  temp_dir dir;
+  const std::string real = fs::canonical(dir.path()).string() + "/real";
+  const std::string other = dir.path() + "/other";
+  const std::string link = dir.path() + "/link";
+  fs::create_directory(real);
+  fs::create_directory(other);
+  ::chmod(real.c_str(), 0700);
+  ::chmod(other.c_str(), 0700);
+  fs::create_directory_symlink(real, link);
+
+  auto s = directory_store::open(options_for(link));
+  CHECK(s->path() == real);
+  CHECK(s->describe() == "directory " + real);
+  // Whoever re-points the link later does not redirect this store.
+  fs::remove(link);
+  fs::create_directory_symlink(other, link);
+  REQUIRE(s->put(as_bytes("k"), payload_of("k", 100)).status == put_status::stored);
+  CHECK(entry_dirs(real).size() == 1);
+  CHECK(fs::is_empty(other));
+  CHECK(*s->get(as_bytes("k")) == payload_of("k", 100));
+
+  SECTION("a link into a directory others could write to is refused") {
+    const std::string shared = dir.path() + "/shared";
+    fs::create_directories(shared + "/cache");
+    ::chmod((shared + "/cache").c_str(), 0700);
+    ::chmod(shared.c_str(), 0777);
+    fs::remove(link);
+    fs::create_directory_symlink(shared + "/cache", link);
+    try {
+      directory_store::open(options_for(link));
+      FAIL("the directory was accepted");
+    } catch (const primcache::error& e) {
+      CHECK(e.code() == primcache::status::permission_denied);
+      CHECK_THAT(e.message(), Catch::Contains(shared) && Catch::Contains("sticky bit"));
+    }
   }
 }
 

@@ -13,8 +13,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -39,12 +41,38 @@ constexpr const char* kernel_file = "kernel.bin";
 // long whatever the process (a writer in another PID namespace).
 constexpr std::int64_t stale_after_seconds = 3600;
 
+// read_all_at's answers, besides 0 and -errno, for a file no entry of the
+// store can have: they make the entry bad, where an errno only makes it
+// unreadable for now.
+enum bad_file : int {
+  not_a_regular_file = 1,  // a FIFO (whose open would wait for a writer), a device, a directory
+  larger_than_any_entry =
+      2,  // over max_entry_file_bytes; a huge sparse file could not be allocated
+};
+
+// The largest file of an entry that put() writes and get() reads, whatever
+// the capacity (which differs between the processes sharing a directory:
+// one with a small capacity must not call a larger one's entries bad).
+// Kernel objects are kilobytes to a few megabytes.
+constexpr std::uint64_t max_entry_file_bytes = std::uint64_t{1} << 30;
+
 std::uint64_t megabytes_to_bytes(std::uint64_t m) {
   return m > (UINT64_MAX >> 20) ? UINT64_MAX : m << 20;
 }
 
 std::string errno_text(int negative_errno) {
   return std::strerror(-negative_errno);
+}
+
+// What is wrong with an entry's file that read_all_at refused with `r`.
+std::string read_failure(const char* file, int r) {
+  switch (r) {
+    case not_a_regular_file: return std::string(file) + " is not a regular file";
+    case larger_than_any_entry:
+      return std::string(file) + " is larger than any entry (" +
+             std::to_string(max_entry_file_bytes >> 20) + " MB)";
+    default: return std::string(file) + " cannot be read: " + errno_text(r);
+  }
 }
 
 std::string octal_mode(mode_t mode) {
@@ -123,6 +151,43 @@ bool process_alive(long pid) {
   return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
+// This process's PID namespace: the inode of /proc/self/ns/pid, unique
+// among the namespaces of a running kernel. 0: unknown (no /proc).
+std::uint64_t own_pid_namespace() {
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return static_cast<std::uint64_t>(st.st_ino);
+}
+
+// Who made a temporary, from its name: <kind>-<pid>-<counter>-<random>-<pid
+// namespace>. The namespace comes last so that earlier versions, which read
+// only the pid, still read it. 0: not said (a name from an earlier version,
+// or one made without /proc) or malformed.
+struct temporary_writer {
+  long pid = 0;
+  std::uint64_t pid_namespace = 0;
+};
+
+temporary_writer writer_of(std::string_view name) {
+  std::vector<std::string_view> fields;
+  for (std::size_t start = 0;;) {
+    std::size_t dash = name.find('-', start);
+    fields.push_back(name.substr(start, dash == std::string_view::npos ? dash : dash - start));
+    if (dash == std::string_view::npos) break;
+    start = dash + 1;
+  }
+  temporary_writer w;
+  if (fields.size() >= 2) {
+    if (result<std::int64_t> pid = parse_int(fields[1], 1, INT32_MAX)) w.pid = pid.value();
+  }
+  if (fields.size() == 5) {
+    if (result<std::int64_t> ns = parse_int(fields[4], 1, INT64_MAX)) {
+      w.pid_namespace = static_cast<std::uint64_t>(ns.value());
+    }
+  }
+  return w;
+}
+
 }  // namespace
 
 struct directory_store::state {
@@ -134,6 +199,8 @@ struct directory_store::state {
   std::function<std::uint64_t(std::span<const std::byte>)> bucket_hash;
   int lock_fd = -1;
   std::atomic<std::uint64_t> next_temp{0};
+  // Named in this process's temporaries; 0: unknown.
+  std::uint64_t pid_namespace = 0;
 
   // Serializes this process's writers; the flock on lock_fd serializes
   // processes (a flock held through one descriptor does not exclude other
@@ -154,8 +221,12 @@ struct directory_store::state {
 
   // ---- file helpers through the seam; each returns 0 or -errno ----
 
+  // An entry's file, whole. 0, -errno, or a bad_file: a file no entry can
+  // have is refused before anything is allocated for it.
   int read_all_at(int dirfd, const char* name, bytes& out) {
-    int fd = files->open_at(dirfd, name, O_RDONLY | O_NOFOLLOW, 0);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+    // writer, forever. (It changes nothing for a regular file.)
+    int fd = files->open_at(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
     if (fd < 0) return fd;
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -163,7 +234,20 @@ struct directory_store::state {
       files->close(fd);
       return e;
     }
-    out.resize(static_cast<std::size_t>(st.st_size));
+    if (!S_ISREG(st.st_mode)) {
+      files->close(fd);
+      return not_a_regular_file;
+    }
+    if (static_cast<std::uint64_t>(st.st_size) > max_entry_file_bytes) {
+      files->close(fd);
+      return larger_than_any_entry;
+    }
+    try {
+      out.resize(static_cast<std::size_t>(st.st_size));
+    } catch (const std::bad_alloc&) {
+      files->close(fd);
+      return -ENOMEM;  // a failure to report, not to throw at the caller
+    }
     std::size_t got = 0;
     while (got < out.size()) {
       long r = files->read(fd, out.data() + got, out.size() - got);
@@ -217,10 +301,12 @@ struct directory_store::state {
     return r;
   }
 
+  // <kind>-<pid>-<counter>-<random>-<pid namespace>; see writer_of.
   std::string temp_name(const char* kind) {
     static thread_local std::minstd_rand rng(std::random_device{}());
     return root + "/" + tmp_dir + "/" + kind + "-" + std::to_string(::getpid()) + "-" +
-           std::to_string(next_temp.fetch_add(1)) + "-" + std::to_string(rng());
+           std::to_string(next_temp.fetch_add(1)) + "-" + std::to_string(rng()) + "-" +
+           std::to_string(pid_namespace);
   }
 
   // ---- entries ----
@@ -350,12 +436,17 @@ struct directory_store::state {
       std::string p = tp + "/" + n;
       bool is_stale = n.rfind("dead-", 0) == 0;
       if (!is_stale) {
-        // <kind>-<pid>-<counter>-<random>
-        std::size_t a = n.find('-');
-        long pid = a == std::string::npos ? 0 : std::strtol(n.c_str() + a + 1, nullptr, 10);
+        const temporary_writer w = writer_of(n);
         struct stat st {};
         bool old = ::lstat(p.c_str(), &st) == 0 && now - st.st_mtim.tv_sec > stale_after_seconds;
-        is_stale = old || (pid != ::getpid() && !process_alive(pid));
+        // A pid names a process only in the PID namespace it was taken in.
+        // A writer in another (another container sharing the directory) is
+        // invisible to kill() here while it writes, and so is one that did
+        // not name its namespace (an earlier version, which may still be
+        // running beside us): theirs wait for the age rule. Deleting a live
+        // writer's files costs its entry; waiting costs an hour of disk.
+        const bool same_namespace = pid_namespace != 0 && w.pid_namespace == pid_namespace;
+        is_stale = old || (same_namespace && w.pid != ::getpid() && !process_alive(w.pid));
       }
       if (!is_stale) continue;
       ++stale;
@@ -404,31 +495,85 @@ void make_directories(file_ops& files, const std::string& path) {
   }
 }
 
-void check_directory(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
+// `path` with every symlink resolved. The store uses this name alone from
+// then on: a link re-pointed later cannot send it elsewhere.
+std::string resolve(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) {
     int e = errno;
     throw error(e == ENOENT ? status::not_found : status::runtime_error,
                 "persistent cache dir " + path + " cannot be opened: " + std::strerror(e));
   }
+  std::string out(real);
+  std::free(real);
+  return out;
+}
+
+std::string writable_by(mode_t mode) {
+  const bool group = (mode & S_IWGRP) != 0;
+  const bool others = (mode & S_IWOTH) != 0;
+  return group && others ? "group and others" : group ? "group" : "others";
+}
+
+// `name`: the directory as given, and where it resolves to when that differs.
+void check_directory(const std::string& name, const std::string& resolved) {
+  struct stat st {};
+  if (::lstat(resolved.c_str(), &st) != 0) {
+    int e = errno;
+    throw error(e == ENOENT ? status::not_found : status::runtime_error,
+                "persistent cache dir " + name + " cannot be opened: " + std::strerror(e));
+  }
   if (!S_ISDIR(st.st_mode)) {
-    throw error(status::invalid_arguments, "persistent cache dir " + path + " is not a directory");
+    throw error(status::invalid_arguments, "persistent cache dir " + name + " is not a directory");
   }
   const uid_t me = ::geteuid();
   if (st.st_uid != me && st.st_uid != 0) {
     throw error(status::permission_denied,
-                "persistent cache dir " + path + " is owned by " + user_name(st.st_uid) + " (uid " +
+                "persistent cache dir " + name + " is owned by " + user_name(st.st_uid) + " (uid " +
                     std::to_string(st.st_uid) + "), not by " + user_name(me) + " (uid " +
                     std::to_string(me) + ") who runs this process: refusing to load code from it");
   }
-  const bool group = (st.st_mode & S_IWGRP) != 0;
-  const bool others = (st.st_mode & S_IWOTH) != 0;
-  if (group || others) {
-    std::string who = group && others ? "group and others" : group ? "group" : "others";
-    throw error(status::permission_denied, "persistent cache dir " + path + " is writable by " +
-                                               who + " (mode " + octal_mode(st.st_mode) +
-                                               "): refusing to load code from it; chmod go-w " +
-                                               path);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw error(status::permission_denied,
+                "persistent cache dir " + name + " is writable by " + writable_by(st.st_mode) +
+                    " (mode " + octal_mode(st.st_mode) +
+                    "): refusing to load code from it; chmod go-w " + resolved);
+  }
+}
+
+// Every directory above `resolved`. Whoever may rename entries of one of
+// them can move the cache dir (or a directory on its way) aside and put
+// their own in its place while we run: each must be owned by root or by
+// us, and if group or others can write it, have the sticky bit (as /tmp
+// does), which lets only an entry's owner rename it.
+void check_ancestors(const std::string& name, const std::string& resolved) {
+  const uid_t me = ::geteuid();
+  for (std::size_t slash = resolved.find('/'); slash != std::string::npos;
+       slash = resolved.find('/', slash + 1)) {
+    const std::string dir = slash == 0 ? "/" : resolved.substr(0, slash);
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      throw error(status::permission_denied, "persistent cache dir " + name + " is in " + dir +
+                                                 ", which changed while it was checked: "
+                                                 "refusing to load code from it");
+    }
+    if (st.st_uid != me && st.st_uid != 0) {
+      const std::string runner = user_name(me) + " (uid " + std::to_string(me) + ")";
+      throw error(status::permission_denied,
+                  "persistent cache dir " + name + " is in " + dir + ", which is owned by " +
+                      user_name(st.st_uid) + " (uid " + std::to_string(st.st_uid) + "), not by " +
+                      (me == 0 ? runner : "root or by " + runner) +
+                      " who runs this process: its owner could put another directory in the "
+                      "cache dir's place; refusing to load code from it");
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+      throw error(status::permission_denied,
+                  "persistent cache dir " + name + " is in " + dir + ", which is writable by " +
+                      writable_by(st.st_mode) + " (mode " + octal_mode(st.st_mode) +
+                      ") without the sticky bit: they could put another directory in the cache "
+                      "dir's place; refusing to load code from it; chmod +t " +
+                      dir + ", or chmod go-w " + dir);
+    }
   }
 }
 
@@ -461,7 +606,13 @@ std::unique_ptr<directory_store> directory_store::open(directory_store_options o
   s->bucket_hash = std::move(options.bucket_hash);
 
   if (!s->read_only) make_directories(*s->files, s->root);
-  check_directory(s->root);
+  const std::string resolved = resolve(s->root);
+  const std::string name = resolved == s->root ? resolved : s->root + " (" + resolved + ")";
+  check_directory(name, resolved);
+  check_ancestors(name, resolved);
+  // Every path the store makes from now on starts here.
+  s->root = resolved;
+  s->pid_namespace = own_pid_namespace();
   if (!s->read_only) {
     std::string tp = s->root + "/" + tmp_dir;
     int r = s->files->mkdir(tp.c_str(), 0700);
@@ -514,26 +665,34 @@ std::optional<std::vector<std::byte>> directory_store::get(std::span<const std::
     }
     bytes k;
     int r = s.read_all_at(dfd, key_file, k);
-    if (r != 0 || k.size() != key.size() || !std::equal(k.begin(), k.end(), key.begin())) {
+    // A key.bin no entry can have makes the entry bad, whatever its key.
+    bool bad = r > 0;
+    if (!bad &&
+        (r != 0 || k.size() != key.size() || !std::equal(k.begin(), k.end(), key.begin()))) {
       // ENOENT: removed while we looked. Other errors are I/O failures.
       if (r != 0 && r != -ENOENT) s.errors.fetch_add(1, std::memory_order_relaxed);
       s.files->close(dfd);
       continue;
     }
     bytes entry;
-    r = s.read_all_at(dfd, kernel_file, entry);
+    if (!bad) {
+      r = s.read_all_at(dfd, kernel_file, entry);
+      bad = r > 0;
+    }
     struct stat dst {};
     const bool have_ino = ::fstat(dfd, &dst) == 0;
     s.files->close(dfd);
-    if (r != 0) {
+    if (r < 0) {
       if (r != -ENOENT) s.errors.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    decoded_entry d = decode_entry(s.format, key, entry);
-    if (d.ok()) {
-      s.hits.fetch_add(1, std::memory_order_relaxed);
-      s.bytes_read.fetch_add(d.payload.size(), std::memory_order_relaxed);
-      return std::move(d.payload);
+    if (!bad) {
+      decoded_entry d = decode_entry(s.format, key, entry);
+      if (d.ok()) {
+        s.hits.fetch_add(1, std::memory_order_relaxed);
+        s.bytes_read.fetch_add(d.payload.size(), std::memory_order_relaxed);
+        return std::move(d.payload);
+      }
     }
     s.corrupt.fetch_add(1, std::memory_order_relaxed);
     if (!s.read_only && have_ino) {
@@ -567,6 +726,12 @@ put_result directory_store::put(std::span<const std::byte> key,
   bytes encoded = encode_entry(s.format, key, payload);
   const std::uint64_t entry_size = key.size() + encoded.size();
   const std::uint64_t cap = megabytes_to_bytes(s.capacity_mb.load());
+  if (encoded.size() > max_entry_file_bytes || key.size() > max_entry_file_bytes) {
+    s.refusals.fetch_add(1, std::memory_order_relaxed);
+    return {put_status::too_large, "an entry of " + std::to_string(entry_size) +
+                                       " bytes exceeds the largest entry a store keeps (" +
+                                       std::to_string(max_entry_file_bytes >> 20) + " MB)"};
+  }
   if (entry_size > cap) {
     s.refusals.fetch_add(1, std::memory_order_relaxed);
     return {put_status::too_large, "an entry of " + std::to_string(entry_size) +
@@ -599,18 +764,21 @@ put_result directory_store::put(std::span<const std::byte> key,
   put_result out{put_status::stored, {}};
   {
     directory_lock g(s.write_mu, s.lock_fd);
-    r = s.files->mkdir(bucket.c_str(), 0700);
-    if (r != 0 && r != -EEXIST) {
-      out = failed("cannot create " + bucket, r);
-    } else if (s.bucket_has(bucket, key)) {
+    if (s.bucket_has(bucket, key)) {
       out = {put_status::exists, {}};
     } else {
       std::uint64_t size = s.evict(s.current_size(), entry_size, cap, dead);
+      // The bucket is made only now: eviction removes the buckets it empties,
+      // this one too when its only entry was the oldest.
+      const int m = s.files->mkdir(bucket.c_str(), 0700);
       // size.txt grows before an entry appears and shrinks after one goes,
       // so a writer killed in between leaves it too high, never too low: a
       // low one would let the store pass its capacity unseen, a high one
       // only makes the next eviction walk the store and correct it.
-      if (int w = s.write_size_file(size + entry_size); w != 0) {
+      if (m != 0 && m != -EEXIST) {
+        s.write_size_file(size);  // less what eviction removed
+        out = failed("cannot create " + bucket, m);
+      } else if (int w = s.write_size_file(size + entry_size); w != 0) {
         out = failed("cannot update size.txt", w);
       } else {
         std::string target;
@@ -780,11 +948,11 @@ verify_report directory_store::verify(const verify_options& options) {
         int re = rk == 0 ? s.read_all_at(dfd, kernel_file, e) : 0;
         s.files->close(dfd);
         if (rk != 0) {
-          bad(ep, std::string("key.bin cannot be read: ") + errno_text(rk));
+          bad(ep, read_failure(key_file, rk));
           continue;
         }
         if (re != 0) {
-          bad(ep, std::string("kernel.bin cannot be read: ") + errno_text(re));
+          bad(ep, read_failure(kernel_file, re));
           continue;
         }
         std::uint64_t h = s.bucket_hash ? s.bucket_hash(k) : primcache::key(k).hash();

@@ -73,7 +73,8 @@ enum class put_status : int {
   stored = 0,  // the entry is in the store
   exists,      // an entry for this key was already there; nothing written
   read_only,   // the store is read-only; nothing written
-  too_large,   // the entry alone exceeds the capacity; nothing written
+  too_large,   // the entry alone exceeds the capacity (or the store's largest entry); nothing
+               // written
   failed,      // an I/O error (disk full, ...); nothing written, counted in errors
 };
 

@@ -25,7 +25,8 @@
 //   under .tmp, which is renamed into its bucket (never replacing another),
 //   and the bucket is fsynced. Readers see a whole entry or none; a process
 //   killed while writing leaves at most a directory under .tmp, removed later
-//   (by open() once its writer is gone, and by verify(true)).
+//   (by open() and by verify(true)) once its writer is gone, or after an hour
+//   when the writer's pid means nothing here (another PID namespace).
 // - Reads take no lock: an entry's files are never changed after
 //   publication; removal renames the entry under .tmp before deleting it.
 // - put(), erase(), eviction, clear() and size.txt are serialized across
@@ -37,13 +38,17 @@
 //   in between leaves it too high by that entry, never too low; the next
 //   eviction walks the entries and corrects it, as does verify(true).
 // - A bad entry (entry.hpp's faults, a missing kernel.bin, key.bin not
-//   matching the entry's key) is never returned: get() counts it in
+//   matching the entry's key, a file that is not a regular one or is larger
+//   than any entry, 1 GB) is never returned, nor waited on: get() counts it in
 //   corrupt_entries and removes it (unless read-only).
 // - Security: open() refuses a directory that is not owned by this process's
 //   effective user (or root), or that group or others can write, with a
 //   message saying which and why, since the store's contents are loaded as
-//   code. It creates missing directories (and its own) with mode 0700, and
-//   its files with 0600.
+//   code; and one inside a directory that another user owns, or that group
+//   or others can write without the sticky bit (they could put another
+//   directory in its place). It resolves symlinks once, and uses the
+//   resolved path (path()) from then on. It creates missing directories
+//   (and its own) with mode 0700, and its files with 0600.
 // - Read-only (options.read_only, or PRIMCACHE_PERSISTENT_CACHE_READONLY=1
 //   through readonly_from_env()): nothing is ever written, created, evicted
 //   or removed; put() returns read_only, erase() false, clear() throws; a bad
@@ -136,6 +141,7 @@ class PRIMCACHE_API directory_store final : public blob_store {
   verify_report verify(bool fix);
   verify_report verify(const verify_options& options);
 
+  // The directory, symlinks resolved when the store opened.
   const std::string& path() const noexcept;
   // The library version and fleet key entries are written and checked with.
   const entry_format& format() const noexcept;
