@@ -76,6 +76,17 @@ TEST_CASE("the C API creates, caches and runs primitives", "[runtime][c_api]") {
     CHECK(pc_engine_create(&none, pc_engine_cpu, 0) == pc_unimplemented);
     CHECK(pc_engine_create(&none, pc_engine_gpu, 9) == pc_invalid_arguments);
     CHECK(pc_engine_create(nullptr, pc_engine_gpu, 0) == pc_invalid_arguments);
+    CHECK(pc_engine_create(&none, static_cast<pc_engine_kind_t>(7), 0) == pc_invalid_arguments);
+    CHECK(last_error() == "unknown engine kind 7");
+    std::size_t count = 0;
+    CHECK(pc_engine_get_count(&count, static_cast<pc_engine_kind_t>(7)) == pc_invalid_arguments);
+    // The allocate sentinel is not a buffer: refused, and the memory keeps
+    // its buffer (an execution through it would write to address -1).
+    CHECK(pc_memory_set_data_handle(dst, PC_MEMORY_ALLOCATE) == pc_invalid_arguments);
+    CHECK(last_error().find("PC_MEMORY_ALLOCATE") != std::string::npos);
+    void* kept = nullptr;
+    CHECK(pc_memory_get_data_handle(dst, &kept) == pc_success);
+    CHECK(kept == dst_buf);
 
     pc_memory_desc_t bad = nullptr;
     CHECK(pc_memory_desc_create_with_tag(&bad, 2, dims, static_cast<pc_data_type_t>(99),

@@ -68,6 +68,13 @@ void require(bool condition, const char* what) {
   if (!condition) throw primcache::error(primcache::status::invalid_arguments, what);
 }
 
+void require_engine_kind(pc_engine_kind_t kind) {
+  if (kind != pc_engine_cpu && kind != pc_engine_gpu) {
+    throw primcache::error(primcache::status::invalid_arguments,
+                           "unknown engine kind " + std::to_string(static_cast<int>(kind)));
+  }
+}
+
 primcache::format_tag to_tag(pc_format_tag_t tag) {
   using primcache::format_tag;
   switch (tag) {
@@ -144,12 +151,14 @@ void pc_get_version(int* major, int* minor, int* patch, const char** version, co
 pc_status_t pc_engine_create(pc_engine_t* engine, pc_engine_kind_t kind, size_t index) {
   return c_api_guarded([&] {
     require(engine != nullptr, "engine is NULL");
+    require_engine_kind(kind);
     *engine = new pc_engine{primcache::engine(static_cast<primcache::engine_kind>(kind), index)};
   });
 }
 pc_status_t pc_engine_get_count(size_t* count, pc_engine_kind_t kind) {
   return c_api_guarded([&] {
     require(count != nullptr, "count is NULL");
+    require_engine_kind(kind);
     *count = primcache::engine::get_count(static_cast<primcache::engine_kind>(kind));
   });
 }
@@ -226,6 +235,10 @@ pc_status_t pc_memory_get_data_handle(pc_memory_t memory, void** handle) {
 pc_status_t pc_memory_set_data_handle(pc_memory_t memory, void* handle) {
   return c_api_guarded([&] {
     require(memory != nullptr, "memory is NULL");
+    // The sentinel means "allocate" to pc_memory_create only: taken as a
+    // pointer here, the next execution would write through it.
+    require(handle != PC_MEMORY_ALLOCATE,
+            "PC_MEMORY_ALLOCATE is for pc_memory_create; pass a buffer (or NULL)");
     memory->value.set_data_handle(handle);
   });
 }

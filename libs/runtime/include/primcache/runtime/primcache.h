@@ -117,7 +117,8 @@ typedef struct {
   pc_memory_t memory;
 } pc_exec_arg_t;
 
-/* Pass as the handle to make pc_memory_create allocate the buffer. */
+/* Pass as the handle to make pc_memory_create allocate the buffer (only
+ * there). */
 #define PC_MEMORY_ALLOCATE ((void*)(intptr_t)-1)
 
 PC_API const char* pc_last_error_message(void);
@@ -150,6 +151,8 @@ PC_API pc_status_t pc_memory_desc_destroy(pc_memory_desc_t md);
 PC_API pc_status_t pc_memory_create(pc_memory_t* memory, const_pc_memory_desc_t md,
                                     pc_engine_t engine, void* handle);
 PC_API pc_status_t pc_memory_get_data_handle(pc_memory_t memory, void** handle);
+/* handle: the caller's buffer (or NULL, which an execution refuses);
+ * PC_MEMORY_ALLOCATE is pc_invalid_arguments here. */
 PC_API pc_status_t pc_memory_set_data_handle(pc_memory_t memory, void* handle);
 /* The memory's id: unique in the process, shared by nothing else, renewed by
  * every pc_memory_set_data_handle (even to the same pointer). Constant
