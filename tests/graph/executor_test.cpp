@@ -330,3 +330,152 @@ TEST_CASE("run checks its inputs", "[graph][executor][errors]") {
   CHECK(exec.stats().runs == 0);
   CHECK(error_of([&] { exec.op_type("nope"); }) == "graph 'inputs' has no op 'nope'");
 }
+
+TEST_CASE("a tensor placed on a device the process does not have is refused",
+          "[graph][executor][errors]") {
+  // graph_test links no GPU backend: there is no gpu:0 here, and every run
+  // would fail; the executor refuses the graph instead.
+  graph g("far");
+  SECTION("an input") {
+    tensor_spec x = tensor("x", {4, 8}, tensor_role::input);
+    x.place = place::gpu(0);
+    g.add_tensor(x);
+    g.add_tensor(produced("y"));
+    g.add_op(relu("f", "x", "y"));
+    CHECK(error_of([&] { executor e(g); }).find("tensor 'x' (input) is on gpu:0: ") == 0);
+  }
+  SECTION("an output delivered there") {
+    add_with_data(g, tensor("x", {4, 8}, tensor_role::input), 1);
+    tensor_spec y = produced("y");
+    y.place = place::gpu(0);
+    g.add_tensor(y);
+    g.add_op(relu("f", "x", "y"));
+    CHECK(error_of([&] { executor e(g); }).find("tensor 'y' (output) is on gpu:0: ") == 0);
+  }
+}
+
+TEST_CASE("an attribute the op kind does not accept is refused, naming the accepted ones",
+          "[graph][executor][errors]") {
+  graph g("attrs");
+  add_with_data(g, tensor("img", {1, 2, 5, 5}, tensor_role::input), 1);
+  add_with_data(g, tensor("k", {2, 2, 3, 3}, tensor_role::constant), 2);
+  g.add_tensor(produced("y"));
+  SECTION("a misspelt convolution attribute (it would run without padding)") {
+    op_spec conv{.name = "c", .kind = "convolution", .inputs = {"img", "k"}, .outputs = {"y"}};
+    conv.attributes["strides"] = std::vector<std::int64_t>{2, 2};
+    conv.attributes["paddin"] = std::vector<std::int64_t>{1, 1};
+    g.add_op(conv);
+    CHECK(error_of([&] { executor e(g); }) ==
+          "op 'c' (convolution): unknown attribute 'paddin' (accepted: dilation, padding, "
+          "padding_l, padding_r, post_ops, strides, weights_layout)");
+    CHECK(status_of([&] { executor e(g); }) == status::invalid_arguments);
+  }
+  SECTION("eltwise") {
+    op_spec f = relu("f", "img", "y");
+    f.attributes["alpah"] = 0.5;
+    g.add_op(f);
+    CHECK(error_of([&] { executor e(g); }) ==
+          "op 'f' (eltwise): unknown attribute 'alpah' (accepted: algorithm, alpha, beta)");
+  }
+  SECTION("reorder takes none") {
+    op_spec r{.name = "r", .kind = "reorder", .inputs = {"img"}, .outputs = {"y"}};
+    r.attributes["algorithm"] = std::string("relu");
+    g.add_op(r);
+    CHECK(error_of([&] { executor e(g); }) ==
+          "op 'r' (reorder): unknown attribute 'algorithm' (accepted: none)");
+  }
+}
+
+TEST_CASE("an op layout of another rank than the op's output is refused",
+          "[graph][executor][errors]") {
+  graph g("rank");
+  add_with_data(g, tensor("x", {4, 8}, tensor_role::input), 1);
+  g.add_tensor(produced("y"));
+  op_spec f = relu("f", "x", "y");
+  f.layout = layout::parse("acdb");  // 4 dims, the relu writes 2
+  g.add_op(f);
+  CHECK(error_of([&] { executor e(g); }) ==
+        "op 'f' (eltwise): layout acdb lays out 4 dims, its output 'y' has 2");
+  CHECK(status_of([&] { executor e(g); }) == status::invalid_arguments);
+}
+
+TEST_CASE("a tensor larger than max_tensor_bytes is refused before anything is allocated",
+          "[graph][executor][errors]") {
+  graph g("big");
+  SECTION("an input: validation refuses it (each run would allocate it)") {
+    add_with_data(g, tensor("x", {4, 8}, tensor_role::input), 1);
+    g.add_tensor(tensor("huge", {65536, 65536}, tensor_role::input));
+    g.add_tensor(produced("y"));
+    g.add_op(relu("f", "x", "y"));
+    CHECK(error_of([&] { g.validate(); }) ==
+          "tensor 'huge' (input) is 65536x65536 f32: 17179869184 bytes, more than the limit of "
+          "4294967296 bytes per graph tensor");
+    CHECK(status_of([&] { executor e(g); }) == status::invalid_arguments);
+  }
+  SECTION("a constant's data is not made") {
+    CHECK(error_of([&] {
+            make_tensor_data(tensor("w", {65536, 65536}, tensor_role::constant), tensor_init{});
+          }) ==
+          "tensor 'w' (constant) is 65536x65536 f32: 17179869184 bytes, more than the limit of "
+          "4294967296 bytes per graph tensor");
+  }
+  SECTION("a product too large to count") {
+    g.add_tensor(
+        tensor("huge", {std::int64_t{1} << 40, std::int64_t{1} << 40}, tensor_role::input));
+    g.add_tensor(produced("y"));
+    g.add_op(relu("f", "huge", "y"));
+    CHECK(error_of([&] { g.validate(); }) ==
+          "tensor 'huge' (input) is 1099511627776x1099511627776 f32: more than 2^64 bytes, more "
+          "than the limit of 4294967296 bytes per graph tensor");
+  }
+  SECTION("a tensor an op writes (each run would allocate it)") {
+    add_with_data(g, tensor("x", {65536, 1}, tensor_role::input), 1);
+    add_with_data(g, tensor("w", {1, 65536}, tensor_role::constant), 2);
+    g.add_tensor(produced("y"));
+    g.add_op({.name = "outer", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}});
+    CHECK(error_of([&] { executor e(g); }) ==
+          "tensor 'y' (output, written by op 'outer') is 65536x65536 f32: 17179869184 bytes, "
+          "more than the limit of 4294967296 bytes per graph tensor");
+  }
+}
+
+TEST_CASE("init values that are not finite as floats are refused", "[graph][executor][errors]") {
+  const tensor_spec x = tensor("x", {4}, tensor_role::input);
+  tensor_init fill{.kind = tensor_init::kind::fill, .value = 1e39};
+  CHECK(error_of([&] { make_tensor_data(x, fill); }) ==
+        "tensor 'x': init value 1e+39 is not a finite float (at most 3.40282e+38 in magnitude)");
+  tensor_init uniform{.low = -1e308, .high = 1.0};
+  CHECK(error_of([&] { make_tensor_data(x, uniform); }) ==
+        "tensor 'x': init low -1e+308 is not a finite float (at most 3.40282e+38 in magnitude)");
+  uniform.low = -3e38;  // the widest finite range gives finite values
+  uniform.high = 3e38;
+  for (float v : logical(make_tensor_data(x, uniform))) CHECK(std::isfinite(v));
+}
+
+TEST_CASE("a user's op kind accepts the attributes it declares, or any when it declares none",
+          "[graph][executor][errors]") {
+  op_registry reg;
+  auto same_shape = [](const op_spec&, std::span<const tensor_shape> in) {
+    return std::vector<tensor_shape>{in[0]};
+  };
+  reg.add_kind("leaky", same_shape, {"slope"});
+  reg.add_kind("anything", same_shape);
+  for (const char* kind : {"leaky", "anything"})
+    reg.add_kernel(kind, engine_kind::cpu, "mylib", std::make_shared<my_relu>());
+  CHECK(reg.accepted_attributes("leaky") == std::vector<std::string>{"slope"});
+  CHECK_FALSE(reg.accepted_attributes("anything"));
+  CHECK_FALSE(reg.accepted_attributes("unknown"));
+  auto build = [&](const char* kind, const char* attribute) {
+    graph g("user");
+    add_with_data(g, tensor("x", {4}, tensor_role::input), 1);
+    g.add_tensor(produced("y"));
+    op_spec op{.name = "f", .kind = kind, .inputs = {"x"}, .outputs = {"y"}};
+    op.attributes[attribute] = 0.5;
+    op.library = "mylib";
+    g.add_op(op);
+    return error_of([&] { executor e(g, {.ops = &reg}); });
+  };
+  CHECK(build("leaky", "slope").empty());
+  CHECK(build("leaky", "slop") == "op 'f' (leaky): unknown attribute 'slop' (accepted: slope)");
+  CHECK(build("anything", "slop").empty());
+}

@@ -78,4 +78,15 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// The status of the primcache::error `f` throws (success when it throws none).
+template <typename F>
+status status_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.code();
+  }
+  return status::success;
+}
+
 }  // namespace graph_test

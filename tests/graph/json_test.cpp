@@ -195,3 +195,47 @@ TEST_CASE("bad JSON is refused with where and why", "[graph][json][errors]") {
   CHECK(error_of([] { load_graph_file("/nonexistent/g.json"); }) ==
         "graph file /nonexistent/g.json: cannot be read");
 }
+
+TEST_CASE("init values that are not finite as floats are refused at load",
+          "[graph][json][errors]") {
+  auto msg = [](const std::string& text) { return error_of([&] { load_graph_json(text); }); };
+  CHECK(msg(doc(R"(, "init": {"kind": "uniform", "low": -1e308, "high": 1e308})")) ==
+        "graph JSON /tensors/0/init/low: -1e+308 is not a finite float (at most 3.40282e+38 in "
+        "magnitude)");
+  CHECK(msg(doc(R"(, "init": {"kind": "uniform", "low": 0, "high": 1e39})")) ==
+        "graph JSON /tensors/0/init/high: 1e+39 is not a finite float (at most 3.40282e+38 in "
+        "magnitude)");
+  CHECK(msg(doc(R"(, "init": {"kind": "fill", "value": 1e39})")) ==
+        "graph JSON /tensors/0/init/value: 1e+39 is not a finite float (at most 3.40282e+38 in "
+        "magnitude)");
+  // The largest finite floats are fine.
+  const graph g = load_graph_json(doc(R"(, "init": {"kind": "fill", "value": -3.4e38})"));
+  CHECK(logical(make_inputs(g).at("x")) == std::vector<float>(6, -3.4e38f));
+}
+
+TEST_CASE("a tensor larger than max_tensor_bytes is refused at load", "[graph][json][errors]") {
+  auto msg = [](const std::string& text) { return error_of([&] { load_graph_json(text); }); };
+  const std::string limit =
+      ": 17179869184 bytes, more than the limit of 4294967296 bytes per "
+      "graph tensor";
+  // A constant would be allocated and filled by the loader, an input by every run.
+  CHECK(msg(R"({"tensors": [{"name": "w", "shape": [65536, 65536], "type": "f32",
+                             "role": "constant"}], "ops": []})") ==
+        "graph JSON /tensors/0/shape: tensor \"w\" (constant) is 65536x65536 f32" + limit);
+  CHECK(msg(R"({"tensors": [{"name": "x", "shape": [65536, 65536], "type": "f32",
+                             "role": "input"}], "ops": []})") ==
+        "graph JSON /tensors/0/shape: tensor \"x\" (input) is 65536x65536 f32" + limit);
+}
+
+TEST_CASE("an op attribute its kind does not accept is refused when the executor is built",
+          "[graph][json][errors]") {
+  const graph g = load_graph_json(R"({"tensors": [
+      {"name": "x", "shape": [1, 2, 5, 5], "type": "f32", "role": "input"},
+      {"name": "w", "shape": [2, 2, 3, 3], "type": "f32", "role": "constant"},
+      {"name": "y", "role": "output"}],
+    "ops": [{"name": "conv", "kind": "convolution", "inputs": ["x", "w"], "outputs": ["y"],
+             "attributes": {"strides": [2, 2], "paddin": [1, 1]}}]})");
+  CHECK(error_of([&] { executor e(g); }) ==
+        "op 'conv' (convolution): unknown attribute 'paddin' (accepted: dilation, padding, "
+        "padding_l, padding_r, post_ops, strides, weights_layout)");
+}

@@ -110,6 +110,32 @@ TEST_CASE("an op forced onto a device that does not exist is refused", "[graph][
   CHECK(error_of([&] { executor e(g); }).find("op 'f' (eltwise) runs on gpu:99: ") == 0);
 }
 
+TEST_CASE("a tensor placed on a device that does not exist is refused", "[graph][ocl]") {
+  // The OpenCL backend is linked here: the engine's refusal says how many
+  // devices there are, and the status is invalid_arguments (a bad graph).
+  const std::string graph_text = R"({"tensors": [
+      {"name": "x", "shape": [4], "type": "f32", "role": "input", "place": "X_PLACE"},
+      {"name": "y", "role": "output", "place": "Y_PLACE"}],
+    "ops": [{"name": "f", "kind": "eltwise", "inputs": ["x"], "outputs": ["y"],
+             "attributes": {"algorithm": "relu"}}]})";
+  auto with = [&](const std::string& x_place, const std::string& y_place) {
+    std::string text = graph_text;
+    text.replace(text.find("X_PLACE"), 7, x_place);
+    text.replace(text.find("Y_PLACE"), 7, y_place);
+    return load_graph_json(text);  // loads: the places are well formed
+  };
+  const graph input_far = with("gpu:99", "cpu");
+  CHECK(error_of([&] {
+          executor e(input_far);
+        }).find("tensor 'x' (input) is on gpu:99: gpu engine index 99 is out of range") == 0);
+  CHECK(status_of([&] { executor e(input_far); }) == status::invalid_arguments);
+  const graph output_far = with("cpu", "gpu:99");
+  CHECK(error_of([&] {
+          executor e(output_far);
+        }).find("tensor 'y' (output) is on gpu:99: gpu engine index 99 is out of range") == 0);
+  CHECK(status_of([&] { executor e(output_far); }) == status::invalid_arguments);
+}
+
 TEST_CASE("the MLP on the OpenCL device equals the CPU run", "[graph][ocl][matmul]") {
   if (engine::get_count(engine_kind::gpu) == 0) {
     WARN("no OpenCL device: skipped");

@@ -2,6 +2,7 @@
 // the CPU engine.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "graph_test_util.hpp"
 #include "primcache/graph/op_registry.hpp"
@@ -163,6 +164,49 @@ TEST_CASE("convolution weights that do not fit the input are refused", "[graph][
   CHECK(refusal({4, 3, 3, 3}, {}) ==
         "op 'c' (convolution): src 'x' has 4 channels, weights 'w' take 3");
   CHECK(refusal({2, 3, 2, 3, 3}, {3}) == "op 'c' (convolution): bias 'b' is 3, it must be 6");
+}
+
+TEST_CASE("convolution geometry that overflows 64 bits is refused", "[graph][ops][conv]") {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  // The shape function on its own: dims and attributes as a user may give them.
+  const shape_function shapes = op_registry::global().find_kind("convolution");
+  auto refusal = [&](std::vector<std::int64_t> wdims, const char* attribute,
+                     std::vector<std::int64_t> value) {
+    op_spec op{.name = "c", .kind = "convolution", .inputs = {"x", "w"}, .outputs = {"y"}};
+    if (attribute) op.attributes[attribute] = std::move(value);
+    const std::vector<tensor_shape> in{{{1, 4, 5, 5}, data_type::f32},
+                                       {std::move(wdims), data_type::f32}};
+    return error_of([&] { shapes(op, in); });
+  };
+  CHECK(refusal({4, 4, 3, 3}, "padding", {max, 0}) ==
+        "op 'c' (convolution): the padded input height: 5 + 9223372036854775807 overflows 64 "
+        "bits");
+  CHECK(refusal({4, 4, 3, 3}, "padding_r", {0, max}) ==
+        "op 'c' (convolution): the padded input width: 5 + 9223372036854775807 overflows 64 bits");
+  CHECK(refusal({4, 4, 3, 3}, "dilation", {max, 0}) ==
+        "op 'c' (convolution): the dilated kernel height: 9223372036854775807 + 1 overflows 64 "
+        "bits");
+  CHECK(refusal({4, 4, 3, std::int64_t{1} << 62}, "dilation", {0, 7}) ==
+        "op 'c' (convolution): the dilated kernel width: 4611686018427387903 * 8 overflows 64 "
+        "bits");
+  CHECK(refusal({std::int64_t{1} << 62, 8, 1, 3, 3}, nullptr, {}) ==
+        "op 'c' (convolution): weights 'w' are 4611686018427387904x8x1x3x3: groups * output "
+        "channels per group: 4611686018427387904 * 8 overflows 64 bits");
+  CHECK(refusal({4, 1, std::int64_t{1} << 62, 3, 3}, nullptr, {}) ==
+        "op 'c' (convolution): weights 'w' are 4x1x4611686018427387904x3x3: groups * input "
+        "channels per group: 4 * 4611686018427387904 overflows 64 bits");
+  // Padding that does not overflow but makes an output too large to allocate
+  // is refused by the executor's limit on tensor sizes.
+  graph g("wide");
+  add_with_data(g, tensor("x", {1, 4, 5, 5}, tensor_role::input), 1);
+  add_with_data(g, tensor("w", {4, 4, 3, 3}, tensor_role::constant), 2);
+  g.add_tensor(produced("y"));
+  op_spec op{.name = "c", .kind = "convolution", .inputs = {"x", "w"}, .outputs = {"y"}};
+  op.attributes["padding"] = std::vector<std::int64_t>{std::int64_t{1} << 40, 0};
+  g.add_op(op);
+  CHECK(error_of([&] { executor e(g); }) ==
+        "tensor 'y' (output, written by op 'c') is 1x4x2199023255555x3 f32: 105553116266640 "
+        "bytes, more than the limit of 4294967296 bytes per graph tensor");
 }
 
 TEST_CASE("eltwise algorithms match their formulas", "[graph][ops][eltwise]") {

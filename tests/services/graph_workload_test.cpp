@@ -335,6 +335,53 @@ TEST_CASE("A bad graph is refused naming the workload, the entry and the JSON po
   }
 }
 
+TEST_CASE("A graph that could only fail when it runs is refused when the workload loads",
+          "[services][graph]") {
+  // Each used to load and then fail every run (or allocate per run).
+  auto inline_graph = [](std::string_view from, std::string_view to) {
+    std::string g = tiny_graph;
+    g.replace(g.find(from), from.size(), to);
+    return R"({"graphs": [{"graph": )" + g + "}]}";
+  };
+  SECTION("an input on a device that does not exist") {
+    const error e = refusal(inline_graph(R"("role": "input")", R"("role": "input",
+                                                                 "place": "gpu:99")"));
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK_THAT(e.message(), Catch::StartsWith("w.json: graphs[0] (tiny): tensor 'x' (input) is on "
+                                              "gpu:99: "));
+  }
+  SECTION("a misspelt attribute") {
+    const error e = refusal(inline_graph(R"("relu")", R"("relu", "alpah": 1)"));
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK(e.message() ==
+          "w.json: graphs[0] (tiny): op 'act' (eltwise): unknown attribute "
+          "'alpah' (accepted: algorithm, alpha, beta)");
+  }
+  SECTION("an input larger than a graph tensor may be") {
+    const error e = refusal(inline_graph("[4, 8]", "[65536, 65536]"));
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK(e.message() ==
+          "w.json: graphs[0].graph: graph JSON /tensors/0/shape: tensor \"x\" "
+          "(input) is 65536x65536 f32: 17179869184 bytes, more than the limit of "
+          "4294967296 bytes per graph tensor");
+  }
+}
+
+TEST_CASE("primcached refuses a graph whose output is on a missing device: exit 2, one line",
+          "[services][graph][daemon]") {
+  std::string g = tiny_graph;
+  const std::string_view output = R"("role": "output")";
+  g.replace(g.find(output), output.size(), R"("role": "output", "place": "gpu:99")");
+  const std::string path = temp_path("far-output-graph.json");
+  write_text(path, g);
+  const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--duration", "1"}, 60s);
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("primcached: " + path +
+                                      " (tiny): tensor 'y' (output) is on gpu:99: "));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
 TEST_CASE("primcached runs a graph workload and its transforms reach /metrics",
           "[services][graph][daemon]") {
   graph_daemon d(workloads_dir + "/graph_mlp.json");

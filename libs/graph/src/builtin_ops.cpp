@@ -30,6 +30,26 @@ std::string dims_string(const std::vector<std::int64_t>& dims) {
   return s.empty() ? "()" : s;
 }
 
+// Shape arithmetic on values from the document (dims, padding and dilation
+// may be any int64 it holds): an overflow refuses the op, never undefined
+// behaviour.
+std::int64_t checked_mul(const op_spec& op, const std::string& what, std::int64_t a,
+                         std::int64_t b) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    fail(op, what + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows 64 bits");
+  }
+  return r;
+}
+std::int64_t checked_add(const op_spec& op, const std::string& what, std::int64_t a,
+                         std::int64_t b) {
+  std::int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) {
+    fail(op, what + ": " + std::to_string(a) + " + " + std::to_string(b) + " overflows 64 bits");
+  }
+  return r;
+}
+
 std::optional<algorithm> eltwise_algorithm(std::string_view name) {
   static const std::pair<std::string_view, algorithm> table[] = {
       {"relu", algorithm::eltwise_relu},           {"gelu_erf", algorithm::eltwise_gelu_erf},
@@ -271,8 +291,12 @@ std::vector<tensor_shape> conv_shapes(const op_spec& op, std::span<const tensor_
   }
   const bool grouped = w.size() == 5;
   const std::int64_t groups = grouped ? w[0] : 1;
-  const std::int64_t out_channels = grouped ? w[0] * w[1] : w[0];
-  const std::int64_t in_channels = grouped ? w[0] * w[2] : w[1];
+  const std::string weights = "weights '" + op.inputs[1] + "' are " + dims_string(w);
+  const std::int64_t out_channels =
+      grouped ? checked_mul(op, weights + ": groups * output channels per group", w[0], w[1])
+              : w[0];
+  const std::int64_t in_channels =
+      grouped ? checked_mul(op, weights + ": groups * input channels per group", w[0], w[2]) : w[1];
   const std::size_t k0 = grouped ? 3 : 2;  // index of KH in w
   if (s[1] != in_channels) {
     fail(op,
@@ -283,14 +307,22 @@ std::vector<tensor_shape> conv_shapes(const op_spec& op, std::span<const tensor_
   }
   std::vector<std::int64_t> dst{s[0], out_channels, 0, 0};
   for (int d = 0; d < 2; ++d) {
-    const std::int64_t ext = (w[k0 + d] - 1) * (g.dilation[d] + 1) + 1;
-    const std::int64_t span = s[2 + d] + g.padding_l[d] + g.padding_r[d] - ext;
-    if (span < 0) {
+    const std::string dim = d ? "width" : "height";
+    const std::string kernel = "the dilated kernel " + dim;
+    const std::int64_t ext = checked_add(
+        op, kernel,
+        checked_mul(op, kernel, w[k0 + d] - 1, checked_add(op, kernel, g.dilation[d], 1)), 1);
+    const std::string input = "the padded input " + dim;
+    const std::int64_t padded =
+        checked_add(op, input, checked_add(op, input, s[2 + d], g.padding_l[d]), g.padding_r[d]);
+    // padding_r may be negative (a stride that leaves the last rows unread),
+    // so `padded` may be too: compared first, the difference cannot overflow.
+    if (padded < ext) {
       fail(op, "the kernel (" + std::to_string(ext) +
-                   " with dilation) is larger than the padded input (" +
-                   std::to_string(s[2 + d] + g.padding_l[d] + g.padding_r[d]) + ") in " +
-                   (d ? "width" : "height"));
+                   " with dilation) is larger than the padded input (" + std::to_string(padded) +
+                   ") in " + dim);
     }
+    const std::int64_t span = padded - ext;
     dst[2 + d] = span / g.strides[d] + 1;
   }
   if (bias && in[2].dims != std::vector<std::int64_t>{out_channels}) {
@@ -389,11 +421,14 @@ class reorder_kernel final : public op_kernel {
 }  // namespace
 
 void add_builtin_ops(op_registry& reg) {
-  reg.add_kind("matmul", matmul_shapes);
-  reg.add_kind("convolution", conv_shapes);
-  reg.add_kind("eltwise", eltwise_shapes);
-  reg.add_kind("reorder", reorder_shapes);
-  reg.add_kind("identity", reorder_shapes);
+  // The attributes each kind reads; any other is refused by the executor.
+  reg.add_kind("matmul", matmul_shapes, {"post_ops", "weights_layout"});
+  reg.add_kind(
+      "convolution", conv_shapes,
+      {"strides", "padding", "padding_l", "padding_r", "dilation", "post_ops", "weights_layout"});
+  reg.add_kind("eltwise", eltwise_shapes, {"algorithm", "alpha", "beta"});
+  reg.add_kind("reorder", reorder_shapes, {});
+  reg.add_kind("identity", reorder_shapes, {});
   const std::pair<const char*, std::shared_ptr<const op_kernel>> kernels[] = {
       {"matmul", std::make_shared<matmul_kernel>()},
       {"convolution", std::make_shared<conv_kernel>()},

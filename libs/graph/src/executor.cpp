@@ -2,6 +2,7 @@
 // kernels, planned transforms) once, then runs them per call.
 #include "primcache/graph/executor.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <optional>
@@ -191,6 +192,16 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
     tensor_state ts;
     ts.name = t.name;
     ts.role = t.role;
+    // The transform plans below do not create engines: a place without a
+    // device would otherwise load and fail every run.
+    if (t.place) {
+      try {
+        t.place->get_engine();
+      } catch (const error& e) {
+        fail(e.code(), "tensor '" + t.name + "' (" + std::string(to_string(t.role)) + ") is on " +
+                           t.place->to_string() + ": " + e.message());
+      }
+    }
     if (t.role == tensor_role::input || t.role == tensor_role::constant) {
       ts.shape = {t.dims, t.type};
       ts.type = declared_type(t, lib);
@@ -217,6 +228,15 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
       fail(status::invalid_arguments,
            "op '" + op.name + "': unknown op kind '" + op.kind + "' (known: " + known + ")");
     }
+    if (const auto accepted = ops.accepted_attributes(op.kind)) {
+      for (const auto& [key, value] : op.attributes) {
+        if (std::binary_search(accepted->begin(), accepted->end(), key)) continue;
+        std::string names;
+        for (const auto& a : *accepted) names += (names.empty() ? "" : ", ") + a;
+        fail(status::invalid_arguments, where + ": unknown attribute '" + key + "' (accepted: " +
+                                            (names.empty() ? "none" : names) + ")");
+      }
+    }
     std::vector<tensor_shape> in_shapes;
     for (const auto& name : op.inputs) {
       const std::size_t ti = st.tensor_index.at(name);
@@ -230,15 +250,30 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
                                           " tensors, the graph gives it " +
                                           std::to_string(op.outputs.size()));
     }
+    // Every run allocates what the op writes.
+    for (std::size_t k = 0; k < out_shapes.size(); ++k) {
+      const tensor_spec& spec = *g.find_tensor(op.outputs[k]);
+      check_tensor_bytes("tensor '" + spec.name + "' (" + std::string(to_string(spec.role)) +
+                             ", written by op '" + op.name + "')",
+                         out_shapes[k].dims, out_shapes[k].type);
+    }
+    // The op's layout lays out its activations, of its first output's rank
+    // (layout_for_rank gives inputs of other ranks, such as a bias, the
+    // plain layout); another rank is a mistake, not a request for plain.
+    const auto out_rank = static_cast<int>(out_shapes[0].dims.size());
+    if (op.layout.ndims() != 0 && op.layout.ndims() != out_rank) {
+      fail(status::invalid_arguments, where + ": layout " + op.layout.to_string() + " lays out " +
+                                          std::to_string(op.layout.ndims()) +
+                                          " dims, its output '" + op.outputs[0] + "' has " +
+                                          std::to_string(out_rank));
+    }
     // The op's kernel type: its own choices, else the executor's.
     kernel_type& type = s.type;
     type.place = (op.place && !st.options.ignore_op_places) ? *op.place : st.options.place;
     type.library = op.library ? library{*op.library} : lib;
     type.data_type = op.type != data_type::undef ? op.type : in_shapes[0].type;
     // Plain when the op names none (of its first output's rank).
-    type.layout = op.layout.ndims() != 0
-                      ? op.layout
-                      : plain_layout(static_cast<int>(out_shapes[0].dims.size()));
+    type.layout = op.layout.ndims() != 0 ? op.layout : plain_layout(out_rank);
     auto kernel = ops.find_kernel(op.kind, type.place.kind, type.library.name);
     if (!kernel) {
       std::string have;

@@ -2,7 +2,10 @@
 #include "primcache/graph/graph.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -39,6 +42,22 @@ std::string dims_string(const std::vector<std::int64_t>& dims) {
   std::string s;
   for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
   return s.empty() ? "()" : s;
+}
+
+// `value` as the JSON or a person would write it (1e+39, -0.5, inf).
+std::string number_string(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+// An init value must be a finite float: the data is made in f32, where a
+// larger one is inf and every element made from it inf or NaN.
+void check_init_value(const tensor_spec& tensor, const char* field, double value) {
+  if (std::abs(value) <= std::numeric_limits<float>::max()) return;  // false for NaN
+  fail("tensor '" + tensor.name + "': init " + field + " " + number_string(value) +
+       " is not a finite float (at most " + number_string(std::numeric_limits<float>::max()) +
+       " in magnitude)");
 }
 
 // splitmix64: a fixed generator, the same sequence on every platform.
@@ -219,6 +238,10 @@ std::vector<std::size_t> graph::validate() const {
           fail("tensor '" + t.name + "' has shape " + dims_string(t.dims) +
                ": dims must be positive");
       }
+      // An input is allocated by every run that makes its data, a constant
+      // once: either way the graph asks for its bytes.
+      check_tensor_bytes("tensor '" + t.name + "' (" + std::string(to_string(t.role)) + ")", t.dims,
+                         t.type);
       if (t.layout.ndims() != 0 && t.layout.ndims() != static_cast<int>(t.dims.size())) {
         fail("tensor '" + t.name + "' has shape " + dims_string(t.dims) + " (" +
              std::to_string(t.dims.size()) + " dims) but layout " + t.layout.to_string() +
@@ -279,6 +302,20 @@ std::vector<std::size_t> graph::validate() const {
   return order;
 }
 
+void check_tensor_bytes(const std::string& what, const std::vector<std::int64_t>& dims,
+                        data_type type) {
+  std::uint64_t bytes = size_of(type);
+  bool overflow = false;
+  for (auto d : dims) {
+    overflow =
+        overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes);
+  }
+  if (!overflow && bytes <= max_tensor_bytes) return;
+  fail(what + " is " + dims_string(dims) + " " + std::string(to_string(type)) + ": " +
+       (overflow ? "more than 2^64 bytes" : std::to_string(bytes) + " bytes") +
+       ", more than the limit of " + std::to_string(max_tensor_bytes) + " bytes per graph tensor");
+}
+
 layout plain_layout(int ndims) {
   static constexpr format_tag tags[] = {format_tag::a,    format_tag::ab,    format_tag::abc,
                                         format_tag::abcd, format_tag::abcde, format_tag::abcdef};
@@ -299,6 +336,14 @@ kernel_type declared_type(const tensor_spec& tensor, const library& lib) {
 memory make_tensor_data(const tensor_spec& tensor, const tensor_init& init) {
   if (tensor.dims.empty() || tensor.type == data_type::undef) {
     fail("tensor '" + tensor.name + "': data needs dims and a data type");
+  }
+  check_tensor_bytes("tensor '" + tensor.name + "' (" + std::string(to_string(tensor.role)) + ")",
+                     tensor.dims, tensor.type);
+  if (init.kind == tensor_init::kind::fill) {
+    check_init_value(tensor, "value", init.value);
+  } else {
+    check_init_value(tensor, "low", init.low);
+    check_init_value(tensor, "high", init.high);
   }
   const kernel_type want = declared_type(tensor, library::jit());
   const kernel_type host{place::cpu(), data_type::f32,

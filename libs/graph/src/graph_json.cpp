@@ -3,8 +3,11 @@
 #include "primcache/graph/graph_json.hpp"
 
 #include <boost/json.hpp>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -125,6 +128,24 @@ std::string parse_name(const json::value& v, const std::string& where) {
   return s;
 }
 
+// `value` as written in messages (1e+39, -0.5).
+std::string number_string(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+// An init value, which must be a finite float: the data is made in f32,
+// where a larger one is inf and the elements made from it inf or NaN.
+double parse_init_value(const json::value& v, const std::string& where) {
+  const double x = as_number(v, where);
+  if (!(std::abs(x) <= std::numeric_limits<float>::max())) {
+    fail(where, number_string(x) + " is not a finite float (at most " +
+                    number_string(std::numeric_limits<float>::max()) + " in magnitude)");
+  }
+  return x;
+}
+
 tensor_init parse_init(const json::value& v, const std::string& where) {
   const auto& o = as_object(v, where);
   check_keys(o, where, {"kind", "low", "high", "seed", "value"});
@@ -133,8 +154,8 @@ tensor_init parse_init(const json::value& v, const std::string& where) {
   if (kind == "uniform") {
     init.kind = tensor_init::kind::uniform;
     if (find(o, "value")) fail(at(where, "value"), "\"value\" belongs to kind \"fill\"");
-    if (const auto* x = find(o, "low")) init.low = as_number(*x, at(where, "low"));
-    if (const auto* x = find(o, "high")) init.high = as_number(*x, at(where, "high"));
+    if (const auto* x = find(o, "low")) init.low = parse_init_value(*x, at(where, "low"));
+    if (const auto* x = find(o, "high")) init.high = parse_init_value(*x, at(where, "high"));
     if (const auto* x = find(o, "seed")) {
       const auto seed = as_int(*x, at(where, "seed"));
       if (seed < 0) fail(at(where, "seed"), "a seed must not be negative");
@@ -146,7 +167,7 @@ tensor_init parse_init(const json::value& v, const std::string& where) {
     for (auto k : {"low", "high", "seed"}) {
       if (find(o, k)) fail(at(where, k), "\"" + std::string(k) + "\" belongs to kind \"uniform\"");
     }
-    init.value = as_number(require(o, "value", where), at(where, "value"));
+    init.value = parse_init_value(require(o, "value", where), at(where, "value"));
   } else {
     fail(at(where, "kind"), "unknown init kind \"" + kind + "\" (uniform, fill)");
   }
@@ -188,6 +209,15 @@ tensor_spec parse_tensor(const json::value& v, const std::string& where) {
     if (t.dims.empty()) fail(where, "tensor \"" + t.name + "\" (" + role + ") needs a \"shape\"");
     if (t.type == data_type::undef)
       fail(where, "tensor \"" + t.name + "\" (" + role + ") needs a \"type\"");
+  }
+  // Checked here for the JSON pointer; a constant's data is made right after
+  // loading it, an input's by every run.
+  if (!t.dims.empty() && t.type != data_type::undef) {
+    try {
+      check_tensor_bytes("tensor \"" + t.name + "\" (" + role + ")", t.dims, t.type);
+    } catch (const error& e) {
+      fail(at(where, "shape"), e.message());
+    }
   }
   if (!t.dims.empty() && t.layout.ndims() != 0 &&
       t.layout.ndims() != static_cast<int>(t.dims.size())) {

@@ -42,7 +42,11 @@ kernel_type op_kernel::output_type(const op_spec&, std::size_t, const tensor_sha
 struct op_registry::state {
   using kernel_key = std::tuple<std::string, engine_kind, std::string>;
   mutable shared_mutex mu;
-  std::map<std::string, shape_function, std::less<>> kinds PRIMCACHE_GUARDED_BY(mu);
+  struct kind_entry {
+    shape_function shapes;
+    std::optional<std::vector<std::string>> attributes;  // sorted; none: any
+  };
+  std::map<std::string, kind_entry, std::less<>> kinds PRIMCACHE_GUARDED_BY(mu);
   std::map<kernel_key, std::shared_ptr<const op_kernel>> kernels PRIMCACHE_GUARDED_BY(mu);
 };
 
@@ -64,15 +68,27 @@ void op_registry::add_builtins() {
   graph_internal::add_builtin_ops(*this);
 }
 
-void op_registry::add_kind(std::string kind, shape_function shapes) {
+void op_registry::add_kind_entry(std::string kind, shape_function shapes,
+                                 std::optional<std::vector<std::string>> attributes) {
   if (kind.empty())
     throw error(status::invalid_arguments, "op_registry: an op kind without a name");
   if (!shapes) {
     throw error(status::invalid_arguments,
                 "op_registry: op kind '" + kind + "' without a shape function");
   }
+  if (attributes) std::sort(attributes->begin(), attributes->end());
   lock_guard<shared_mutex> lock(state_->mu);
-  state_->kinds.insert_or_assign(std::move(kind), std::move(shapes));
+  state_->kinds.insert_or_assign(std::move(kind),
+                                 state::kind_entry{std::move(shapes), std::move(attributes)});
+}
+
+void op_registry::add_kind(std::string kind, shape_function shapes) {
+  add_kind_entry(std::move(kind), std::move(shapes), std::nullopt);
+}
+
+void op_registry::add_kind(std::string kind, shape_function shapes,
+                           std::vector<std::string> attributes) {
+  add_kind_entry(std::move(kind), std::move(shapes), std::move(attributes));
 }
 
 void op_registry::add_kernel(std::string kind, engine_kind place_kind, std::string library,
@@ -98,7 +114,14 @@ bool op_registry::remove_kernel(std::string_view kind, engine_kind place_kind,
 shape_function op_registry::find_kind(std::string_view kind) const {
   shared_lock_guard lock(state_->mu);
   auto it = state_->kinds.find(kind);
-  return it == state_->kinds.end() ? shape_function() : it->second;
+  return it == state_->kinds.end() ? shape_function() : it->second.shapes;
+}
+
+std::optional<std::vector<std::string>> op_registry::accepted_attributes(
+    std::string_view kind) const {
+  shared_lock_guard lock(state_->mu);
+  auto it = state_->kinds.find(kind);
+  return it == state_->kinds.end() ? std::nullopt : it->second.attributes;
 }
 
 std::shared_ptr<const op_kernel> op_registry::find_kernel(std::string_view kind,

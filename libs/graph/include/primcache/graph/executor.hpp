@@ -25,9 +25,12 @@
 // Everything is decided when the executor is constructed: validation, shape
 // inference, kernel types, transform plans and primitive creation (bind).
 // A bad graph throws there, naming the op or tensor: an unknown op kind
-// (listing the known ones), no kernel for a kernel type (listing those
-// registered), shapes that do not agree, a cycle, a missing constant's
-// data, no transform path (naming both kernel types). run() throws for a
+// (listing the known ones), an attribute the kind does not accept (listing
+// those it does), an op layout of another rank than its output, no kernel
+// for a kernel type (listing those registered), shapes that do not agree,
+// a tensor an op writes over max_tensor_bytes, an op or tensor placed on a
+// device the process does not have, a cycle, a missing constant's data, no
+// transform path (naming both kernel types). run() throws for a
 // missing or unknown input and for an input of the wrong descriptor or
 // place.
 //

@@ -133,8 +133,8 @@ class PRIMCACHE_API graph {
   // op reading a tensor nobody declares or produces, an op without outputs,
   // a tensor produced twice, an input or constant produced by an op, an
   // intermediate or output nobody produces, an input or constant without
-  // dims or data type, a constant without data, and a cycle (the message
-  // lists the ops around it).
+  // dims or data type, an input or constant over max_tensor_bytes, a
+  // constant without data, and a cycle (the message lists the ops around it).
   std::vector<std::size_t> validate() const;
 
  private:
@@ -144,13 +144,27 @@ class PRIMCACHE_API graph {
   std::map<std::string, memory, std::less<>> data_;
 };
 
+// The most bytes one tensor of a graph may take (its elements times the
+// element size, before the padding of blocked layouts): 4 GiB. validate()
+// refuses a larger input or constant, make_tensor_data a larger tensor, and
+// the executor a larger tensor an op writes, so that nothing of that size is
+// allocated at load or on every run.
+inline constexpr std::uint64_t max_tensor_bytes = std::uint64_t{1} << 32;
+// Throws error(invalid_arguments) when a tensor of `dims` and `type` takes
+// more than max_tensor_bytes; the message starts with `what` (the tensor)
+// and gives its shape, type, bytes and the limit.
+PRIMCACHE_API void check_tensor_bytes(const std::string& what,
+                                      const std::vector<std::int64_t>& dims, data_type type);
+
 // The plain row-major layout of `ndims` dimensions (a, ab, abc, ...).
 PRIMCACHE_API primcache::layout plain_layout(int ndims);
 // The kernel type a declared input or constant tensor is in (its layout
 // and place defaulted), read by `lib`.
 PRIMCACHE_API kernel_type declared_type(const tensor_spec& tensor, const library& lib);
 // A memory of the tensor's declared kernel type on its place, filled as
-// `init` says (computed on the host in f32, then converted).
+// `init` says (computed on the host in f32, then converted). Throws
+// invalid_arguments for a tensor over max_tensor_bytes and for init values
+// that are not finite floats (NaN, or larger than FLT_MAX in magnitude).
 PRIMCACHE_API memory make_tensor_data(const tensor_spec& tensor, const tensor_init& init);
 
 }  // namespace primcache

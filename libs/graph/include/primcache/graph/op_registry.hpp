@@ -7,8 +7,10 @@
 //   auto k = reg.find_kernel("matmul", primcache::engine_kind::cpu, "jit");
 //
 // An op kind has a shape function (checks attributes and input shapes,
-// returns the outputs' shapes); each of its kernels says in which kernel
-// type it wants each input (input_type) and writes each output
+// returns the outputs' shapes) and, unless it accepts any, the names of the
+// attributes it accepts: the executor refuses an op with another attribute
+// (a misspelt "paddin" would otherwise be ignored). Each of its kernels says
+// in which kernel type it wants each input (input_type) and writes each output
 // (output_type), and binds to concrete descriptors on an engine (bind),
 // which is where it creates its primitives. The executor transforms every
 // input whose actual kernel type differs from the one the kernel wants.
@@ -39,6 +41,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -97,7 +100,9 @@ class PRIMCACHE_API op_kernel {
 };
 
 // `op_layout` for a tensor of `ndims` dimensions: itself when it lays out
-// that many, else the plain layout of the rank.
+// that many, else the plain layout of the rank (a bias, say). The executor
+// has already refused an op layout of another rank than the op's first
+// output.
 PRIMCACHE_API layout layout_for_rank(const layout& op_layout, int ndims);
 
 class PRIMCACHE_API op_registry {
@@ -112,8 +117,12 @@ class PRIMCACHE_API op_registry {
   // Adds the built-in kinds and kernels to this registry.
   void add_builtins();
 
-  // Registers (or replaces) an op kind's shape function.
+  // Registers (or replaces) an op kind's shape function; the kind accepts
+  // any attribute (its shape function checks the ones it reads).
   void add_kind(std::string kind, shape_function shapes);
+  // The same, accepting only the attributes named in `attributes` (none
+  // when empty): the executor refuses an op of the kind with another one.
+  void add_kind(std::string kind, shape_function shapes, std::vector<std::string> attributes);
   // Registers (or replaces) the kernel of `kind` for (place kind, library).
   void add_kernel(std::string kind, engine_kind place_kind, std::string library,
                   std::shared_ptr<const op_kernel> kernel);
@@ -121,6 +130,9 @@ class PRIMCACHE_API op_registry {
 
   // The shape function of a kind; empty when the kind is unknown.
   shape_function find_kind(std::string_view kind) const;
+  // The attributes a kind accepts, sorted; nullopt when it accepts any (or
+  // the kind is unknown).
+  std::optional<std::vector<std::string>> accepted_attributes(std::string_view kind) const;
   // The kernel for (kind, place kind, library); null when none.
   std::shared_ptr<const op_kernel> find_kernel(std::string_view kind, engine_kind place_kind,
                                                std::string_view library) const;
@@ -130,6 +142,8 @@ class PRIMCACHE_API op_registry {
 
  private:
   struct state;
+  void add_kind_entry(std::string kind, shape_function shapes,
+                      std::optional<std::vector<std::string>> attributes);
   std::unique_ptr<state> state_;
 };
 
