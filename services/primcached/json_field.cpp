@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <unordered_set>
+#include <vector>
 
-#include <boost/json/parse.hpp>
-#include <boost/json/stream_parser.hpp>
+#include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/value_stack.hpp>
 
 #include "primcache/base/error.hpp"
 
@@ -35,13 +39,115 @@ std::int64_t integral_value(const boost::json::value& v) {
   return static_cast<std::int64_t>(d);
 }
 
+// A number a float holds: converting a double outside float's range (or not
+// finite: Boost.JSON reads 1e400 as infinity) to float is undefined.
+bool fits_float(double d) {
+  return std::isfinite(d) && std::fabs(d) <= std::numeric_limits<float>::max();
+}
+
+std::string float_range_text() {
+  char text[96];
+  std::snprintf(text, sizeof text, "expected a finite number of magnitude at most %g (a float)",
+                static_cast<double>(std::numeric_limits<float>::max()));
+  return text;
+}
+
+// Boost.JSON's parser handler (boost/json/detail/handler.hpp: the same
+// value_stack calls) that also refuses a key given twice in one object:
+// boost::json::object keeps the last silently, so {"threads": 1,
+// "threads": 1024} would run 1024 threads. Each open object's keys are kept
+// in a set, reused from one object to the next at the same depth.
+struct value_builder {
+  static constexpr std::size_t max_object_size = boost::json::object::max_size();
+  static constexpr std::size_t max_array_size = boost::json::array::max_size();
+  static constexpr std::size_t max_key_size = boost::json::string::max_size();
+  static constexpr std::size_t max_string_size = boost::json::string::max_size();
+
+  using error_code = boost::system::error_code;
+  using string_view = boost::json::string_view;
+
+  boost::json::value_stack values;
+  std::vector<std::unordered_set<std::string>> keys;  // [depth]: the open objects' keys
+  std::size_t depth = 0;                              // open objects
+  std::string key;                                    // the key being read, in parts
+  std::string duplicate;                              // set when a key was given twice
+
+  bool on_document_begin(error_code&) { return true; }
+  bool on_document_end(error_code&) { return true; }
+  bool on_object_begin(error_code&) {
+    if (keys.size() == depth) keys.emplace_back();
+    keys[depth++].clear();
+    return true;
+  }
+  bool on_object_end(std::size_t n, error_code&) {
+    --depth;
+    values.push_object(n);
+    return true;
+  }
+  bool on_array_begin(error_code&) { return true; }
+  bool on_array_end(std::size_t n, error_code&) {
+    values.push_array(n);
+    return true;
+  }
+  bool on_key_part(string_view s, std::size_t, error_code&) {
+    key.append(s.data(), s.size());
+    values.push_chars(s);
+    return true;
+  }
+  bool on_key(string_view s, std::size_t, error_code& ec) {
+    key.append(s.data(), s.size());
+    if (!keys[depth - 1].insert(key).second) {
+      duplicate = key;
+      // Any error stops the parser; parse_json_text words it from `duplicate`.
+      ec = boost::json::error::syntax;
+      return false;
+    }
+    key.clear();
+    values.push_key(s);
+    return true;
+  }
+  bool on_string_part(string_view s, std::size_t, error_code&) {
+    values.push_chars(s);
+    return true;
+  }
+  bool on_string(string_view s, std::size_t, error_code&) {
+    values.push_string(s);
+    return true;
+  }
+  bool on_number_part(string_view, error_code&) { return true; }
+  bool on_int64(std::int64_t i, string_view, error_code&) {
+    values.push_int64(i);
+    return true;
+  }
+  bool on_uint64(std::uint64_t u, string_view, error_code&) {
+    values.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, string_view, error_code&) {
+    values.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, error_code&) {
+    values.push_bool(b);
+    return true;
+  }
+  bool on_null(error_code&) {
+    values.push_null();
+    return true;
+  }
+  bool on_comment_part(string_view, error_code&) { return true; }
+  bool on_comment(string_view, error_code&) { return true; }
+};
+
 }  // namespace
 
 boost::json::value parse_json_text(std::string_view text, const std::string& file) {
-  boost::json::stream_parser parser;
+  boost::json::basic_parser<value_builder> parser(boost::json::parse_options{});
+  parser.handler().values.reset();
   boost::system::error_code ec;
-  const std::size_t consumed = parser.write_some(text.data(), text.size(), ec);
-  if (!ec) parser.finish(ec);
+  // more = false: the text is the whole document.
+  std::size_t consumed = parser.write_some(false, text.data(), text.size(), ec);
+  if (!ec && consumed < text.size()) ec = boost::json::error::extra_data;
   if (ec) {
     const std::size_t at = std::min(consumed, text.size());
     std::size_t line = 1, column = 1;
@@ -53,11 +159,18 @@ boost::json::value parse_json_text(std::string_view text, const std::string& fil
         ++column;
       }
     }
+    const std::string& duplicate = parser.handler().duplicate;
+    if (!duplicate.empty()) {
+      // The parser stops just after the key: its line (a key has no newline).
+      throw error(status::invalid_arguments, file + ": line " + std::to_string(line) +
+                                                 ": duplicate key \"" + duplicate +
+                                                 "\" (a key may appear once in an object)");
+    }
     throw error(status::invalid_arguments, file + ": line " + std::to_string(line) + ", column " +
                                                std::to_string(column) + ": not valid JSON (" +
                                                ec.message() + ")");
   }
-  return parser.release();
+  return parser.handler().values.release();
 }
 
 json_field::json_field(const boost::json::value& root, const std::string& file)
@@ -101,6 +214,12 @@ double json_field::number() const {
   fail("expected a number");
 }
 
+float json_field::finite_float() const {
+  const double d = number();
+  if (!fits_float(d)) fail(float_range_text());
+  return static_cast<float>(d);
+}
+
 std::int64_t json_field::integer(std::int64_t min, std::int64_t max) const {
   if (!is_integral_number(*value_)) fail("expected an integer");
   const std::int64_t v = integral_value(*value_);
@@ -141,9 +260,9 @@ std::vector<float> json_field::numbers() const {
   constexpr std::string_view what = "expected a non-empty array of numbers";
   if (!value_->is_array() || value_->get_array().empty()) fail(what);
   std::vector<float> out;
-  for (const boost::json::value& v : value_->get_array()) {
-    if (!v.is_number()) fail(what);
-    out.push_back(static_cast<float>(v.to_number<double>()));
+  for (std::size_t i = 0; i < value_->get_array().size(); ++i) {
+    if (!value_->get_array()[i].is_number()) fail(what);
+    out.push_back(element(i).finite_float());
   }
   return out;
 }

@@ -24,7 +24,9 @@
 
 namespace primcache::primcached {
 
-// Parses JSON text; a syntax error names the file, the line and the column.
+// Parses JSON text; a syntax error names the file, the line and the column,
+// a key given twice in one object the file, its line and the key (RFC 8259
+// leaves duplicates to the reader; Boost.JSON would keep the last).
 boost::json::value parse_json_text(std::string_view text, const std::string& file);
 
 class json_field {
@@ -43,12 +45,15 @@ class json_field {
   std::string string() const;
   bool boolean() const;
   double number() const;
+  // A number within float's range (finite, magnitude at most FLT_MAX), as a float.
+  float finite_float() const;
   // An integer in [min, max] (a number with no fractional part).
   std::int64_t integer(std::int64_t min, std::int64_t max) const;
   // A non-empty array of integers > 0.
   std::vector<std::int64_t> positive_dims() const;
   // An array of integers >= 0 with exactly `count` entries.
   std::vector<std::int64_t> non_negative_dims(std::size_t count) const;
+  // A non-empty array of numbers, each a finite_float().
   std::vector<float> numbers() const;
 
   bool has(std::string_view key) const;

@@ -13,10 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +22,7 @@
 #include "config.hpp"
 #include "default_paths.hpp"
 #include "embedded_defaults.hpp"
+#include "input_file.hpp"
 #include "primcache/admin/admin_server.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
@@ -129,12 +128,9 @@ command_line parse_command_line(int argc, char** argv) {
   return cl;
 }
 
+// A config or workload file: a regular file of at most 16 MiB (input_file.hpp).
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(status::not_found, "cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_input_file(path, "cannot read " + path);
 }
 
 std::string dir_of(const std::string& path) {

@@ -1,10 +1,12 @@
 #include "workload.hpp"
 
 #include <array>
+#include <cstdio>
 #include <utility>
 
 #include <boost/json/serialize.hpp>
 
+#include "input_file.hpp"
 #include "json_field.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/graph/graph_json.hpp"
@@ -71,6 +73,56 @@ format_tag read_layout(const json_field& f, std::size_t ndims, bool any_allowed)
   return *tag;
 }
 
+// "65536x65536 f32"
+std::string tensor_text(const memory::dims& dims, data_type type) {
+  std::string text;
+  for (std::int64_t d : dims) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text + " " + std::string(to_string(type));
+}
+
+// "16 GiB (17179869184 bytes)"; only sizes over the limit are described.
+std::string bytes_text(std::uint64_t bytes) {
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.1f", static_cast<double>(bytes) / (1 << 30));
+  std::string text = gib;
+  if (text.ends_with(".0")) text.resize(text.size() - 2);
+  return text + " GiB (" + std::to_string(bytes) + " bytes)";
+}
+
+std::string over_limit_text() {
+  return "; a workload tensor may take at most " + std::to_string(max_tensor_bytes >> 30) + " GiB";
+}
+
+// Refuses a tensor larger than max_tensor_bytes, as written (dims times the
+// element size, without overflow) and, in a blocked layout `layout_name`
+// ("" for a plain one), with its padding: every workload thread allocates
+// and zeroes each of its entries' tensors. `f` is the field the message
+// names, `what` what it says first ("" or "dst (not given: ...) ").
+void check_tensor_bytes(const json_field& f, const std::string& what, const tensor_spec& t,
+                        const std::string& layout_name) {
+  std::uint64_t bytes = size_of(t.type);
+  for (std::int64_t d : t.dims) {
+    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes)) {
+      f.fail(what + tensor_text(t.dims, t.type) + " takes more than 2^64 bytes" +
+             over_limit_text());
+    }
+  }
+  if (bytes > max_tensor_bytes) {
+    f.fail(what + tensor_text(t.dims, t.type) + " takes " + bytes_text(bytes) + over_limit_text());
+  }
+  if (layout_name.empty() || t.layout == format_tag::any) return;
+  std::uint64_t padded = 0;
+  try {
+    padded = t.desc().size_bytes();
+  } catch (const error&) {
+    return;  // the primitive descriptor refuses it, with the runtime's message
+  }
+  if (padded > max_tensor_bytes) {
+    f.fail(what + tensor_text(t.dims, t.type) + " takes " + bytes_text(padded) + " in layout " +
+           layout_name + " (padding included)" + over_limit_text());
+  }
+}
+
 struct tensor_fields {
   std::optional<json_field> shapes, data_types, layouts;
 };
@@ -80,8 +132,9 @@ struct tensor_fields {
 tensor_spec read_tensor(const json_field& entry, const tensor_fields& t, std::string_view name,
                         std::optional<memory::dims> dims, bool any_allowed) {
   tensor_spec out;
-  if (std::optional<json_field> s = t.shapes->member(name)) {
-    out.dims = s->positive_dims();
+  const std::optional<json_field> given = t.shapes->member(name);
+  if (given) {
+    out.dims = given->positive_dims();
   } else if (dims) {
     out.dims = std::move(*dims);
   } else {
@@ -98,10 +151,18 @@ tensor_spec read_tensor(const json_field& entry, const tensor_fields& t, std::st
     }
   }
   out.layout = plain_tag(out.dims.size());
+  std::string layout_name;
   if (t.layouts) {
     if (std::optional<json_field> l = t.layouts->member(name)) {
       out.layout = read_layout(*l, out.dims.size(), any_allowed);
+      layout_name = l->string();
     }
+  }
+  if (given) {
+    check_tensor_bytes(*given, "", out, layout_name);
+  } else {
+    check_tensor_bytes(*t.shapes, std::string(name) + " (not given: from the other shapes) ", out,
+                       layout_name);
   }
   (void)entry;
   return out;
@@ -129,9 +190,9 @@ void read_attributes(const json_field& attrs, primitive_spec& spec) {
           if (op.has(f)) op.required(f).fail("only binary_add post-ops have an operand");
         }
         p.alg = read_eltwise(op.required("algorithm"));
-        if (auto f = op.member("scale")) p.scale = static_cast<float>(f->number());
-        if (auto f = op.member("alpha")) p.alpha = static_cast<float>(f->number());
-        if (auto f = op.member("beta")) p.beta = static_cast<float>(f->number());
+        if (auto f = op.member("scale")) p.scale = f->finite_float();
+        if (auto f = op.member("alpha")) p.alpha = f->finite_float();
+        if (auto f = op.member("beta")) p.beta = f->finite_float();
       } else if (k == "binary_add") {
         for (std::string_view f : {"algorithm", "scale", "alpha", "beta"}) {
           if (op.has(f)) op.required(f).fail("only eltwise post-ops have this field");
@@ -141,8 +202,16 @@ void read_attributes(const json_field& attrs, primitive_spec& spec) {
         p.src1.dims = op.has("shape") ? op.required("shape").positive_dims() : spec.dst.dims;
         if (auto f = op.member("data_type")) p.src1.type = read_data_type(*f);
         p.src1.layout = plain_tag(p.src1.dims.size());
-        if (auto f = op.member("layout"))
+        std::string layout_name;
+        if (auto f = op.member("layout")) {
           p.src1.layout = read_layout(*f, p.src1.dims.size(), false);
+          layout_name = f->string();
+        }
+        if (op.has("shape")) {
+          check_tensor_bytes(op.required("shape"), "", p.src1, layout_name);
+        } else {
+          check_tensor_bytes(op, "the operand (dst's shape) ", p.src1, layout_name);
+        }
       } else {
         kind.fail("unknown post-op kind \"" + k + "\" (expected eltwise or binary_add)");
       }
@@ -278,8 +347,8 @@ primitive_spec read_primitive(const json_field& entry, std::size_t index) {
       spec.src = read_tensor(entry, t, "src", std::nullopt, false);
       spec.dst = read_tensor(entry, t, "dst", spec.src.dims, false);
       spec.eltwise_alg = read_eltwise(entry.required("algorithm"));
-      if (auto f = entry.member("alpha")) spec.alpha = static_cast<float>(f->number());
-      if (auto f = entry.member("beta")) spec.beta = static_cast<float>(f->number());
+      if (auto f = entry.member("alpha")) spec.alpha = f->finite_float();
+      if (auto f = entry.member("beta")) spec.beta = f->finite_float();
       break;
     case primitive_kind::reorder:
       allow_tensors({"src", "dst"});
@@ -321,24 +390,56 @@ primitive_attr make_attr(const primitive_spec& spec) {
   return attr;
 }
 
+// The code of a refusal found while loading (docs/primcached.md, exit
+// status): what the workload asks for — malformed, or a kernel, transform,
+// engine or device this process does not have (the runtime says
+// unimplemented, not_found or invalid_arguments) — is invalid_arguments
+// (exit 2); a failure of the machine keeps its code (exit 1).
+status load_refusal_code(status code) {
+  switch (code) {
+    case status::out_of_memory:
+    case status::runtime_error:
+    case status::permission_denied:
+    case status::corrupt_data: return code;
+    default: return status::invalid_arguments;
+  }
+}
+
 // Builds the entry's executor; its refusal names the file and the entry.
 void build_executor(graph_entry& g, const std::string& where) {
   try {
     g.exec = std::make_shared<const executor>(*g.graph, g.options);
   } catch (const error& e) {
-    throw error(e.code(), where + ": " + e.message());
+    throw error(load_refusal_code(e.code()), where + ": " + e.message());
   }
 }
 
-// A graph loaded by `load` (load_graph_json or load_graph_file), its errors
-// prefixed with `where`.
-template <typename Load>
-std::shared_ptr<const graph> load_graph_at(const std::string& where, Load&& load) {
+// The graph of `text` (load_graph_json), its errors prefixed with `where`.
+std::shared_ptr<const graph> load_graph_at(const std::string& where, std::string_view text) {
   try {
-    return std::make_shared<const graph>(load());
+    return std::make_shared<const graph>(load_graph_json(text));
+  } catch (const error& e) {
+    throw error(load_refusal_code(e.code()), where + ": " + e.message());
+  }
+}
+
+// A graph file's graph. Read here, not by load_graph_file (libs/graph), so
+// that it is read as the workload is (input_file.hpp: a regular file of at
+// most 16 MiB); its errors are worded as load_graph_file's ("graph file
+// PATH: cannot be read", "PATH: graph JSON ..."), prefixed with `where`.
+std::shared_ptr<const graph> load_graph_file_at(const std::string& where, const std::string& path) {
+  std::string text;
+  try {
+    text = read_input_file(path, "graph file " + path + ": cannot be read");
   } catch (const error& e) {
     throw error(e.code(), where + ": " + e.message());
   }
+  std::shared_ptr<const graph> g = load_graph_at(where + ": " + path, text);
+  // libs/graph keeps the last of a key given twice, as Boost.JSON does;
+  // refused here as in the workload (whose inline graphs parse_json_text
+  // has already checked).
+  parse_json_text(text, where + ": " + path);
+  return g;
 }
 
 std::string join_path(const std::string& base_dir, const std::string& path) {
@@ -360,14 +461,13 @@ graph_entry read_graph_entry(const json_field& entry, std::size_t index, const s
     const std::string path = f->string();
     if (path.empty()) f->fail("expected a path");
     g.source = join_path(base_dir, path);
-    g.graph = load_graph_at(file + ": " + f->path(), [&] { return load_graph_file(g.source); });
+    g.graph = load_graph_file_at(file + ": " + f->path(), g.source);
   } else {
     const json_field inline_graph = entry.required("graph");
     inline_graph.object();
     g.source = file + " " + inline_graph.path();
     const std::string text = boost::json::serialize(inline_graph.value());
-    g.graph =
-        load_graph_at(file + ": " + inline_graph.path(), [&] { return load_graph_json(text); });
+    g.graph = load_graph_at(file + ": " + inline_graph.path(), text);
   }
   if (std::optional<json_field> n = entry.member("name")) {
     g.name = n->string();
@@ -405,7 +505,7 @@ graph_entry read_graph_entry(const json_field& entry, std::size_t index, const s
 graph_entry read_graph_document(std::string_view text, const std::string& file) {
   graph_entry g;
   g.source = file;
-  g.graph = load_graph_at(file, [&] { return load_graph_json(text); });
+  g.graph = load_graph_at(file, text);
   g.name = g.graph->name().empty() ? "graph#0" : g.graph->name();
   g.options.metrics_label = g.name;
   build_executor(g, file + " (" + g.name + ")");
@@ -482,10 +582,26 @@ workload load_workload(std::string_view text, const std::string& file,
     const json_field entry = list.element(i);
     w.primitives.push_back(read_primitive(entry, i));
     const primitive_spec& spec = w.primitives.back();
+    std::optional<primitive_desc> pd;
     try {
-      make_primitive_desc(spec, engine(spec.engine, 0));
+      pd.emplace(make_primitive_desc(spec, engine(spec.engine, 0)));
     } catch (const error& e) {
+      if (load_refusal_code(e.code()) != status::invalid_arguments) {
+        throw error(e.code(), file + ": " + entry.path() + ": " + e.what());
+      }
       entry.fail(e.what());
+    }
+    // As the primitive lays them out: weights of layout any may be padded.
+    static constexpr std::pair<int, std::string_view> args[] = {{PRIMCACHE_ARG_SRC, "src"},
+                                                                {PRIMCACHE_ARG_WEIGHTS, "weights"},
+                                                                {PRIMCACHE_ARG_BIAS, "bias"},
+                                                                {PRIMCACHE_ARG_DST, "dst"}};
+    for (const auto& [arg, name] : args) {
+      const std::uint64_t bytes = pd->query_md(arg).size_bytes();
+      if (bytes > max_tensor_bytes) {
+        entry.fail(std::string(name) + " takes " + bytes_text(bytes) +
+                   " as the primitive lays it out (padding included)" + over_limit_text());
+      }
     }
   }
   // After the primitives: building an executor creates its primitives.

@@ -23,9 +23,13 @@
 // every entry's primitive descriptor is built once while loading, and every
 // graph's executor is built there (validation, plans, primitives), so an
 // inconsistent op (shapes that do not agree, no engine of that kind, a graph
-// op placed on a GPU that is not there) is refused there too. Codes:
-// invalid_arguments for what the document says; not_found for a graph file
-// that cannot be read; the executor's code for a graph it refuses.
+// op placed on a GPU that is not there, no kernel for the library it names)
+// is refused there too. Codes: invalid_arguments for everything the
+// document asks for, the runtime's and the executor's refusals included;
+// for a graph file that cannot be read, read_input_file's (input_file.hpp:
+// not_found, permission_denied over 16 MiB); out_of_memory, runtime_error,
+// permission_denied and corrupt_data from the runtime or the executor as
+// they are (the machine failed, not the document).
 #pragma once
 
 #include <cstdint>
@@ -95,6 +99,12 @@ struct graph_entry {
   std::shared_ptr<const primcache::graph> graph;
   std::shared_ptr<const executor> exec;  // built while loading, shared by the threads
 };
+
+// The most bytes one tensor of a primitive entry may take, its layout's
+// padding included (docs/primcached.md): every workload thread allocates and
+// zeroes each entry's tensors, so a 65536x65536 matmul (16 GiB a tensor)
+// would run the machine out of memory. A larger one is refused at load.
+inline constexpr std::uint64_t max_tensor_bytes = std::uint64_t{4} << 30;
 
 struct workload {
   std::string name;

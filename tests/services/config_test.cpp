@@ -140,4 +140,11 @@ TEST_CASE("A malformed config is refused with a message naming the field", "[ser
   SECTION("a top level that is not an object") {
     CHECK(refusal("[1]") == "primcached.json: (top level): expected an object");
   }
+  SECTION("a key given twice: refused, not the last one taken") {
+    CHECK(refusal(R"({"threads": 1, "threads": 1024})") ==
+          "primcached.json: line 1: duplicate key \"threads\" (a key may appear once in an "
+          "object)");
+    CHECK(refusal("{\"admin\": {\"port\": 1,\n  \"threads\": 1, \"port\": 2}}") ==
+          "primcached.json: line 2: duplicate key \"port\" (a key may appear once in an object)");
+  }
 }

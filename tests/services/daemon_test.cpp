@@ -1,6 +1,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -102,6 +103,108 @@ TEST_CASE("primcached refuses a malformed workload or config naming the field",
     CHECK(r.status == 2);
     CHECK_THAT(r.err, Catch::StartsWith("primcached: --admin localhost: expected HOST:PORT"));
   }
+}
+
+TEST_CASE("primcached exits 2 for a graph workload its executor refuses while loading",
+          "[services][daemon]") {
+  // y = relu(x), 4x8, with `op_extra` added to the op and `y_extra` to y.
+  auto graph = [](const std::string& op_extra, const std::string& y_extra) {
+    return R"({"tensors": [{"name": "x", "shape": [4, 8], "type": "f32", "role": "input"},
+                          {"name": "y", "role": "output")" +
+           y_extra + R"(}],
+               "ops": [{"name": "act", "kind": "eltwise", "inputs": ["x"], "outputs": ["y"],
+                        "attributes": {"algorithm": "relu"})" +
+           op_extra + "}]}";
+  };
+  SECTION("an op forcing a library no kernel is registered under") {
+    const std::string path = temp_path("nolib.json");
+    write_text(path, graph(R"(, "library": "nolib")", ""));
+    const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--duration", "1"});
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("primcached: " + path +
+                                        " (graph): op 'act' (eltwise): "
+                                        "no kernel for cpu/nolib"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  SECTION("an output on a place this machine does not have") {
+    const std::string path = temp_path("cpu3.json");
+    write_text(path, graph("", R"(, "place": "cpu:3")"));
+    const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--duration", "1"});
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("primcached: " + path + " (graph): "));
+    // libs/graph's words: "no transform from cpu/f32/ab/jit to cpu:3/...", or
+    // "tensor 'y' (output) is on cpu:3: cpu engine index 3 is out of range".
+    CHECK_THAT(r.err, Catch::Contains("cpu:3"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("primcached reads only regular files of at most 16 MiB: others exit 1",
+          "[services][daemon]") {
+  SECTION("a directory as the config") {
+    const std::string dir = temp_path("config-dir");
+    REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    const auto r = run_program({PRIMCACHED_PATH, "--config", dir, "--duration", "1"});
+    CHECK(r.status == 1);
+    CHECK(r.err == "primcached: cannot read " + dir + ": a directory, not a regular file\n");
+  }
+  SECTION("/dev/zero as the workload: refused at once, not read until memory runs out") {
+    const auto r =
+        run_program({PRIMCACHED_PATH, "--workload", "/dev/zero", "--duration", "1"}, 10s);
+    CHECK(r.status == 1);
+    CHECK(r.err == "primcached: cannot read /dev/zero: a character device, not a regular file\n");
+  }
+  SECTION("a FIFO as the workload: refused at once, not waited on for a writer") {
+    const std::string fifo = temp_path("workload.fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const auto r = run_program({PRIMCACHED_PATH, "--workload", fifo, "--duration", "1"}, 10s);
+    CHECK(r.status == 1);
+    CHECK(r.err == "primcached: cannot read " + fifo + ": a FIFO, not a regular file\n");
+  }
+  SECTION("a workload over 16 MiB, valid JSON all the same") {
+    const std::string path = temp_path("large.json");
+    write_text(path, tiny_workload + std::string(std::size_t{16} << 20, ' '));
+    const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--duration", "1"});
+    CHECK(r.status == 1);
+    CHECK(r.err == "primcached: cannot read " + path +
+                       ": larger than 16 MiB, the limit for a config, workload or graph file\n");
+  }
+  SECTION("a graph file that is a directory") {
+    const std::string dir = temp_path("graph-dir");
+    REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    const std::string path = temp_path("graph-dir-workload.json");
+    write_text(path, R"({"graphs": [{"file": ")" + dir + R"("}]})");
+    const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--duration", "1"});
+    CHECK(r.status == 1);
+    CHECK(r.err == "primcached: " + path + ": graphs[0].file: graph file " + dir +
+                       ": cannot be read: a directory, not a regular file\n");
+  }
+}
+
+TEST_CASE("primcached refuses a workload tensor over 4 GiB at load with exit 2",
+          "[services][daemon]") {
+  // Loaded, each workload thread would allocate and zero three 16 GiB buffers.
+  const std::string path = temp_path("huge.json");
+  write_text(path, R"({"primitives": [{"kind": "matmul",
+      "shapes": {"src": [65536, 65536], "weights": [65536, 65536]}}]})");
+  const std::string token_file = temp_path("token");
+  const auto r = run_program({PRIMCACHED_PATH, "--workload", path, "--token-file", token_file,
+                              "--threads", "1", "--duration", "1"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "primcached: " + path +
+                     ": primitives[0].shapes.src: 65536x65536 f32 takes 16 GiB (17179869184 "
+                     "bytes); a workload tensor may take at most 4 GiB\n");
+  CHECK_FALSE(exists(token_file));
+}
+
+TEST_CASE("primcached refuses a config with a key given twice, exit 2", "[services][daemon]") {
+  const std::string path = temp_path("twice.json");
+  write_text(path, "{\"threads\": 1,\n \"threads\": 1024}");
+  const auto r = run_program(
+      {PRIMCACHED_PATH, "--config", path, "--workload", tiny_workload_file(), "--duration", "1"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "primcached: " + path +
+                     ": line 2: duplicate key \"threads\" (a key may appear once in an object)\n");
 }
 
 TEST_CASE("primcache fails with one line when no daemon answers", "[services][cli]") {

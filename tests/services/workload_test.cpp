@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "embedded_defaults.hpp"
 #include "primcache/base/error.hpp"
+#include "process.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -130,6 +131,105 @@ TEST_CASE("A malformed workload is refused with a message naming the field",
     CHECK_THAT(refusal("{\n  \"primitives\": [,]\n}"),
                Catch::StartsWith("workload.json: line 2, column 18: not valid JSON"));
   }
+}
+
+TEST_CASE("A workload tensor over 4 GiB is refused naming the entry, the tensor and its size",
+          "[services][workload]") {
+  SECTION("a given shape") {
+    CHECK(refusal(R"({"primitives": [)" + mm + R"(, {"kind": "matmul",
+                 "shapes": {"src": [65536, 65536], "weights": [65536, 65536]}}]})") ==
+          "workload.json: primitives[1].shapes.src: 65536x65536 f32 takes 16 GiB (17179869184 "
+          "bytes); a workload tensor may take at most 4 GiB");
+  }
+  SECTION("a defaulted dst, from shapes that are small themselves") {
+    CHECK(refusal(R"({"primitives": [{"kind": "matmul",
+                 "shapes": {"src": [65536, 1], "weights": [1, 65536]}}]})") ==
+          "workload.json: primitives[0].shapes: dst (not given: from the other shapes) "
+          "65536x65536 f32 takes 16 GiB (17179869184 bytes); a workload tensor may take at most "
+          "4 GiB");
+  }
+  SECTION("a shape whose element count overflows 64 bits") {
+    CHECK_THAT(refusal(R"({"primitives": [{"kind": "eltwise", "algorithm": "relu", "shapes":
+                 {"src": [1073741824, 1073741824, 1073741824, 1073741824, 1073741824, 2]}}]})"),
+               Catch::StartsWith("workload.json: primitives[0].shapes.src: "
+                                 "1073741824x1073741824x1073741824x1073741824x1073741824x2 f32 "
+                                 "takes more than 2^64 bytes; a workload tensor may take at most "
+                                 "4 GiB"));
+  }
+  SECTION("a blocked layout's padding") {
+    // 1 GiB as written; nChw16c pads C to 16.
+    CHECK(refusal(R"({"primitives": [{"kind": "eltwise", "algorithm": "relu",
+                 "shapes": {"src": [1, 1, 16384, 16384]}, "layouts": {"src": "nChw16c"}}]})") ==
+          "workload.json: primitives[0].shapes.src: 1x1x16384x16384 f32 takes 16 GiB "
+          "(17179869184 bytes) in layout nChw16c (padding included); a workload tensor may "
+          "take at most 4 GiB");
+  }
+  SECTION("a binary post-op's operand") {
+    CHECK(refusal(R"({"primitives": [{"kind": "matmul",
+                 "shapes": {"src": [4, 8], "weights": [8, 2]},
+                 "attributes": {"post_ops": [{"kind": "binary_add",
+                                              "shape": [65536, 65536]}]}}]})") ==
+          "workload.json: primitives[0].attributes.post_ops[0].shape: 65536x65536 f32 takes 16 "
+          "GiB (17179869184 bytes); a workload tensor may take at most 4 GiB");
+  }
+  SECTION("exactly 4 GiB is allowed") {
+    CHECK_NOTHROW(load_workload(R"({"primitives": [{"kind": "eltwise", "algorithm": "relu",
+                 "shapes": {"src": [32768, 32768]}}]})",
+                                "workload.json"));
+  }
+}
+
+TEST_CASE("A workload number made a float must be finite and within float range",
+          "[services][workload]") {
+  const std::string what = "expected a finite number of magnitude at most 3.40282e+38 (a float)";
+  CHECK(refusal(R"({"primitives": [{"kind": "eltwise", "algorithm": "linear",
+               "shapes": {"src": [4]}, "alpha": 1e300}]})") ==
+        "workload.json: primitives[0].alpha: " + what);
+  CHECK(refusal(R"({"primitives": [{"kind": "eltwise", "algorithm": "linear",
+               "shapes": {"src": [4]}, "beta": -1e39}]})") ==
+        "workload.json: primitives[0].beta: " + what);
+  // Boost.JSON reads 1e400 as infinity.
+  CHECK(refusal(R"({"primitives": [{"kind": "eltwise", "algorithm": "linear",
+               "shapes": {"src": [4]}, "alpha": 1e400}]})") ==
+        "workload.json: primitives[0].alpha: " + what);
+  for (const char* field : {"scale", "alpha", "beta"}) {
+    INFO(field);
+    CHECK(refusal(R"({"primitives": [{"kind": "matmul",
+                 "shapes": {"src": [4, 8], "weights": [8, 2]},
+                 "attributes": {"post_ops": [{"kind": "eltwise", "algorithm": "linear", ")" +
+                  std::string(field) + R"(": 1e300}]}}]})") ==
+          "workload.json: primitives[0].attributes.post_ops[0]." + std::string(field) + ": " +
+              what);
+  }
+  CHECK(refusal(R"({"primitives": [{"kind": "reorder", "shapes": {"src": [4, 2]},
+               "attributes": {"output_scales": [0.5, 1e300], "output_scales_mask": 2}}]})") ==
+        "workload.json: primitives[0].attributes.output_scales[1]: " + what);
+  // Near the largest float is fine (Boost.JSON 1.81 may read FLT_MAX's own
+  // digits a little above it).
+  CHECK_NOTHROW(load_workload(R"({"primitives": [{"kind": "eltwise", "algorithm": "linear",
+               "shapes": {"src": [4]}, "alpha": 3.4e38, "beta": -1e-300}]})",
+                              "workload.json"));
+}
+
+TEST_CASE("A workload with a key given twice in one object is refused naming it and its line",
+          "[services][workload]") {
+  CHECK(refusal("{\"primitives\": [{\"kind\": \"matmul\",\n"
+                "  \"shapes\": {\"src\": [4, 8], \"weights\": [8, 2],\n"
+                "             \"src\": [4, 4]}}]}") ==
+        "workload.json: line 3: duplicate key \"src\" (a key may appear once in an object)");
+  // In a graph file too (libs/graph's reader would keep the last).
+  const std::string graph = primcache::test::temp_path("twice-graph.json");
+  primcache::test::write_text(
+      graph, R"({"tensors": [{"name": "x", "shape": [4, 8], "type": "f32", "role": "input"},
+                   {"name": "y", "role": "output"}],
+    "ops": [{"name": "act", "kind": "eltwise", "inputs": ["x"], "outputs": ["y"],
+             "attributes": {"algorithm": "relu", "algorithm": "tanh"}}]})");
+  CHECK(refusal(R"({"graphs": [{"file": ")" + graph + R"("}]})") ==
+        "workload.json: graphs[0].file: " + graph +
+            ": line 4: duplicate key \"algorithm\" (a key may appear once in an object)");
+  // The same key in different objects is no duplicate.
+  CHECK(load_workload(R"({"primitives": [)" + mm + "," + mm + "]}", "workload.json")
+            .primitives.size() == 2);
 }
 
 TEST_CASE("The shipped workload and config files load", "[services][workload]") {
