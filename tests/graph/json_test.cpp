@@ -1,7 +1,13 @@
 // The JSON graph format: the shipped examples load and run; bad documents
 // are refused with the place in the document and the reason.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include "graph_test_util.hpp"
 #include "primcache/graph/graph_json.hpp"
@@ -193,7 +199,7 @@ TEST_CASE("bad JSON is refused with where and why", "[graph][json][errors]") {
       msg(R"({"tensors": [], "ops": [{"name": "f", "kind": "eltwise", "inputs": ["x"], "outputs": ["y"]}]})") ==
       "op 'f' reads tensor 'x' (input 0), which the graph does not declare and no op writes");
   CHECK(error_of([] { load_graph_file("/nonexistent/g.json"); }) ==
-        "graph file /nonexistent/g.json: cannot be read");
+        "graph file /nonexistent/g.json: cannot be read: No such file or directory");
 }
 
 TEST_CASE("init values that are not finite as floats are refused at load",
@@ -238,4 +244,32 @@ TEST_CASE("an op attribute its kind does not accept is refused when the executor
   CHECK(error_of([&] { executor e(g); }) ==
         "op 'conv' (convolution): unknown attribute 'paddin' (accepted: dilation, padding, "
         "padding_l, padding_r, post_ops, strides, weights_layout)");
+}
+
+TEST_CASE("a graph file is a regular file of at most max_graph_file_bytes",
+          "[graph][json][errors]") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("primcache_graph_file_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto message_of = [](const std::string& path) {
+    try {
+      load_graph_file(path);
+    } catch (const error& e) {
+      return e.message();
+    }
+    return std::string("loaded");
+  };
+  // A directory read as empty text ("not valid JSON"); a FIFO waited for a
+  // writer; /dev/zero was read until memory ran out.
+  CHECK(message_of(dir.string()) == "graph file " + dir.string() + ": not a regular file");
+  const std::string fifo = (dir / "fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(message_of(fifo) == "graph file " + fifo + ": not a regular file");
+  CHECK(message_of("/dev/zero") == "graph file /dev/zero: not a regular file");
+  const std::string big = (dir / "big.json").string();
+  std::ofstream(big).close();
+  std::filesystem::resize_file(big, max_graph_file_bytes + 1);
+  CHECK(message_of(big).find("over the 64 MiB a graph file may have") != std::string::npos);
+  CHECK(message_of((dir / "missing.json").string()).find("cannot be read") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }

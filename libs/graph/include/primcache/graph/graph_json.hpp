@@ -15,9 +15,11 @@
 // graph is then validated (graph::validate) before it is returned.
 //
 // Thread-safety: free functions over their arguments. Exceptions: error —
-// invalid_arguments as above, not_found for a file that cannot be read.
+// invalid_arguments as above (and for a file over max_graph_file_bytes),
+// not_found for a file that cannot be read or is not a regular file.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -28,6 +30,11 @@
 namespace primcache {
 
 PRIMCACHE_API graph load_graph_json(std::string_view text);
+// The largest graph file load_graph_file reads.
+inline constexpr std::uint64_t max_graph_file_bytes = std::uint64_t{64} << 20;
+// A regular file of at most max_graph_file_bytes (a directory, a FIFO or a
+// device is refused before it is read: not_found; a larger file:
+// invalid_arguments).
 PRIMCACHE_API graph load_graph_file(const std::string& path);
 // Memories for every input of `g`, filled as their "init" says (default:
 // uniform in [-1, 1), seed 1), in their declared kernel types.
