@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -254,6 +256,141 @@ std::string raw_redis::command(const std::vector<std::string>& argv) {
   std::string out = reply_text(r);
   freeReplyObject(r);
   return out;
+}
+
+namespace {
+
+// Parses one command (*N\r\n then N times $LEN\r\nBYTES\r\n) from the
+// front of `in`: its length in bytes, 0 while incomplete, -1 when malformed.
+std::ptrdiff_t parse_command(std::string_view in, std::vector<std::string>& argv) {
+  std::size_t at = 0;
+  auto number_line = [&](char type, long long& n) -> int {  // 1 ok, 0 incomplete, -1 malformed
+    if (at >= in.size()) return 0;
+    if (in[at] != type) return -1;
+    const std::size_t end = in.find("\r\n", at);
+    if (end == std::string_view::npos) return in.size() - at > 32 ? -1 : 0;
+    n = 0;
+    for (std::size_t i = at + 1; i < end; ++i) {
+      if (in[i] < '0' || in[i] > '9' || n > (1LL << 40)) return -1;
+      n = n * 10 + (in[i] - '0');
+    }
+    at = end + 2;
+    return 1;
+  };
+  argv.clear();
+  long long count = 0;
+  if (int r = number_line('*', count); r <= 0) return r;
+  for (long long i = 0; i < count; ++i) {
+    long long len = 0;
+    if (int r = number_line('$', len); r <= 0) return r;
+    if (in.size() - at < static_cast<std::size_t>(len) + 2) return 0;
+    argv.emplace_back(in.substr(at, static_cast<std::size_t>(len)));
+    at += static_cast<std::size_t>(len) + 2;
+  }
+  return static_cast<std::ptrdiff_t>(at);
+}
+
+}  // namespace
+
+fake_redis_server::fake_redis_server(answer_fn answer) : answer_(std::move(answer)) {
+  listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listener_, 16) != 0 ||
+      ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (listener_ >= 0) ::close(listener_);
+    throw std::runtime_error("fake redis server: cannot listen on loopback");
+  }
+  port_ = ntohs(a.sin_port);
+  thread_ = std::thread([this] { serve(); });
+}
+
+fake_redis_server::~fake_redis_server() {
+  stop();
+}
+
+void fake_redis_server::stop() {
+  stopping_.store(true);
+  if (thread_.joinable()) thread_.join();
+  if (listener_ >= 0) {
+    ::close(listener_);
+    listener_ = -1;
+  }
+}
+
+std::vector<std::string> fake_redis_server::commands() const {
+  std::lock_guard g(mu_);
+  return commands_;
+}
+
+bool fake_redis_server::send_reply(int fd, std::string_view bytes) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!bytes.empty()) {
+    const ssize_t w = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      bytes_sent_ += static_cast<std::uint64_t>(w);
+      bytes.remove_prefix(static_cast<std::size_t>(w));
+      continue;
+    }
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (stopping_.load() || std::chrono::steady_clock::now() >= give_up) return false;
+    pollfd p{fd, POLLOUT, 0};
+    ::poll(&p, 1, 50);
+  }
+  return true;
+}
+
+void fake_redis_server::serve() {
+  struct connection {
+    int fd;
+    std::string in;
+  };
+  std::vector<connection> open;
+  while (!stopping_.load()) {
+    std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+    for (const connection& c : open) fds.push_back({c.fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        ++connections_;
+        open.push_back({fd, {}});
+      }
+    }
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      connection& c = open[i - 1];
+      char buf[64 * 1024];
+      const ssize_t r = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+      bool keep = r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR));
+      if (r > 0) c.in.append(buf, static_cast<std::size_t>(r));
+      std::vector<std::string> argv;
+      while (keep) {
+        const std::ptrdiff_t used = parse_command(c.in, argv);
+        if (used == 0) break;
+        if (used < 0 || argv.empty()) {
+          keep = false;
+          break;
+        }
+        c.in.erase(0, static_cast<std::size_t>(used));
+        {
+          std::lock_guard g(mu_);
+          commands_.push_back(argv[0]);
+        }
+        std::optional<std::string> reply = answer_(argv);
+        keep = reply.has_value() && send_reply(c.fd, *reply);
+      }
+      if (!keep) {
+        ::close(c.fd);
+        c.fd = -1;
+      }
+    }
+    std::erase_if(open, [](const connection& c) { return c.fd < 0; });
+  }
+  for (const connection& c : open) ::close(c.fd);
 }
 
 }  // namespace primcache::test

@@ -1,7 +1,8 @@
 // A real redis-server for the persist tests: started on a free loopback port
 // with persistence off (--save '' --appendonly no) and DEBUG allowed, killed
 // when the object goes; stopped, continued, killed and restarted on demand.
-// Plus a raw client (hiredis) to plant values and to stall the server.
+// Plus a raw client (hiredis) to plant values and to stall the server, and
+// a scripted fake server for replies a real one never sends.
 //
 // A missing redis-server is a failure, never a skip: the tests throw with a
 // message pointing at scripts/install-deps.
@@ -9,10 +10,15 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace primcache::test {
@@ -69,6 +75,50 @@ class raw_redis {
 
  private:
   void* ctx_;
+};
+
+// A broken or hostile "Redis server" for what a real one never answers: a
+// loopback listener whose thread reads each command (an array of bulk
+// strings, as hiredis formats them) and writes back, byte for byte, what
+// `answer` returns for it. Every wait is bounded — polls of 50 ms that
+// check for stop(), and a reply not taken by the client within 5 s drops
+// its connection — so a client that misbehaves cannot hang a test.
+class fake_redis_server {
+ public:
+  // The bytes to write for a command (its argv), or nullopt to close the
+  // connection. Called on the server's thread.
+  using answer_fn = std::function<std::optional<std::string>(const std::vector<std::string>&)>;
+  explicit fake_redis_server(answer_fn answer);
+  ~fake_redis_server();  // stop()
+  fake_redis_server(const fake_redis_server&) = delete;
+  fake_redis_server& operator=(const fake_redis_server&) = delete;
+
+  int port() const { return port_; }
+  // Closes the listener and every connection, and joins the thread.
+  void stop();
+
+  // The commands received so far (argv[0] of each, in order).
+  std::vector<std::string> commands() const;
+  // Connections accepted so far.
+  int connections() const { return connections_.load(); }
+  // Bytes of replies the kernel took (a client that closes early leaves
+  // the rest of a long reply unsent).
+  std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
+
+ private:
+  void serve();
+  // Writes all of `bytes` on `fd` within 5 s; false when the client closed
+  // or did not read.
+  bool send_reply(int fd, std::string_view bytes);
+  answer_fn answer_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};
+  std::atomic<std::uint64_t> bytes_sent_{0};
+  mutable std::mutex mu_;
+  std::vector<std::string> commands_;  // guarded by mu_
+  std::thread thread_;
 };
 
 }  // namespace primcache::test

@@ -92,6 +92,118 @@ bool is_ip_address(const std::string& name) {
 
 }  // namespace
 
+void reply_bounds::start() noexcept {
+  at_ = at::type;
+  after_cr_ = false;
+  bytes_ = 0;
+  elements_ = 0;
+  open_.clear();
+  done_ = false;
+}
+
+void reply_bounds::item_done() noexcept {
+  at_ = at::type;
+  while (!open_.empty()) {
+    if (--open_.back() > 0) return;
+    open_.pop_back();  // that array is complete: an item of its parent
+  }
+  done_ = true;
+}
+
+std::string reply_bounds::header_done() {
+  // What hiredis reads as a length: digits, or -1 (nil).
+  if (digits_ == 0 || (negative_ && number_ != 1)) {
+    return std::string("a malformed length in a '") + type_ + "' header";
+  }
+  if (negative_) {
+    item_done();
+    return {};
+  }
+  if (type_ == '$') {
+    // Refused here, before a byte of it is buffered.
+    if (max_reply_bytes - bytes_ < 2 || number_ > max_reply_bytes - bytes_ - 2) {
+      return "a string of " + std::to_string(number_) + " bytes: a reply may hold at most " +
+             std::to_string(max_reply_bytes >> 20) + " MiB";
+    }
+    bulk_left_ = number_ + 2;
+    at_ = at::bulk;
+    return {};
+  }
+  if (number_ > max_reply_elements - elements_) {
+    return "an array of " + std::to_string(number_) + " elements: a reply may hold at most " +
+           std::to_string(max_reply_elements) + " elements";
+  }
+  elements_ += number_;
+  if (number_ == 0) {
+    item_done();
+  } else {
+    open_.push_back(number_);
+    at_ = at::type;
+  }
+  return {};
+}
+
+std::string reply_bounds::scan(const char* p, std::size_t n) {
+  std::size_t i = 0;
+  while (i < n && !done_) {
+    if (at_ == at::bulk) {
+      const std::uint64_t take = std::min<std::uint64_t>(bulk_left_, n - i);
+      i += take;
+      bytes_ += take;
+      bulk_left_ -= take;
+      if (bulk_left_ == 0) item_done();
+      continue;
+    }
+    const char c = p[i++];
+    // A status line that never ends is bounded here.
+    if (++bytes_ > max_reply_bytes) {
+      return "a reply of more than " + std::to_string(max_reply_bytes >> 20) + " MiB";
+    }
+    switch (at_) {
+      case at::type:
+        type_ = c;
+        after_cr_ = false;
+        if (c == '$' || c == '*') {
+          at_ = at::number;
+          negative_ = false;
+          digits_ = 0;
+          number_ = 0;
+        } else if (c == '+' || c == '-' || c == ':') {
+          at_ = at::line;
+        } else {
+          return "a reply of unknown type (byte " + std::to_string(static_cast<unsigned char>(c)) +
+                 ")";
+        }
+        break;
+      case at::number:
+        if (after_cr_) {
+          if (c != '\n') return std::string("a malformed length in a '") + type_ + "' header";
+          if (std::string why = header_done(); !why.empty()) return why;
+        } else if (c == '\r') {
+          after_cr_ = true;
+        } else if (c == '-' && digits_ == 0 && !negative_) {
+          negative_ = true;
+        } else if (c >= '0' && c <= '9') {
+          ++digits_;
+          const unsigned d = static_cast<unsigned>(c - '0');
+          number_ = number_ > (UINT64_MAX - d) / 10 ? UINT64_MAX : number_ * 10 + d;
+        } else {
+          return std::string("a malformed length in a '") + type_ + "' header";
+        }
+        break;
+      case at::line:
+        if (after_cr_ && c == '\n') {
+          item_done();
+        } else {
+          after_cr_ = c == '\r';
+        }
+        break;
+      case at::bulk: break;  // above
+    }
+  }
+  return {};
+}
+
 std::vector<socket_address> resolve(const std::string& host, int port, std::string& why) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -388,6 +500,7 @@ io_outcome redis_connection::exchange(std::span<const std::string_view> argv,
 
   // Receive until one whole reply has been parsed.
   char buf[64 * 1024];
+  bounds_.start();
   for (;;) {
     void* parsed = nullptr;
     if (redisReaderGetReply(as_reader(reader_), &parsed) != REDIS_OK) {
@@ -395,6 +508,13 @@ io_outcome redis_connection::exchange(std::span<const std::string_view> argv,
     }
     if (parsed != nullptr) {
       std::shared_ptr<const void> owner(parsed, freeReplyObject);
+      // No command is pipelined, so bytes after the reply (in the reader,
+      // or decrypted and not yet read) answer nothing we asked: left there,
+      // they would be the next command's reply, and that one's the next's.
+      const redisReader* r = as_reader(reader_);
+      if (r->pos < r->len || (ssl_ != nullptr && SSL_pending(as_ssl(ssl_)) > 0)) {
+        return {io_failure::protocol, "protocol error: bytes after the reply"};
+      }
       reply = redis_reply{};
       convert(*static_cast<const redisReply*>(parsed), reply);
       reply.owner = std::move(owner);
@@ -417,6 +537,9 @@ io_outcome redis_connection::exchange(std::span<const std::string_view> argv,
         if (io_outcome o = tls_fill(deadline); !o.ok()) return o;
         continue;
       }
+    }
+    if (std::string why = bounds_.scan(buf, got); !why.empty()) {
+      return {io_failure::protocol, "protocol error: " + why};
     }
     if (redisReaderFeed(as_reader(reader_), buf, got) != REDIS_OK) {
       return {io_failure::protocol, std::string("protocol error: ") + as_reader(reader_)->errstr};

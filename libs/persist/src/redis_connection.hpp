@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,6 +71,49 @@ struct redis_reply {
   std::shared_ptr<const void> owner;  // the top-level hiredis reply
 };
 
+// What one reply may hold. hiredis 0.14 takes any length a header
+// announces and buffers towards it, and builds an object per array element
+// before anyone looks at the type; so the connection checks each header as
+// its bytes arrive, before hiredis sees them, and refuses a reply over these
+// bounds (a protocol error: the connection is closed, the call failed).
+//
+// Bytes: the largest entry any member of a fleet may have stored, whatever
+// this store's own capacity (members' capacities differ, as for the
+// directory store, whose entry files are at most 1 GiB too), and the
+// framing around it. Elements: all the arrays of one reply together; the
+// largest reply the store asks for is a SCAN batch of COUNT 1000 keys
+// (COUNT is a hint: a batch may hold somewhat more).
+inline constexpr std::uint64_t max_reply_bytes = (std::uint64_t{1} << 30) + (1 << 20);
+inline constexpr std::uint64_t max_reply_elements = 1 << 16;
+
+// Checks the framing of one reply as its bytes arrive: each header's type
+// and length, the bytes and elements of the reply so far. Bytes after the
+// reply's end are not looked at (the caller finds them in hiredis's reader).
+class reply_bounds {
+ public:
+  // Expects the first byte of a new reply.
+  void start() noexcept;
+  // Scans the next `n` bytes; empty when they keep to the bounds, else
+  // what they break.
+  std::string scan(const char* p, std::size_t n);
+
+ private:
+  enum class at { type, number, line, bulk };
+  void item_done() noexcept;
+  std::string header_done();
+  at at_ = at::type;
+  char type_ = 0;
+  bool after_cr_ = false;
+  bool negative_ = false;
+  int digits_ = 0;
+  std::uint64_t number_ = 0;     // saturates at UINT64_MAX
+  std::uint64_t bulk_left_ = 0;  // of a string and its CRLF
+  std::uint64_t bytes_ = 0;
+  std::uint64_t elements_ = 0;
+  std::vector<std::uint64_t> open_;  // elements still to come of each array being read
+  bool done_ = false;
+};
+
 enum class io_failure {
   none,
   timeout,   // the deadline passed
@@ -96,7 +140,9 @@ class redis_connection {
   redis_connection& operator=(const redis_connection&) = delete;
 
   // Sends one command and reads its reply, all before `deadline`. After a
-  // failure the connection is in an unknown state: close it.
+  // failure the connection is in an unknown state: close it. A reply over
+  // the bounds above, or followed by bytes no command asked for, is a
+  // protocol failure.
   io_outcome command(std::span<const std::string_view> argv, steady::time_point deadline,
                      redis_reply& reply);
 
@@ -123,7 +169,8 @@ class redis_connection {
   io_outcome tls_fill(steady::time_point deadline);
   io_outcome tls_handshake(const tls_peer& peer, steady::time_point deadline);
   int fd_;
-  void* reader_;         // redisReader*
+  void* reader_;  // redisReader*
+  reply_bounds bounds_;
   void* ssl_ = nullptr;  // SSL*, or null for plain TCP
   std::chrono::microseconds reply_spin_{0};
 };

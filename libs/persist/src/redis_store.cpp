@@ -601,8 +601,12 @@ void redis_store::clear() {
         state::outcome::ok) {
       throw error(status::runtime_error, "cannot clear " + s.where() + ": " + why);
     }
-    if (r.type != redis_reply::kind::array || r.elements.size() != 2 ||
-        r.elements[1].type != redis_reply::kind::array) {
+    // As walk() checks it: a cursor read from anything but a string is ""
+    // (an integer's str is empty), never "0", and the loop would not end.
+    const auto is_string = [](const redis_reply& e) { return e.type == redis_reply::kind::string; };
+    if (r.type != redis_reply::kind::array || r.elements.size() != 2 || !is_string(r.elements[0]) ||
+        r.elements[1].type != redis_reply::kind::array ||
+        !std::all_of(r.elements[1].elements.begin(), r.elements[1].elements.end(), is_string)) {
       throw error(status::runtime_error,
                   "cannot clear " + s.where() + ": SCAN answered something else than a cursor");
     }
