@@ -92,4 +92,5 @@ TEST_CASE("concurrent tunings into one table", "[autotune][concurrency]") {
   // The last save holds what the table held then; a final one holds all.
   REQUIRE(table.save_file(path, "0.1.0").value() == kThreads * kProblems + 1);
   std::filesystem::remove(path);
+  std::filesystem::remove(path + ".lock");  // what save_file locks the path with
 }

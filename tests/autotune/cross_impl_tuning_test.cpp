@@ -239,3 +239,32 @@ TEST_CASE("a table entry naming an implementation that is not registered leaves 
   CHECK(c.run(matmul(again)) < 1e-4);
   CHECK(global_tune_table().erase(device, first.problem_key().bytes()));
 }
+
+TEST_CASE("a table entry naming an implementation without configurations leaves the first one",
+          "[autotune][runtime][cross_impl]") {
+  if (!jit_here()) {
+    WARN("the JIT matmul needs avx2: ref:matmul is the first implementation here");
+    return;
+  }
+  global_tune_table().clear();
+  backend::set_config_source({});
+  set_tune(false);
+  // Not the loop matmul's shape: the JIT is the first to accept it.
+  const memory::desc a({32, 48}, data_type::f32, tag::ab), b({48, 40}, data_type::f32, tag::ab),
+      d({32, 40}, data_type::f32, tag::ab);
+  auto make = [&] { return matmul::primitive_desc(matmul::desc(a, b, d), cpu()); };
+  const matmul::primitive_desc pd = make();
+  const backend::primitive_desc_impl& first = backend::impl_of(pd);
+  REQUIRE(std::string(first.name()) == "jit:matmul");
+  const std::string device = tune_device_of(cpu());
+  // ref:matmul accepts the op with the same arguments but has no
+  // configurations, so no tuning ever chose it: an entry naming it (a
+  // hand-written or tampered file) would put the plain loops in for good.
+  global_tune_table().put(device, first.problem_key(),
+                          tune_entry{"ref:matmul", "{}", 1, 2, "matmul"});
+  backend::set_config_source({});  // cached descriptors are made again: the table is asked
+  const matmul::primitive_desc again = make();
+  CHECK(&backend::impl_of(again) != &first);  // made again, not the cached one
+  CHECK(std::string(backend::impl_of(again).name()) == "jit:matmul");
+  CHECK(global_tune_table().erase(device, first.problem_key().bytes()));
+}

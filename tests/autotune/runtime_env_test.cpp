@@ -1,6 +1,7 @@
 // PRIMCACHE_TUNE and PRIMCACHE_TUNE_TABLE: read when the runtime's tuning
 // state is first used, so each case runs in a forked child that sets them
 // first (this process never touches the runtime's tuning state itself).
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,6 +156,19 @@ TEST_CASE("a corrupt or foreign tune table is reported and ignored", "[autotune]
     CHECK(said.find("primcache: ignoring the tune table (PRIMCACHE_TUNE_TABLE): " + table +
                     " was written by primcache 0.0.0-other, this is " +
                     std::string(version().version) + "\n") != std::string::npos);
+  }
+  SECTION("a FIFO, which opening to read would wait on") {
+    REQUIRE(::mkfifo(table.c_str(), 0600) == 0);
+    CHECK(in_child(err, [&] {
+            ::alarm(20);  // a load that waits is killed: the check fails, the suite goes on
+            ::setenv("PRIMCACHE_TUNE_TABLE", table.c_str(), 1);
+            run_matmul();  // the first descriptor loads the table
+            return global_tune_table().size() == 0 ? 0 : 1;
+          }) == 0);
+    const std::string said = read(err);
+    INFO(said);
+    CHECK(said.find("primcache: ignoring the tune table (PRIMCACHE_TUNE_TABLE): tune table " +
+                    table + ": not read: it is a FIFO, not a regular file\n") != std::string::npos);
   }
   SECTION("a malformed PRIMCACHE_TUNE leaves tuning off") {
     CHECK(in_child(err, [&] {

@@ -1,14 +1,22 @@
 #include "primcache/autotune/tune_table.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace primcache;
 namespace fs = std::filesystem;
@@ -46,6 +54,77 @@ std::string read(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// How a child running `body` ended: its exit code (-1: killed), why the
+// parent killed it, and what it wrote to its pipe.
+struct child_outcome {
+  int exit_code = -1;
+  std::string killed;
+  std::string said;
+};
+
+std::size_t resident_bytes(pid_t pid) {
+  std::ifstream statm("/proc/" + std::to_string(pid) + "/statm");
+  std::size_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Runs `body(fd)` in a forked child, which the parent kills when it runs
+// past `limit` or grows 512 MiB past what it was forked with: a load that
+// waits or reads without end fails the check instead of hanging the suite
+// or filling the machine.
+child_outcome run_guarded(const std::function<int(int)>& body,
+                          std::chrono::seconds limit = std::chrono::seconds(5)) {
+  // From this process's own size: sanitizer builds start far larger.
+  const std::size_t memory_limit = resident_bytes(::getpid()) + (std::size_t{512} << 20);
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    std::_Exit(body(pipe_fds[1]));
+  }
+  ::close(pipe_fds[1]);
+  child_outcome out;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      out.killed = "still running after " + std::to_string(limit.count()) + " s";
+    } else if (resident_bytes(pid) > memory_limit) {
+      out.killed = "grew over 512 MiB";
+    }
+    if (!out.killed.empty()) {
+      ::kill(pid, SIGKILL);
+      REQUIRE(::waitpid(pid, &status, 0) == pid);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) {
+    out.said.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
+  return out;
+}
+
+// load_file of `path` in a guarded child: exits 0 with the message when it
+// fails as runtime_error, 1 when it loads, 2 for another failure.
+child_outcome load_guarded(const std::string& path) {
+  return run_guarded([&](int out) {
+    tune_table t;
+    auto r = t.load_file(path, "0.1.0");
+    const std::string said = r ? std::string("loaded") : r.why().message;
+    if (::write(out, said.data(), said.size()) < 0) return 3;
+    if (r) return 1;
+    return r.why().code == status::runtime_error ? 0 : 2;
+  });
 }
 
 }  // namespace
@@ -131,8 +210,10 @@ TEST_CASE("tables round-trip through JSON and files", "[autotune][table]") {
     REQUIRE(l);
     CHECK(l.value().taken == 4);
     CHECK(loaded.to_json("0.1.0") == json);
-    // Nothing but the table is left in the directory.
-    CHECK(std::distance(fs::directory_iterator(d.path), fs::directory_iterator()) == 1);
+    // Nothing but the table and its lock file is left in the directory.
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(d.path)) names.insert(e.path().filename().string());
+    CHECK(names == std::set<std::string>{"tune.json", "tune.json.lock"});
   }
   SECTION("an empty table") {
     tune_table empty;
@@ -352,7 +433,129 @@ TEST_CASE("saving is atomic and merges what the file already holds", "[autotune]
     REQUIRE_FALSE(r2);
     CHECK(r2.why().code == status::runtime_error);
     CHECK(read(path) == before);
-    // Only the table and the directory: no temporary left behind.
-    CHECK(std::distance(fs::directory_iterator(d.path), fs::directory_iterator()) == 2);
+    // The table, the directory and their lock files: no temporary left behind.
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(d.path)) names.insert(e.path().filename().string());
+    CHECK(names == std::set<std::string>{"taken", "taken.lock", "tune.json", "tune.json.lock"});
+  }
+}
+
+TEST_CASE("processes saving one table at once keep each other's entries", "[autotune][table]") {
+  temp_dir d;
+  const std::string path = d.file("shared.json");
+  // Each round saves a table of that round's entry alone: an entry that
+  // another save's rename dropped is lost for good, so one lost race shows.
+  constexpr int kProcesses = 4, kRounds = 100;
+  std::vector<pid_t> children;
+  std::fflush(nullptr);
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::alarm(60);  // never outlives a parent that stopped waiting
+      for (int r = 0; r < kRounds; ++r) {
+        tune_table t;
+        t.put("cpu:avx2", make_key(p * kRounds + r), entry(100 + r));
+        if (!t.save_file(path, "0.1.0")) std::_Exit(1);
+      }
+      std::_Exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  tune_table back;
+  REQUIRE(back.load_file(path, "0.1.0"));
+  CHECK(back.size() == kProcesses * kRounds);
+  // The lock beside the table: a regular file only its owner may open.
+  struct stat st {};
+  REQUIRE(::lstat((path + ".lock").c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0600);
+}
+
+TEST_CASE("saving never follows a symbolic link at the lock file's name", "[autotune][table]") {
+  temp_dir d;
+  const std::string path = d.file("tune.json"), elsewhere = d.file("elsewhere");
+  write(elsewhere, "not the lock's");
+  fs::create_symlink(elsewhere, path + ".lock");
+  tune_table t;
+  t.put("cpu:avx2", make_key(1), entry(100));
+  auto r = t.save_file(path, "0.1.0");
+  REQUIRE_FALSE(r);
+  CHECK(r.why().code == status::runtime_error);
+  CHECK(r.why().message == "tune table " + path + ": cannot create or open its lock file " + path +
+                               ".lock (it is a symbolic link, which is never followed)");
+  CHECK_FALSE(fs::exists(path));
+  CHECK(read(elsewhere) == "not the lock's");
+}
+
+TEST_CASE("saving never touches a temporary file it did not create", "[autotune][table]") {
+  temp_dir d;
+  const std::string path = d.file("tune.json");
+  // Another process's temporaries at the names a save used to choose,
+  // PATH.tmp.<pid>.<n> with n counting this process's saves from 0 (two
+  // containers sharing a volume both run as pid 1), for every n this
+  // process's earlier saves may have reached.
+  constexpr int kPlanted = 1000;
+  const std::string planted = path + ".tmp." + std::to_string(::getpid()) + ".";
+  for (int n = 0; n < kPlanted; ++n) write(planted + std::to_string(n), "another process's");
+  tune_table t;
+  t.put("cpu:avx2", make_key(1), entry(100));
+  auto saved = t.save_file(path, "0.1.0");
+  INFO((saved ? std::string() : saved.why().message));
+  REQUIRE(saved);
+  int intact = 0;
+  for (int n = 0; n < kPlanted; ++n)
+    intact += read(planted + std::to_string(n)) == "another process's";
+  CHECK(intact == kPlanted);
+  tune_table back;
+  REQUIRE(back.load_file(path, "0.1.0"));
+  CHECK(back.size() == 1);
+  // The table, its lock and the planted files: the save's own temporary is gone.
+  CHECK(std::distance(fs::directory_iterator(d.path), fs::directory_iterator()) == kPlanted + 2);
+}
+
+TEST_CASE("a table path that is no regular file, or too large, is refused unread",
+          "[autotune][table]") {
+  temp_dir d;
+  SECTION("a FIFO: opening it to read would wait for a writer") {
+    const std::string fifo = d.file("fifo.json");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const child_outcome o = load_guarded(fifo);
+    INFO(o.killed);
+    CHECK(o.exit_code == 0);
+    CHECK(o.said == "tune table " + fifo + ": not read: it is a FIFO, not a regular file");
+    SECTION("and saving over it replaces it") {
+      const child_outcome s = run_guarded([&](int) {
+        tune_table t;
+        t.put("cpu:avx2", make_key(1), entry(100));
+        return t.save_file(fifo, "0.1.0") ? 0 : 1;
+      });
+      INFO(s.killed);
+      CHECK(s.exit_code == 0);
+      CHECK(fs::is_regular_file(fifo));
+    }
+  }
+  SECTION("/dev/zero: reading it never ends") {
+    const child_outcome o = load_guarded("/dev/zero");
+    INFO(o.killed);
+    CHECK(o.exit_code == 0);
+    CHECK(o.said == "tune table /dev/zero: not read: it is a character device, not a regular file");
+  }
+  SECTION("a file over 64 MiB") {
+    const std::string big = d.file("big.json");
+    write(big, "{");
+    fs::resize_file(big, (std::uintmax_t{64} << 20) + 1);  // sparse: nothing written
+    const child_outcome o = load_guarded(big);
+    INFO(o.killed);
+    CHECK(o.exit_code == 0);
+    CHECK(o.said == "tune table " + big +
+                        ": not read: it holds 67108865 bytes, more than the 67108864 a tune "
+                        "table may");
   }
 }

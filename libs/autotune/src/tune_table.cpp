@@ -1,6 +1,8 @@
 #include "primcache/autotune/tune_table.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,10 +12,11 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <unordered_set>
 #include <utility>
 
 namespace primcache {
@@ -102,7 +105,10 @@ result<parsed_file> parse(std::string_view text) {
   if (!entries || !entries->is_array()) return corrupt("\"entries\" is missing or not an array");
   parsed_file out;
   out.version = std::string(version->get_string());
-  std::vector<std::string> seen;
+  // A hash set: a list searched per entry made a 100,000-entry file take
+  // minutes, and a file of that size is within max_file_bytes.
+  std::unordered_set<std::string> seen;
+  seen.reserve(entries->get_array().size());
   std::size_t index = 0;
   for (const boost::json::value& v : entries->get_array()) {
     const std::string where = "entry " + std::to_string(index++);
@@ -149,47 +155,160 @@ result<parsed_file> parse(std::string_view text) {
     auto key = from_hex(key_hex);
     if (!key) return corrupt(where + ": \"key\" is not lowercase hex of whole bytes");
     p.key = std::move(*key);
-    std::string id = p.device + '\0' + key_hex;
-    if (std::find(seen.begin(), seen.end(), id) != seen.end()) {
+    if (!seen.insert(p.device + '\0' + key_hex).second) {
       return corrupt(where + " repeats the device and key of an earlier entry");
     }
-    seen.push_back(std::move(id));
     out.entries.push_back(std::move(p));
   }
   return out;
 }
 
-// Reads a whole file: not_found, or runtime_error with the reason.
+// Closes a descriptor when it goes (and with it releases a flock on it).
+class unique_fd {
+ public:
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  ~unique_fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&&) = delete;
+  int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// What a file that is not a regular one is, for messages.
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+std::string too_large(std::uintmax_t bytes) {
+  return "it holds " + std::to_string(bytes) + " bytes, more than the " +
+         std::to_string(tune_table::max_file_bytes) + " a tune table may";
+}
+
+// Reads a whole file: not_found, or runtime_error with the reason. Only a
+// regular file of at most max_file_bytes is read: the table path comes
+// from the environment and is read when the first primitive descriptor is
+// made, where a FIFO would wait for a writer forever and /dev/zero would
+// fill memory.
 result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused
+  // below); reads of a regular file ignore the flag.
+  const unique_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
     if (errno == ENOENT) {
       return failure{status::not_found, "tune table " + path + " does not exist"};
     }
     return failure{status::runtime_error,
                    "tune table " + path + ": cannot open (" + sys_reason() + ")"};
   }
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) {
-    return failure{status::runtime_error, "tune table " + path + ": cannot read"};
+  auto refuse = [&](const std::string& why) -> failure {
+    return failure{status::runtime_error, "tune table " + path + ": not read: " + why};
+  };
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return failure{status::runtime_error,
+                   "tune table " + path + ": cannot stat (" + sys_reason() + ")"};
   }
-  return s.str();
+  if (!S_ISREG(st.st_mode)) {
+    return refuse("it is " + file_kind(st.st_mode) + ", not a regular file");
+  }
+  const auto size = static_cast<std::uintmax_t>(st.st_size);
+  if (size > tune_table::max_file_bytes) return refuse(too_large(size));
+  std::string text;
+  text.reserve(static_cast<std::size_t>(size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return failure{status::runtime_error,
+                     "tune table " + path + ": cannot read (" + sys_reason() + ")"};
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    // A file that grows while it is read is held to the limit too.
+    if (text.size() > tune_table::max_file_bytes) {
+      return refuse(too_large(text.size()) + " (it grew)");
+    }
+  }
+  return text;
 }
 
-// Writes `text` to `path` through a temporary file beside it.
+// An exclusive flock on PATH.lock, held by save_file from reading the file
+// to renaming the new one over it: saves of one path, from threads or
+// processes, take turns, so no save's rename drops entries another merged
+// in after it read the file. The lock file stays (removing it would let a
+// save lock a file that another has just unlinked); it is created 0600
+// and never through a symbolic link.
+result<unique_fd> lock_table(const std::string& path) {
+  const std::string lock = path + ".lock";
+  auto fail = [&](const std::string& what) -> failure {
+    return failure{status::runtime_error, "tune table " + path + ": " + what};
+  };
+  // O_NONBLOCK: a FIFO planted there is refused below, never waited on
+  // (flock's waiting is LOCK_NB's to say, not the descriptor's).
+  unique_fd fd(::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  if (fd.get() < 0) {
+    const std::string why =
+        errno == ELOOP ? "it is a symbolic link, which is never followed" : sys_reason();
+    return fail("cannot create or open its lock file " + lock + " (" + why + ")");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return fail("cannot stat " + lock + " (" + sys_reason() + ")");
+  if (!S_ISREG(st.st_mode)) {
+    return fail("cannot lock it: " + lock + " is " + file_kind(st.st_mode) +
+                ", not a regular file");
+  }
+  while (::flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return fail("cannot lock " + lock + " (" + sys_reason() + ")");
+  }
+  return fd;
+}
+
+// 64 random bits as hex, for a temporary file's name: unique across
+// processes even where two share a pid (containers sharing a volume, each
+// its program as pid 1).
+std::string random_suffix() {
+  std::uint64_t bits = 0;
+  if (::getrandom(&bits, sizeof bits, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof bits)) {
+    // No entropy yet (early boot): the clock and a counter, still checked
+    // by O_EXCL.
+    static std::atomic<std::uint64_t> counter{0};
+    bits = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+           (static_cast<std::uint64_t>(::getpid()) << 32) ^
+           (counter.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL);
+  }
+  return to_hex(std::as_bytes(std::span(&bits, 1)));
+}
+
+// Writes `text` to `path` through a temporary file beside it, a new one
+// with a random name (O_EXCL: never a file someone else made; only a file
+// this call created is ever removed).
 result<bool> write_atomically(const std::string& path, const std::string& text) {
-  static std::atomic<unsigned> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    tmp = path + ".tmp." + random_suffix();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno != EEXIST || attempt == 16)) {
+      return failure{status::runtime_error,
+                     "tune table " + path + ": cannot create " + tmp + " (" + sys_reason() + ")"};
+    }
+  }
   auto fail = [&](const std::string& step) -> failure {
     const std::string why = sys_reason();
-    ::unlink(tmp.c_str());
+    ::unlink(tmp.c_str());  // this call created it
     return failure{status::runtime_error,
                    "tune table " + path + ": cannot " + step + " (" + why + ")"};
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return fail("create " + tmp);
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -388,12 +507,16 @@ result<tune_load_report> tune_table::load_file(const std::string& path,
 
 result<std::size_t> tune_table::save_file(const std::string& path, std::string_view library_version,
                                           bool merge_existing) const {
+  // Held until the rename: see lock_table.
+  auto lock = lock_table(path);
+  if (!lock) return lock.why();
   std::string text;
   std::size_t count = 0;
   if (merge_existing) {
     tune_table combined;
     combined.merge(*this);
-    // A missing, unreadable, corrupt or other-version file is replaced.
+    // A missing, unreadable (not a regular file, too large), corrupt or
+    // other-version file is replaced.
     if (auto existing = read_file(path)) {
       (void)combined.merge_json(existing.value(), library_version);
     }
@@ -402,6 +525,11 @@ result<std::size_t> tune_table::save_file(const std::string& path, std::string_v
   } else {
     text = to_json(library_version);
     count = size();
+  }
+  if (text.size() > max_file_bytes) {
+    return failure{status::runtime_error, "tune table " + path +
+                                              ": not written: " + too_large(text.size()) +
+                                              " (loading would refuse it)"};
   }
   auto ok = write_atomically(path, text);
   if (!ok) return ok.why();

@@ -253,6 +253,17 @@ bool same_arguments(const primitive_desc_impl& a, const primitive_desc_impl& b) 
   return true;
 }
 
+// Whether `alt` is an implementation a tuning of `pd` measures, and so one
+// the tune table may name for pd's problem: it has configurations (the
+// ref: implementations have none and are never candidates) and takes the
+// same arguments. alternative_descs lists the candidates by this rule and
+// accept follows the table only to one that passes it, so an entry no
+// tuning could have written (a hand-edited or foreign file naming
+// ref:matmul) never puts slow code in.
+bool tuning_candidate(const primitive_desc_impl& alt, const primitive_desc_impl& pd) {
+  return alt.default_config() && same_arguments(alt, pd);
+}
+
 // Factories running on this thread: a descriptor a composing implementation
 // creates for its nested primitive is never redirected to another
 // implementation by the tune table (the composing one chose it, and the
@@ -262,7 +273,8 @@ thread_local int tl_accept_depth = 0;
 // Asks each implementation in turn (no caching). At the outermost level, a
 // tune-table entry for the first accepting descriptor that names another
 // implementation (a cross-implementation winner, tuning.cpp) chooses that
-// implementation instead, if it accepts the op with the same arguments.
+// implementation instead, if it accepts the op and is a tuning candidate
+// (tuning_candidate); else the entry is ignored, said in verbose output.
 std::shared_ptr<const primitive_desc_impl> accept(const op_desc& op, const primitive_attr& attr,
                                                   const engine& eng) {
   struct depth_scope {
@@ -292,11 +304,25 @@ std::shared_ptr<const primitive_desc_impl> accept(const op_desc& op, const primi
   if (chosen && tuned_kind(kind)) {
     if (tl_accept_depth == 1) {
       const std::optional<std::string> other = tuned_implementation(*chosen, backend::impl_of(eng));
+      std::string ignored = other ? "is not registered" : "";
       for (const implementation_entry& e : list&& other ? *list : impl_list{}) {
         if (*other != e.name || *other == chosen->name()) continue;
         auto r = e.create(op, attr, backend::impl_of(eng));
-        if (r && same_arguments(*r.value(), *chosen)) chosen = std::move(r).value();
+        if (!r) {
+          ignored = "declines the op (" + r.why().message + ")";
+        } else if (!tuning_candidate(*r.value(), *chosen)) {
+          ignored = r.value()->default_config() ? "takes other arguments"
+                                                : "has no configurations, so no tuning chose it";
+        } else {
+          chosen = std::move(r).value();
+          ignored.clear();
+        }
         break;
+      }
+      if (!ignored.empty() && verbose_level() >= 1) {
+        verbose_print("primcache_verbose,impl:ignored," + std::string(to_string(kind)) + "," +
+                      chosen->name() + ",the tune table's entry names " + *other + ", which " +
+                      ignored + "; keeping " + chosen->name());
       }
     }
     the_op_memo().remember(chosen, op);
@@ -382,7 +408,7 @@ std::vector<std::shared_ptr<const backend::primitive_desc_impl>> alternative_des
     auto r = e.create(*op, pd.attr(), backend::impl_of(eng));
     if (!r) continue;
     std::shared_ptr<const primitive_desc_impl> alt = std::move(r).value();
-    if (!alt->default_config() || !same_arguments(*alt, pd)) continue;
+    if (!tuning_candidate(*alt, pd)) continue;
     out.push_back(std::move(alt));
   }
   return out;

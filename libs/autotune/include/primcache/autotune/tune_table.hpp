@@ -34,13 +34,20 @@
 // load_file returns corrupt_data naming the entry and leaves the table as
 // it was. Nothing in this header throws on bad input.
 //
-// Writes are atomic: save_file writes a temporary file beside the target,
-// fsyncs it, renames it over the target and fsyncs the directory, so a
-// reader (or a crash) sees the old file or the new one, never a mix. By
-// default save_file first merges the entries already in the target file
-// (same library version, faster wins), so two processes sharing one table
-// path, or tables of several devices in one file, lose nothing but a race
-// between their two saves.
+// Only a regular file of at most max_file_bytes is read (a FIFO, a device
+// or a larger file is refused with runtime_error, without reading it).
+//
+// Writes are atomic: save_file writes a temporary file beside the target
+// (PATH.tmp.<16 random hex digits>, created exclusively: never another
+// process's, even one of the same pid in another container), fsyncs it,
+// renames it over the target and fsyncs the directory, so a reader (or a
+// crash) sees the old file or the new one, never a mix. By default
+// save_file first merges the entries already in the target file (same
+// library version, faster wins), holding an exclusive flock on PATH.lock
+// (created 0600 beside the target, never through a symbolic link, left in
+// place) from that read to the rename: two processes or threads sharing
+// one table path, or tables of several devices in one file, lose nothing
+// when they save at once.
 //
 // Merging keeps, for each (device, key), the entry with the smaller
 // time_ns (ties keep the entry already present).
@@ -100,6 +107,9 @@ struct tune_load_report {
 class PRIMCACHE_API tune_table {
  public:
   static constexpr int format_version = 1;
+  // The largest file load_file reads and save_file writes: 64 MiB, some
+  // 150,000 entries.
+  static constexpr std::size_t max_file_bytes = std::size_t{64} << 20;
 
   tune_table() = default;
   tune_table(const tune_table&) = delete;
@@ -135,15 +145,18 @@ class PRIMCACHE_API tune_table {
   result<tune_load_report> merge_json(std::string_view text, std::string_view library_version,
                                       std::string_view device = {}) PRIMCACHE_EXCLUDES(mu_);
   // merge_json of a file's contents. not_found when the file does not
-  // exist, runtime_error when it cannot be read, else what merge_json says;
-  // messages name the path.
+  // exist, runtime_error when it cannot be read or is not a regular file
+  // of at most max_file_bytes, else what merge_json says; messages name
+  // the path.
   result<tune_load_report> load_file(const std::string& path, std::string_view library_version,
                                      std::string_view device = {}) PRIMCACHE_EXCLUDES(mu_);
   // Writes the table to `path` atomically (see above), first merging the
   // entries of the file already there when `merge_existing` (a missing,
-  // corrupt or other-version file is replaced). Returns how many entries
-  // the file holds; runtime_error naming the path and the system's reason
-  // when it cannot be written (the old file is left as it was).
+  // corrupt, unreadable or other-version file is replaced). Returns how
+  // many entries the file holds; runtime_error naming the path and the
+  // system's reason when it cannot be locked or written, or the text would
+  // exceed max_file_bytes (the old file is left as it was). Waits while
+  // another save of the path holds its lock.
   result<std::size_t> save_file(const std::string& path, std::string_view library_version,
                                 bool merge_existing = true) const PRIMCACHE_EXCLUDES(mu_);
 
