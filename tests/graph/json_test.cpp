@@ -261,11 +261,12 @@ TEST_CASE("a graph file is a regular file of at most max_graph_file_bytes",
   };
   // A directory read as empty text ("not valid JSON"); a FIFO waited for a
   // writer; /dev/zero was read until memory ran out.
-  CHECK(message_of(dir.string()) == "graph file " + dir.string() + ": not a regular file");
+  CHECK(message_of(dir.string()) ==
+        "graph file " + dir.string() + ": a directory, not a regular file");
   const std::string fifo = (dir / "fifo").string();
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  CHECK(message_of(fifo) == "graph file " + fifo + ": not a regular file");
-  CHECK(message_of("/dev/zero") == "graph file /dev/zero: not a regular file");
+  CHECK(message_of(fifo) == "graph file " + fifo + ": a FIFO, not a regular file");
+  CHECK(message_of("/dev/zero") == "graph file /dev/zero: a character device, not a regular file");
   const std::string big = (dir / "big.json").string();
   std::ofstream(big).close();
   std::filesystem::resize_file(big, max_graph_file_bytes + 1);

@@ -19,6 +19,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "primcache/base/regular_file.hpp"
+
 namespace primcache {
 namespace {
 
@@ -178,68 +180,34 @@ class unique_fd {
   int fd_;
 };
 
-// What a file that is not a regular one is, for messages.
-std::string file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
-
 std::string too_large(std::uintmax_t bytes) {
   return "it holds " + std::to_string(bytes) + " bytes, more than the " +
          std::to_string(tune_table::max_file_bytes) + " a tune table may";
 }
 
 // Reads a whole file: not_found, or runtime_error with the reason. Only a
-// regular file of at most max_file_bytes is read: the table path comes
-// from the environment and is read when the first primitive descriptor is
-// made, where a FIFO would wait for a writer forever and /dev/zero would
-// fill memory.
+// regular file of at most max_file_bytes is read (regular_file.hpp): the
+// table path comes from the environment and is read when the first
+// primitive descriptor is made, where a FIFO would wait for a writer
+// forever and /dev/zero would fill memory.
 result<std::string> read_file(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused
-  // below); reads of a regular file ignore the flag.
-  const unique_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) {
-      return failure{status::not_found, "tune table " + path + " does not exist"};
-    }
-    return failure{status::runtime_error,
-                   "tune table " + path + ": cannot open (" + sys_reason() + ")"};
-  }
+  regular_file_text f = read_regular_file(path, tune_table::max_file_bytes);
   auto refuse = [&](const std::string& why) -> failure {
     return failure{status::runtime_error, "tune table " + path + ": not read: " + why};
   };
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    return failure{status::runtime_error,
-                   "tune table " + path + ": cannot stat (" + sys_reason() + ")"};
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return refuse("it is " + file_kind(st.st_mode) + ", not a regular file");
-  }
-  const auto size = static_cast<std::uintmax_t>(st.st_size);
-  if (size > tune_table::max_file_bytes) return refuse(too_large(size));
-  std::string text;
-  text.reserve(static_cast<std::size_t>(size));
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
+  switch (f.refusal) {
+    case file_refusal::none: return std::move(f.text);
+    case file_refusal::cannot_open:
+      if (f.error == ENOENT) {
+        return failure{status::not_found, "tune table " + path + " does not exist"};
+      }
       return failure{status::runtime_error,
-                     "tune table " + path + ": cannot read (" + sys_reason() + ")"};
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    // A file that grows while it is read is held to the limit too.
-    if (text.size() > tune_table::max_file_bytes) {
-      return refuse(too_large(text.size()) + " (it grew)");
-    }
+                     "tune table " + path + ": cannot open (" + f.reason + ")"};
+    case file_refusal::not_regular: return refuse("it is " + f.reason);
+    case file_refusal::too_large: return refuse(too_large(f.bytes) + (f.grew ? " (it grew)" : ""));
+    case file_refusal::cannot_read: break;
   }
-  return text;
+  return failure{status::runtime_error, "tune table " + path + ": cannot read (" + f.reason + ")"};
 }
 
 // An exclusive flock on PATH.lock, held by save_file from reading the file
@@ -264,7 +232,7 @@ result<unique_fd> lock_table(const std::string& path) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return fail("cannot stat " + lock + " (" + sys_reason() + ")");
   if (!S_ISREG(st.st_mode)) {
-    return fail("cannot lock it: " + lock + " is " + file_kind(st.st_mode) +
+    return fail("cannot lock it: " + lock + " is " + file_type_name(st.st_mode) +
                 ", not a regular file");
   }
   while (::flock(fd.get(), LOCK_EX) != 0) {

@@ -2,22 +2,15 @@
 // document), and filling tensors from their "init".
 #include "primcache/graph/graph_json.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <boost/json.hpp>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 #include "primcache/base/error.hpp"
+#include "primcache/base/regular_file.hpp"
 
 namespace primcache {
 
@@ -338,35 +331,23 @@ graph load_graph_json(std::string_view text) {
 }
 
 graph load_graph_file(const std::string& path) {
-  // A regular file, checked before its text is read: a directory would read
-  // as empty text, a FIFO wait for a writer, /dev/zero never end.
-  // O_NONBLOCK keeps the open of a FIFO from waiting.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    throw error(status::not_found,
-                "graph file " + path + ": cannot be read: " + std::strerror(errno));
-  }
-  struct stat st {};
-  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  ::close(fd);
-  if (!regular) throw error(status::not_found, "graph file " + path + ": not a regular file");
-  if (static_cast<std::uint64_t>(st.st_size) > max_graph_file_bytes) {
-    throw error(status::invalid_arguments,
-                "graph file " + path + ": " + std::to_string(st.st_size) + " bytes, over the " +
-                    std::to_string(max_graph_file_bytes >> 20) + " MiB a graph file may have");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(status::not_found, "graph file " + path + ": cannot be read");
-  // One byte more than it had: a file that grew since is refused, not read
-  // without end.
-  std::string text(static_cast<std::size_t>(st.st_size) + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > static_cast<std::size_t>(st.st_size)) {
-    throw error(status::invalid_arguments, "graph file " + path + ": changed while it was read");
+  // A regular file (regular_file.hpp): a directory would read as empty
+  // text, a FIFO wait for a writer, /dev/zero never end.
+  regular_file_text f = read_regular_file(path, max_graph_file_bytes);
+  switch (f.refusal) {
+    case file_refusal::none: break;
+    case file_refusal::cannot_open:
+    case file_refusal::cannot_read:
+      throw error(status::not_found, "graph file " + path + ": cannot be read: " + f.reason);
+    case file_refusal::not_regular:
+      throw error(status::not_found, "graph file " + path + ": " + f.reason);
+    case file_refusal::too_large:
+      throw error(status::invalid_arguments,
+                  "graph file " + path + ": " + std::to_string(f.bytes) + " bytes, over the " +
+                      std::to_string(max_graph_file_bytes >> 20) + " MiB a graph file may have");
   }
   try {
-    return load_graph_json(text);
+    return load_graph_json(f.text);
   } catch (const error& e) {
     throw error(e.code(), path + ": " + e.message());
   }
