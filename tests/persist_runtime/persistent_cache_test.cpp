@@ -729,8 +729,10 @@ TEST_CASE("env: a forked child opens the environment's store anew", "[.env_fork]
     ::alarm(60);
     int code = 0;
     try {
-      // The parent's store was registered in control as "persistent": the
-      // child's own must take the name, not be refused for it.
+      // The parent's store was registered in control as "persistent" and
+      // keeps the name here (releasing it could wait on the parent's
+      // threads): the child's own store must work without it, not be
+      // refused for it.
       if (get_persistent_cache() == nullptr) {
         code = 1;
       } else if (!env_reports().empty()) {

@@ -350,8 +350,7 @@ class state {
       lock_guard g(mu_);
       if (configured_) return current_;
     }
-    release_inherited_registration();
-    std::shared_ptr<attachment> a = from_environment();
+    std::shared_ptr<attachment> a = from_environment(name_inherited_);
     lock_guard g(mu_);
     current_ = std::move(a);
     configured_ = true;
@@ -360,7 +359,6 @@ class state {
 
   void set(std::shared_ptr<blob_store> store) PRIMCACHE_EXCLUDES(mu_, config_mu_) {
     lock_guard c(config_mu_);
-    release_inherited_registration();
     std::shared_ptr<attachment> old;
     {
       lock_guard g(mu_);
@@ -371,7 +369,14 @@ class state {
     retire(old);
     if (!store) return;
     auto a = std::make_shared<attachment>(std::move(store), false);
-    a->registration = register_blob_store(a->view, "persistent");  // throws already_exists
+    try {
+      a->registration = register_blob_store(a->view, "persistent");
+    } catch (const error& e) {
+      // In a fork child the parent's environment store keeps the name
+      // (reset_in_child): this one works unregistered. Anywhere else the
+      // name is someone else's, and attaching fails.
+      if (!name_inherited_ || e.code() != status::already_exists) throw;
+    }
     writes_metric();
     lock_guard g(mu_);
     current_ = std::move(a);
@@ -396,16 +401,17 @@ class state {
   // parent); one the application attached stays (see the header).
   // The parent's attachment is kept, never destroyed: its store's objects
   // (a lock descriptor, a worker thread the child does not have) are the
-  // parent's. Its registration in control as "persistent" is released on
-  // the child's first attach (release_inherited_registration), outside the
-  // fork handler, so that the store opened anew can take the name.
+  // parent's. So is its registration in control as "persistent": releasing
+  // it waits for the calls in progress on it, and a parent thread's call at
+  // the fork (a /metrics scrape, a flush) never ends here. The child's own
+  // store then works without the name (name_inherited_).
   void reset_in_child() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
     if (current_ && current_->from_env) {
       static auto* abandoned = new std::vector<std::shared_ptr<attachment>>;
-      abandoned->push_back(current_);
-      inherited_ = std::move(current_);
+      abandoned->push_back(std::move(current_));
       current_ = nullptr;
       configured_ = false;
+      name_inherited_ = true;
     }
   }
 
@@ -417,13 +423,8 @@ class state {
     the_writer().flush();
   }
 
-  void release_inherited_registration() PRIMCACHE_REQUIRES(config_mu_) {
-    if (!inherited_) return;
-    inherited_->registration.reset();
-    inherited_ = nullptr;
-  }
-
-  static std::shared_ptr<attachment> from_environment() {
+  // `name_inherited`: a fork child whose parent's store holds the name.
+  static std::shared_ptr<attachment> from_environment(bool name_inherited) {
     std::optional<std::string> dir = env_string(persistent_cache_dir_env);
     std::optional<std::string> redis = env_string(persistent_cache_redis_env);
     if (redis && !redis->empty()) {
@@ -456,6 +457,10 @@ class state {
     try {
       a->registration = register_blob_store(a->view, "persistent");
     } catch (const error& e) {
+      if (name_inherited && e.code() == status::already_exists) {
+        writes_metric();
+        return a;  // unregistered (reset_in_child)
+      }
       report_malformed_env(has_dir ? persistent_cache_dir_env : persistent_cache_redis_env,
                            has_dir ? *dir : redact_redis_url_list(*redis), e.message(),
                            "no persistent cache");
@@ -468,9 +473,9 @@ class state {
   mutex config_mu_;  // serializes attaching (and reading the environment)
   mutex mu_;         // taken after config_mu_ when both are
   std::shared_ptr<attachment> current_ PRIMCACHE_GUARDED_BY(mu_);
-  // In a fork child: the parent's attachment from the environment, whose
-  // registration the child's first attach releases (reset_in_child).
-  std::shared_ptr<attachment> inherited_ PRIMCACHE_GUARDED_BY(config_mu_);
+  // In a fork child whose parent had a store from the environment: control's
+  // "persistent" stays the parent's (reset_in_child).
+  bool name_inherited_ PRIMCACHE_GUARDED_BY(config_mu_) = false;
   bool configured_ PRIMCACHE_GUARDED_BY(mu_) = false;
 };
 
