@@ -478,6 +478,45 @@ TEST_CASE("processes saving one table at once keep each other's entries", "[auto
   CHECK((st.st_mode & 0777) == 0600);
 }
 
+TEST_CASE("a child forked while another thread saves can save, and so can the parent after",
+          "[autotune][table][fork]") {
+  temp_dir d;
+  const std::string path = d.file("forked.json");
+  std::atomic<bool> stop{false};
+  std::atomic<int> parent_saves{0};
+  // A thread saving without pause: most forks land inside a save.
+  std::thread saver([&] {
+    tune_table t;
+    t.put("cpu:avx2", make_key(1), entry(100));
+    while (!stop.load()) {
+      if (t.save_file(path, "0.1.0")) ++parent_saves;
+    }
+  });
+  while (parent_saves.load() == 0) std::this_thread::yield();
+  std::vector<std::string> failures;
+  for (int round = 0; round < 20 && failures.size() < 3; ++round) {
+    // The child saves its own entry; it would wait for ever on a lock its
+    // copy of the parent's descriptor holds.
+    const child_outcome out = run_guarded([&](int) {
+      tune_table t;
+      t.put("cpu:avx2", make_key(1000 + round), entry(100));
+      return t.save_file(path, "0.1.0") ? 0 : 1;
+    });
+    if (out.exit_code != 0) {
+      failures.push_back(
+          "round " + std::to_string(round) + ": " +
+          (out.killed.empty() ? "exit " + std::to_string(out.exit_code) : out.killed));
+    }
+  }
+  stop = true;
+  saver.join();
+  for (const auto& f : failures) UNSCOPED_INFO(f);
+  CHECK(failures.empty());
+  tune_table after;
+  after.put("cpu:avx2", make_key(2), entry(100));
+  CHECK(after.save_file(path, "0.1.0"));
+}
+
 TEST_CASE("saving never follows a symbolic link at the lock file's name", "[autotune][table]") {
   temp_dir d;
   const std::string path = d.file("tune.json"), elsewhere = d.file("elsewhere");

@@ -1,6 +1,7 @@
 #include "primcache/autotune/tune_table.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <unordered_set>
 #include <utility>
 
@@ -239,6 +241,22 @@ result<unique_fd> lock_table(const std::string& path) {
     if (errno != EINTR) return fail("cannot lock " + lock + " (" + sys_reason() + ")");
   }
   return fd;
+}
+
+// No fork() while a save holds its lock: a child would share the lock's
+// open file description, so the lock would stay held after the saving
+// thread closed its descriptor, until the child exited, and a save in the
+// child itself would wait on it for ever. Saves in this process take the
+// gate; fork's prepare handler takes it too, so it waits for the save in
+// progress and no save starts until the fork is done.
+std::mutex& save_gate() {
+  static std::mutex* gate = [] {
+    auto* made = new std::mutex;  // never destroyed: a save may run at exit
+    ::pthread_atfork([] { save_gate().lock(); }, [] { save_gate().unlock(); },
+                     [] { save_gate().unlock(); });
+    return made;
+  }();
+  return *gate;
 }
 
 // 64 random bits as hex, for a temporary file's name: unique across
@@ -475,7 +493,8 @@ result<tune_load_report> tune_table::load_file(const std::string& path,
 
 result<std::size_t> tune_table::save_file(const std::string& path, std::string_view library_version,
                                           bool merge_existing) const {
-  // Held until the rename: see lock_table.
+  // Held until the rename: see lock_table and save_gate.
+  const std::lock_guard<std::mutex> gate(save_gate());
   auto lock = lock_table(path);
   if (!lock) return lock.why();
   std::string text;
