@@ -19,6 +19,7 @@
 #include <future>
 #include <iterator>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -846,6 +847,21 @@ TEST_CASE("a read error is a counted miss that keeps the entry", "[persist][dire
   CHECK(s->stats().corrupt_entries == 0);
   files->fail_read = 0;
   CHECK(*s->get(as_bytes("k")) == payload_of("k", 1000));
+}
+
+TEST_CASE("verify stops at running out of memory, and removes nothing",
+          "[persist][directory][faults]") {
+  temp_dir dir;
+  auto files = std::make_shared<primcache::test::faulty_file_ops>();
+  auto o = options_for(dir.path());
+  o.files = files;
+  auto s = directory_store::open(o);
+  s->put(as_bytes("k"), payload_of("k", 1000));
+  files->fail_read = ENOMEM;  // as read_all_at answers an allocation that failed
+  CHECK_THROWS_AS(s->verify(true), std::bad_alloc);
+  files->fail_read = 0;
+  CHECK(*s->get(as_bytes("k")) == payload_of("k", 1000));
+  CHECK(s->verify(false).ok());
 }
 
 TEST_CASE("a blob store shows in control as cache 'persistent'", "[persist][control]") {

@@ -947,6 +947,9 @@ verify_report directory_store::verify(const verify_options& options) {
         int rk = s.read_all_at(dfd, key_file, k);
         int re = rk == 0 ? s.read_all_at(dfd, kernel_file, e) : 0;
         s.files->close(dfd);
+        // Out of memory says nothing of the entry: no verdict, and no fix
+        // that would remove a good one (as std::bad_alloc escaping did).
+        if (rk == -ENOMEM || re == -ENOMEM) throw std::bad_alloc();
         if (rk != 0) {
           bad(ep, read_failure(key_file, rk));
           continue;
