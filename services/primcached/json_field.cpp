@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <unordered_set>
 #include <vector>
 
@@ -70,7 +71,7 @@ struct value_builder {
   std::vector<std::unordered_set<std::string>> keys;  // [depth]: the open objects' keys
   std::size_t depth = 0;                              // open objects
   std::string key;                                    // the key being read, in parts
-  std::string duplicate;                              // set when a key was given twice
+  std::optional<std::string> duplicate;               // a key given twice ("" is a key too)
 
   bool on_document_begin(error_code&) { return true; }
   bool on_document_end(error_code&) { return true; }
@@ -159,11 +160,11 @@ boost::json::value parse_json_text(std::string_view text, const std::string& fil
         ++column;
       }
     }
-    const std::string& duplicate = parser.handler().duplicate;
-    if (!duplicate.empty()) {
+    const std::optional<std::string>& duplicate = parser.handler().duplicate;
+    if (duplicate) {
       // The parser stops just after the key: its line (a key has no newline).
       throw error(status::invalid_arguments, file + ": line " + std::to_string(line) +
-                                                 ": duplicate key \"" + duplicate +
+                                                 ": duplicate key \"" + *duplicate +
                                                  "\" (a key may appear once in an object)");
     }
     throw error(status::invalid_arguments, file + ": line " + std::to_string(line) + ", column " +

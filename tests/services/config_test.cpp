@@ -146,5 +146,8 @@ TEST_CASE("A malformed config is refused with a message naming the field", "[ser
           "object)");
     CHECK(refusal("{\"admin\": {\"port\": 1,\n  \"threads\": 1, \"port\": 2}}") ==
           "primcached.json: line 2: duplicate key \"port\" (a key may appear once in an object)");
+    // The empty string is a key like another.
+    CHECK(refusal(R"({"": 1, "": 2})") ==
+          "primcached.json: line 1: duplicate key \"\" (a key may appear once in an object)");
   }
 }
