@@ -29,20 +29,12 @@ namespace {
 // Runs `body` in a forked child (killed by SIGALRM after 60 s, and by
 // SIGKILL after 90 s when it hangs before its alarm is set) and returns its
 // exit status: the body's return value, 255 for an exception, 128 + signal
-// when a signal ended it (primcache_test::wait_child).
+// when a signal ended it (primcache_test::run_in_child).
 int in_child(const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
+  return primcache_test::run_in_child(90, [&] {
     ::alarm(60);
-    int code = 255;
-    try {
-      code = body();
-    } catch (...) {
-    }
-    ::_exit(code);
-  }
-  REQUIRE(pid > 0);
-  return primcache_test::wait_child(pid, 90);
+    return body();
+  });
 }
 
 pc::engine& cpu() {

@@ -1,7 +1,6 @@
 #include <catch2/catch.hpp>
 
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -20,6 +18,7 @@
 
 #include "primcache/base/error.hpp"
 #include "primcache/runtime/thread_pool.hpp"
+#include "support/child_process.hpp"
 
 using primcache::thread_pool;
 
@@ -158,24 +157,6 @@ TEST_CASE("the default pool honours set_num_threads", "[runtime][thread_pool]") 
 
 namespace {
 
-// Runs `body` in a forked child and returns its exit status (the child's
-// return value, 255 for an exception, -1 when it did not exit normally).
-int in_child(const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int code = 255;
-    try {
-      code = body();
-    } catch (...) {
-    }
-    ::_exit(code);
-  }
-  REQUIRE(pid > 0);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // A directory of cgroup files for cgroup_cpu_limit, removed afterwards.
 class fake_cgroup_root {
  public:
@@ -267,7 +248,7 @@ TEST_CASE("the default thread count follows the affinity mask, and PRIMCACHE_NUM
   CHECK(affinity_cpu_count() >= 1);
   // In a child, so that neither the affinity nor the environment leaks into
   // other tests.
-  CHECK(in_child([] {
+  CHECK(primcache_test::run_in_child(60, [] {
           cpu_set_t one;
           CPU_ZERO(&one);
           cpu_set_t all;
@@ -295,7 +276,7 @@ TEST_CASE("a forked child runs parallel regions on a fresh default pool",
   std::atomic<int> warm{0};
   primcache::default_thread_pool().parallel_for(3, [&](int, int) { warm.fetch_add(1); });
   REQUIRE(warm.load() == 3);
-  const int status = in_child([] {
+  const int status = primcache_test::run_in_child(60, [] {
     if (primcache::get_num_threads() != 3) return 20;
     constexpr std::int64_t n = 100000;
     std::vector<std::int64_t> y(n, -1);
@@ -347,7 +328,7 @@ TEST_CASE("a fork while a pool's workers are starting leaves the child able to s
   int failed_status = 0;
   for (int round = 0; round < kRounds && failed_round < 0; ++round) {
     primcache::thread_pool starting(3);
-    const int status = in_child([] {
+    const int status = primcache_test::run_in_child(60, [] {
       ::alarm(60);
       std::atomic<int> started{0};
       primcache::default_thread_pool().parallel_for(3, [&](int, int) {

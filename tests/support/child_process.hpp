@@ -5,6 +5,9 @@
 //   if (pid == 0) { ...; ::_exit(code); }
 //   const int status = primcache_test::wait_child(pid, 30);  // 0 when it exited with 0
 //
+//   // The same, the fork and the exit done for you:
+//   const int status = primcache_test::run_in_child(30, [] { return ...; });
+//
 //   // Rounds 0..n-1, each in a new child; messages for the first 3 that failed.
 //   std::vector<std::string> failed = primcache_test::run_in_children(n, 30, [](int round) {
 //     return ...;  // the child's exit status
@@ -69,29 +72,37 @@ inline std::string describe_child_status(int status) {
   return "exit status " + std::to_string(status);
 }
 
+// Status run_in_child returns when fork() itself failed.
+inline constexpr int k_child_not_forked = -1;
+
+// Runs body() in a forked child (its return value is the child's exit
+// status; an exception, 255) and returns wait_child's status for it, at
+// most `seconds` later, or k_child_not_forked.
+inline int run_in_child(int seconds, const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return k_child_not_forked;
+  if (pid == 0) {
+    int code = 255;
+    try {
+      code = body();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  return wait_child(pid, seconds);
+}
+
 // Runs body(round) for round 0 .. rounds-1, each in a child forked for it
-// (the body's return value is the child's exit status; an exception, 255),
-// waiting at most `seconds` for each. Returns a message for each round that
-// did not exit with 0, stopping after the third.
+// (run_in_child). Returns a message for each round that did not exit with
+// 0, stopping after the third.
 inline std::vector<std::string> run_in_children(int rounds, int seconds,
                                                 const std::function<int(int)>& body) {
   std::vector<std::string> failures;
   for (int i = 0; i < rounds && failures.size() < 3; ++i) {
-    const pid_t pid = ::fork();
-    if (pid < 0) {
+    const int status = run_in_child(seconds, [&] { return body(i); });
+    if (status == k_child_not_forked) {
       failures.push_back("round " + std::to_string(i) + ": fork failed");
-      continue;
-    }
-    if (pid == 0) {
-      int code = 255;
-      try {
-        code = body(i);
-      } catch (...) {
-      }
-      ::_exit(code);
-    }
-    const int status = wait_child(pid, seconds);
-    if (status != 0) {
+    } else if (status != 0) {
       failures.push_back("round " + std::to_string(i) + ": " + describe_child_status(status));
     }
   }

@@ -1,4 +1,4 @@
-#include <cstddef>
+#include <cstdint>
 
 #include "registry_state.hpp"
 
@@ -15,33 +15,39 @@ cache_entry::call_frame::~call_frame() {
   entry->leave();
 }
 
-std::size_t cache_entry::calls_on_this_thread(const cache_entry* e) noexcept {
-  std::size_t n = 0;
+std::uint32_t cache_entry::calls_on_this_thread(const cache_entry* e) noexcept {
+  std::uint32_t n = 0;
   for (const call_frame* f = innermost_call_; f != nullptr; f = f->outer) {
     if (f->entry == e) ++n;
   }
   return n;
 }
 
-bool cache_entry::enter() {
-  lock_guard g(mu_);
-  if (!live_) return false;
-  ++in_flight_;
-  return true;
+bool cache_entry::enter() noexcept {
+  // Counted first, checked after: a retire() that cleared the bit before
+  // this increment waits for the undo below, one after it waits for the call.
+  if ((state_.fetch_add(one_call, std::memory_order_acquire) & live_bit) != 0) return true;
+  leave();
+  return false;
 }
 
 void cache_entry::leave() noexcept {
-  lock_guard g(mu_);
-  --in_flight_;
-  if (!live_) idle_.notify_all();
+  const std::uint32_t after = state_.fetch_sub(one_call, std::memory_order_release) - one_call;
+  if ((after & live_bit) == 0) state_.notify_all();
 }
 
 void cache_entry::retire() noexcept {
-  const std::size_t own = calls_on_this_thread(this);
-  lock_guard g(mu_);
-  live_ = false;
-  // condition_variable_any unlocks and relocks mu_ itself around the wait.
-  while (in_flight_ > own) idle_.wait(mu_);
+  const std::uint32_t own = calls_on_this_thread(this) * one_call;
+  std::uint32_t seen = state_.fetch_and(~live_bit, std::memory_order_acq_rel) & ~live_bit;
+  while (seen > own) {
+    state_.wait(seen, std::memory_order_acquire);
+    seen = state_.load(std::memory_order_acquire);
+  }
+}
+
+void cache_entry::reset_in_child() noexcept {
+  const std::uint32_t live = state_.load(std::memory_order_relaxed) & live_bit;
+  state_.store(live | calls_on_this_thread(this) * one_call, std::memory_order_relaxed);
 }
 
 }  // namespace primcache::control_internal

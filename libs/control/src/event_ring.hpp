@@ -16,6 +16,10 @@ class event_ring {
   void record(control_event e) PRIMCACHE_EXCLUDES(mu_);
   event_page since(std::uint64_t since) const PRIMCACHE_EXCLUDES(mu_);
 
+  // Held across fork() (registry_state::lock_for_fork).
+  void lock_for_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { mu_.lock(); }
+  void unlock_after_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { mu_.unlock(); }
+
  private:
   mutable mutex mu_;
   std::vector<control_event> slots_ PRIMCACHE_GUARDED_BY(mu_);  // seq s lives at (s-1) % size

@@ -1,19 +1,23 @@
 // The registry's private state: its maps, one entry per registered cache or
 // switch, and the protocol that keeps calls out of unregistered caches.
 //
-// Lock order: registry_state::mu, then nothing. A cache_entry's mu_ is taken
-// alone and only around counter updates, never while calling into a cache, so
-// a cache may call back into the registry from inside a call.
+// Lock order: registry_state::mu, then a setting's value lock (only the
+// atfork prepare handler takes both); the event ring's lock is taken alone.
+// No lock is held while calling into a cache, so a cache may call back into
+// the registry from inside a call; a cache entry counts its calls in an
+// atomic word.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "event_ring.hpp"
 #include "metric_state.hpp"
@@ -49,7 +53,7 @@ class cache_entry {
   // Runs f(ops) and returns true while the entry is live; returns false
   // without running f once retire() has begun. f's exceptions propagate.
   template <typename F>
-  bool call(F&& f) PRIMCACHE_EXCLUDES(mu_) {
+  bool call(F&& f) {
     if (!enter()) return false;
     call_frame frame(this);
     std::forward<F>(f)(ops_);
@@ -59,7 +63,11 @@ class cache_entry {
   // Stops new calls, then waits until no other thread is inside one. Calls
   // the retiring thread itself is making (a cache unregistering itself from
   // one of its members) are not waited for: that wait could never end.
-  void retire() noexcept PRIMCACHE_EXCLUDES(mu_);
+  void retire() noexcept;
+
+  // In a fork child: the calls in flight are the forking thread's own; the
+  // other threads' calls ended with their threads.
+  void reset_in_child() noexcept;
 
  private:
   // Marks a call in flight for its scope. Frames form a per-thread stack (the
@@ -75,20 +83,23 @@ class cache_entry {
     cache_entry* entry;
     call_frame* outer;
   };
-  static std::size_t calls_on_this_thread(const cache_entry* e) noexcept;
+  static std::uint32_t calls_on_this_thread(const cache_entry* e) noexcept;
   static thread_local call_frame* innermost_call_;
 
-  bool enter() PRIMCACHE_EXCLUDES(mu_);
-  void leave() noexcept PRIMCACHE_EXCLUDES(mu_);
+  bool enter() noexcept;
+  void leave() noexcept;
 
   const std::string name_;
   const capacity_unit unit_;
   const cache_ops ops_;
 
-  mutex mu_;
-  std::condition_variable_any idle_;  // signalled when in_flight_ drops after retirement
-  bool live_ PRIMCACHE_GUARDED_BY(mu_) = true;
-  std::size_t in_flight_ PRIMCACHE_GUARDED_BY(mu_) = 0;
+  // Bit 0: live; the rest: calls in flight, two per call. One word and no
+  // lock, so a fork can never copy it half-changed or held, and a retiring
+  // thread waits on it with std::atomic::wait (a futex: no waiter list that
+  // a fork child would inherit).
+  static constexpr std::uint32_t live_bit = 1;
+  static constexpr std::uint32_t one_call = 2;
+  std::atomic<std::uint32_t> state_{live_bit};
 };
 
 struct switch_entry {
@@ -107,6 +118,22 @@ struct switch_entry {
 
 class registry_state {
  public:
+  // Each registry is known to the process's atfork handlers (fork.cpp) for
+  // its lifetime.
+  registry_state();
+  ~registry_state();
+  registry_state(const registry_state&) = delete;
+  registry_state& operator=(const registry_state&) = delete;
+
+  // fork(): the prepare handler holds every lock below, so the child
+  // copies no map, ring or value in the middle of a change; the parent
+  // releases them (unlock_after_fork). In the child, reset_in_child()
+  // releases them too, once what the parent's other threads were doing in a
+  // cache or a setter is undone: those threads are not in the child.
+  void lock_for_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+  void unlock_after_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+  void reset_in_child() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+
   // Removes `entry` from the map (unless its name now belongs to a newer
   // registration), then retires it outside the map lock.
   void unregister(const std::shared_ptr<cache_entry>& entry) noexcept PRIMCACHE_EXCLUDES(mu);

@@ -1,6 +1,7 @@
 #include "primcache/control/setting.hpp"
 
 #include <algorithm>
+#include <new>
 #include <utility>
 
 #include "primcache/base/error.hpp"
@@ -148,8 +149,40 @@ void setting_entry::store(const setting_value& v) {
   scalar_.store(scalar_of(v), std::memory_order_release);
 }
 
+namespace {
+// The setter locks this thread holds, innermost first (a setter's on_change
+// may set another setting): how a fork child tells its own from those of
+// threads it does not have.
+struct setter_frame {
+  const setting_entry* entry;
+  const setter_frame* outer;
+};
+thread_local const setter_frame* innermost_setter = nullptr;
+
+class setter_scope {
+ public:
+  explicit setter_scope(const setting_entry* e) noexcept : frame_{e, innermost_setter} {
+    innermost_setter = &frame_;
+  }
+  ~setter_scope() { innermost_setter = frame_.outer; }
+  setter_scope(const setter_scope&) = delete;
+  setter_scope& operator=(const setter_scope&) = delete;
+
+ private:
+  setter_frame frame_;
+};
+
+bool this_thread_sets(const setting_entry* e) noexcept {
+  for (const setter_frame* f = innermost_setter; f != nullptr; f = f->outer) {
+    if (f->entry == e) return true;
+  }
+  return false;
+}
+}  // namespace
+
 void setting_entry::set(const setting_value& v) {
   lock_guard serial(set_mu_);
+  setter_scope scope(this);
   if (std::string why = check(v); !why.empty()) throw error(status::invalid_arguments, why);
   setting_value old = value();
   store(v);
@@ -161,6 +194,20 @@ void setting_entry::set(const setting_value& v) {
       throw;
     }
   }
+}
+
+void setting_entry::reset_in_child() noexcept {
+  if (this_thread_sets(this)) return;  // released when its setter returns
+  if (set_mu_.try_lock()) {
+    set_mu_.unlock();
+    return;
+  }
+  // Held by a thread this process does not have: it would never be
+  // released. The value it guards is whole (value_mu_ was held across the
+  // fork), though that setter's on_change may not have run to its end. The
+  // lock is built anew over the held one; destroying a held std::mutex is
+  // undefined, and it has no other state.
+  new (&set_mu_) mutex;
 }
 
 setting_value setting_entry::value() const {

@@ -24,6 +24,14 @@ class setting_entry {
   // integer and boolean values, mirrored for lock-free reads.
   std::int64_t scalar() const noexcept { return scalar_.load(std::memory_order_acquire); }
 
+  // fork() (registry_state::lock_for_fork): the value lock is held across
+  // the fork. The setter lock is not (a setter runs user code, which may
+  // take long or fork itself): in the child, a setter lock a vanished
+  // thread held is made anew.
+  void lock_for_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { value_mu_.lock(); }
+  void unlock_after_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { value_mu_.unlock(); }
+  void reset_in_child() noexcept PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+
  private:
   // "" when v passes every check, else the message.
   std::string check(const setting_value& v) const;
