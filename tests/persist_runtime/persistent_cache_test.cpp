@@ -729,10 +729,9 @@ TEST_CASE("env: a forked child opens the environment's store anew", "[.env_fork]
     ::alarm(60);
     int code = 0;
     try {
-      // The parent's store was registered in control as "persistent" and
-      // keeps the name here (releasing it could wait on the parent's
-      // threads): the child's own store must work without it, not be
-      // refused for it.
+      // The parent's store was registered in control as "persistent"; the
+      // child's own store takes the name over, so control turns the store
+      // the child uses.
       if (get_persistent_cache() == nullptr) {
         code = 1;
       } else if (!env_reports().empty()) {
@@ -745,7 +744,12 @@ TEST_CASE("env: a forked child opens the environment's store anew", "[.env_fork]
         const auto after = get_persistent_cache_stats();
         if (after.misses <= before.misses) code = 3;
         if (has_dir && after.writes_stored <= before.writes_stored) code = 4;
-        if (control().find_cache("persistent").capacity() != get_persistent_cache()->capacity()) {
+        if (has_dir) {
+          const std::uint64_t turned = get_persistent_cache()->capacity() + 1;
+          control().set_capacity("persistent", turned);
+          if (get_persistent_cache()->capacity() != turned) code = 5;
+        } else if (control().find_cache("persistent").capacity() !=
+                   get_persistent_cache()->capacity()) {
           code = 5;
         }
       }

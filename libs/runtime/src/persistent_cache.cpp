@@ -350,7 +350,8 @@ class state {
       lock_guard g(mu_);
       if (configured_) return current_;
     }
-    std::shared_ptr<attachment> a = from_environment(name_inherited_);
+    release_inherited_name();
+    std::shared_ptr<attachment> a = from_environment();
     lock_guard g(mu_);
     current_ = std::move(a);
     configured_ = true;
@@ -367,16 +368,10 @@ class state {
       configured_ = true;
     }
     retire(old);
+    release_inherited_name();
     if (!store) return;
     auto a = std::make_shared<attachment>(std::move(store), false);
-    try {
-      a->registration = register_blob_store(a->view, "persistent");
-    } catch (const error& e) {
-      // In a fork child the parent's environment store keeps the name
-      // (reset_in_child): this one works unregistered. Anywhere else the
-      // name is someone else's, and attaching fails.
-      if (!name_inherited_ || e.code() != status::already_exists) throw;
-    }
+    a->registration = register_blob_store(a->view, "persistent");
     writes_metric();
     lock_guard g(mu_);
     current_ = std::move(a);
@@ -401,17 +396,18 @@ class state {
   // parent); one the application attached stays (see the header).
   // The parent's attachment is kept, never destroyed: its store's objects
   // (a lock descriptor, a worker thread the child does not have) are the
-  // parent's. So is its registration in control as "persistent": releasing
-  // it waits for the calls in progress on it, and a parent thread's call at
-  // the fork (a /metrics scrape, a flush) never ends here. The child's own
-  // store then works without the name (name_inherited_).
+  // parent's. Its registration in control as "persistent" is released when
+  // the child attaches a store (release_inherited_name), not here: this
+  // handler may run before control's own, which forgets the calls the
+  // parent's threads had in progress on it, and until then releasing it
+  // would wait for them.
   void reset_in_child() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
     if (current_ && current_->from_env) {
       static auto* abandoned = new std::vector<std::shared_ptr<attachment>>;
       abandoned->push_back(std::move(current_));
+      inherited_ = abandoned->back().get();
       current_ = nullptr;
       configured_ = false;
-      name_inherited_ = true;
     }
   }
 
@@ -423,8 +419,15 @@ class state {
     the_writer().flush();
   }
 
-  // `name_inherited`: a fork child whose parent's store holds the name.
-  static std::shared_ptr<attachment> from_environment(bool name_inherited) {
+  // In a fork child: the parent's environment store gives up the name
+  // "persistent" for the child's own.
+  void release_inherited_name() PRIMCACHE_REQUIRES(config_mu_) {
+    if (inherited_ == nullptr) return;
+    inherited_->registration.reset();
+    inherited_ = nullptr;
+  }
+
+  static std::shared_ptr<attachment> from_environment() {
     std::optional<std::string> dir = env_string(persistent_cache_dir_env);
     std::optional<std::string> redis = env_string(persistent_cache_redis_env);
     if (redis && !redis->empty()) {
@@ -457,10 +460,6 @@ class state {
     try {
       a->registration = register_blob_store(a->view, "persistent");
     } catch (const error& e) {
-      if (name_inherited && e.code() == status::already_exists) {
-        writes_metric();
-        return a;  // unregistered (reset_in_child)
-      }
       report_malformed_env(has_dir ? persistent_cache_dir_env : persistent_cache_redis_env,
                            has_dir ? *dir : redact_redis_url_list(*redis), e.message(),
                            "no persistent cache");
@@ -473,9 +472,10 @@ class state {
   mutex config_mu_;  // serializes attaching (and reading the environment)
   mutex mu_;         // taken after config_mu_ when both are
   std::shared_ptr<attachment> current_ PRIMCACHE_GUARDED_BY(mu_);
-  // In a fork child whose parent had a store from the environment: control's
-  // "persistent" stays the parent's (reset_in_child).
-  bool name_inherited_ PRIMCACHE_GUARDED_BY(config_mu_) = false;
+  // In a fork child whose parent had a store from the environment: that
+  // store's attachment, which still holds control's "persistent" until the
+  // child attaches its own (reset_in_child).
+  attachment* inherited_ PRIMCACHE_GUARDED_BY(config_mu_) = nullptr;
   bool configured_ PRIMCACHE_GUARDED_BY(mu_) = false;
 };
 
