@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "persist_test_support.hpp"
@@ -163,6 +164,30 @@ TEST_CASE("a reply followed by more bytes closes its connection", "[persist][red
   CHECK(s->stats().remote_errors == 1);
   fake.stop();
   CHECK(dels.load() == 3);
+  CHECK(fake.connections() == 2);
+}
+
+TEST_CASE("bytes arriving after a reply in a later segment close the connection",
+          "[persist][redis][reply]") {
+  // The first DEL is answered ":0", and ":1" 20 ms later: bytes that arrive
+  // once the call has its reply. Read by the next DEL as its answer, they
+  // would make every later call take its predecessor's reply.
+  std::atomic<int> dels{0};
+  fake_redis_server fake([&](const std::vector<std::string>&) -> std::optional<std::string> {
+    if (dels++ == 0) return ":0\r\n" + std::string(fake_redis_server::pause) + ":1\r\n";
+    return ":0\r\n";
+  });
+  auto s = redis_store::open(options_for(fake));
+  CHECK_FALSE(s->erase(as_bytes("a")));
+  CHECK(s->stats().remote_errors == 0);
+  std::this_thread::sleep_for(200ms);  // the stray ":1" is in the socket
+  CHECK_FALSE(s->erase(as_bytes("b")));
+  CHECK(s->stats().remote_errors == 1);
+  CHECK_FALSE(s->erase(as_bytes("c")));
+  CHECK(s->stats().remote_errors == 1);
+  fake.stop();
+  // "b" was never sent on the connection that had the stray bytes.
+  CHECK(dels.load() == 2);
   CHECK(fake.connections() == 2);
 }
 

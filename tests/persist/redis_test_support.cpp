@@ -381,7 +381,14 @@ void fake_redis_server::serve() {
           commands_.push_back(argv[0]);
         }
         std::optional<std::string> reply = answer_(argv);
-        keep = reply.has_value() && send_reply(c.fd, *reply);
+        keep = reply.has_value();
+        std::string_view rest = keep ? std::string_view(*reply) : std::string_view();
+        for (std::size_t at; keep && (at = rest.find(pause)) != std::string_view::npos;) {
+          keep = send_reply(c.fd, rest.substr(0, at));
+          rest.remove_prefix(at + pause.size());
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        keep = keep && send_reply(c.fd, rest);
       }
       if (!keep) {
         ::close(c.fd);

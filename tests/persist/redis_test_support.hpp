@@ -86,7 +86,10 @@ class raw_redis {
 class fake_redis_server {
  public:
   // The bytes to write for a command (its argv), or nullopt to close the
-  // connection. Called on the server's thread.
+  // connection. Called on the server's thread. The bytes after a `pause`
+  // in them are written 20 ms after those before it, in a TCP segment of
+  // their own.
+  static constexpr std::string_view pause = "\x01pause\x01";
   using answer_fn = std::function<std::optional<std::string>(const std::vector<std::string>&)>;
   explicit fake_redis_server(answer_fn answer);
   ~fake_redis_server();  // stop()

@@ -470,6 +470,26 @@ io_outcome redis_connection::command(std::span<const std::string_view> argv,
   return out;
 }
 
+io_outcome redis_connection::check_nothing_pending() {
+  if (ssl_ != nullptr) {
+    if (SSL_pending(as_ssl(ssl_)) > 0)
+      return {io_failure::protocol, "protocol error: bytes nobody asked for"};
+    return {};
+  }
+  char c = 0;
+  for (;;) {
+    const ssize_t r = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r > 0) return {io_failure::protocol, "protocol error: bytes nobody asked for"};
+    // Closed while idle (a server's timeout, a restart): as a send into it
+    // would find, but before this command is sent.
+    if (r == 0) return {io_failure::closed, "the server closed the connection"};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
+    const int e = errno;
+    return {e == ECONNRESET ? io_failure::closed : io_failure::error, "recv: " + errno_text(e)};
+  }
+}
+
 io_outcome redis_connection::exchange(std::span<const std::string_view> argv,
                                       steady::time_point deadline, redis_reply& reply) {
   std::vector<const char*> ptrs;
@@ -485,6 +505,13 @@ io_outcome redis_connection::exchange(std::span<const std::string_view> argv,
       redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), ptrs.data(), lens.data());
   if (n < 0 || cmd == nullptr) throw std::bad_alloc();
   std::unique_ptr<char, void (*)(char*)> owned(cmd, redisFreeCommand);
+
+  // Nothing may be waiting before a command: no command is pipelined, so
+  // bytes there answer nothing we asked (a reply's tail that came after the
+  // reply, in a later segment). Read as this command's reply they would put
+  // the connection one reply behind for good. (Over TLS only decrypted
+  // bytes count: the socket may hold a session ticket, which is no reply.)
+  if (io_outcome o = check_nothing_pending(); !o.ok()) return o;
 
   // Send.
   if (ssl_ == nullptr) {

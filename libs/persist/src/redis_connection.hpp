@@ -157,6 +157,10 @@ class redis_connection {
   // command() without its message's TLS mention.
   io_outcome exchange(std::span<const std::string_view> argv, steady::time_point deadline,
                       redis_reply& reply);
+  // Fails unless the connection has no reply bytes waiting (a protocol
+  // error) and is still open (closed: so a pooled connection the server
+  // dropped is found before a command goes into it).
+  io_outcome check_nothing_pending();
   // Sends all `n` bytes on the socket before `deadline`.
   io_outcome send_all(const char* p, std::size_t n, steady::time_point deadline);
   // Receives what the socket has (waiting for some until `deadline`): the
