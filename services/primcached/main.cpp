@@ -4,7 +4,8 @@
 // serves the admin API and console, prints a summary line every few
 // seconds, and stops cleanly on SIGINT or SIGTERM; in tune mode its
 // primitives tune on their first execution and the tune table is written at
-// stop (docs/primcached.md).
+// stop. At stop it names each entry that failed, and exits 3 when one failed
+// every time it ran (docs/primcached.md).
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -44,6 +45,15 @@ constexpr std::string_view usage =
     "                  [--tune | --no-tune] [--tune-table PATH] [--tune-max-nconfigs N]\n"
     "With no arguments: the embedded configs/primcached.json and configs/workloads/default.json.\n";
 
+// Exit statuses (docs/primcached.md, "Exit status"). 1 is any other
+// failure, 2 a command line, config or workload refused while loading.
+constexpr int exit_ok = 0;
+constexpr int exit_failed = 1;
+constexpr int exit_refused = 2;
+// The workload ran, and an entry of it failed every time it ran: a script
+// that runs primcached as a smoke test must not read that as success.
+constexpr int exit_entry_never_succeeded = 3;
+
 struct command_line {
   std::optional<std::string> config, workload, admin, token_file;
   std::optional<int> threads;
@@ -61,7 +71,7 @@ command_line parse_command_line(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(usage.data(), stdout);
-      std::exit(0);
+      std::exit(exit_ok);
     }
     // Switches: no value.
     if (arg == "--tune" || arg == "--no-tune") {
@@ -225,6 +235,31 @@ void print_summary(summary_window& w, const char* label, const workload& wl) {
   std::fflush(stdout);
 }
 
+// Prints, on stderr, each entry that failed: how often, and whether it ever
+// succeeded. Returns how many failed every time they ran.
+std::size_t report_entry_failures(const std::vector<entry_outcome>& outcomes) {
+  std::size_t never_succeeded = 0;
+  for (const entry_outcome& o : outcomes) {
+    if (o.failed == 0) continue;
+    const auto failed = static_cast<unsigned long long>(o.failed);
+    const auto runs = static_cast<unsigned long long>(o.failed + o.succeeded);
+    if (o.never_succeeded()) {
+      ++never_succeeded;
+      std::fprintf(stderr, "primcached: %s failed every time it ran (%llu of %llu runs)\n",
+                   o.label.c_str(), failed, runs);
+    } else {
+      std::fprintf(stderr, "primcached: %s failed %llu of its %llu runs\n", o.label.c_str(), failed,
+                   runs);
+    }
+  }
+  if (never_succeeded > 0) {
+    std::fprintf(stderr, "primcached: %zu workload %s every time it ran: exit status %d\n",
+                 never_succeeded, never_succeeded == 1 ? "entry failed" : "entries failed",
+                 exit_entry_never_succeeded);
+  }
+  return never_succeeded;
+}
+
 int run(int argc, char** argv, int signal_fd) {
   const command_line cl = parse_command_line(argc, argv);
 
@@ -341,13 +376,16 @@ int run(int argc, char** argv, int signal_fd) {
   collect();
   std::printf("primcached: stopping (%s)\n", stopped_by.c_str());
   print_summary(total, "total", w);
+  const std::size_t never_succeeded = report_entry_failures(runner.outcomes());
   // The workload threads are done: no tuning is in flight.
   const bool table_written = tuning.finish();
   admin->stop();
   // The persistent cache's queued writes are finished before exit.
   if (config.persistent) detach_persistent_cache();
   remove_token_file(config.token_file, token);
-  return table_written ? 0 : 1;
+  // The daemon's own failure first: both are on stderr.
+  if (!table_written) return exit_failed;
+  return never_succeeded > 0 ? exit_entry_never_succeeded : exit_ok;
 }
 
 }  // namespace
@@ -363,18 +401,18 @@ int main(int argc, char** argv) {
   const int signal_fd = ::signalfd(-1, &mask, SFD_CLOEXEC);
   if (signal_fd < 0) {
     std::perror("primcached: signalfd");
-    return 1;
+    return exit_failed;
   }
   try {
     return run(argc, argv, signal_fd);
   } catch (const usage_error& e) {
     std::fprintf(stderr, "primcached: %s\n%s", e.message.c_str(), usage.data());
-    return 2;
+    return exit_refused;
   } catch (const primcache::error& e) {
     std::fprintf(stderr, "primcached: %s\n", e.message().c_str());
-    return e.code() == primcache::status::invalid_arguments ? 2 : 1;
+    return e.code() == primcache::status::invalid_arguments ? exit_refused : exit_failed;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "primcached: %s\n", e.what());
-    return 1;
+    return exit_failed;
   }
 }

@@ -30,6 +30,17 @@ memory zeroed(const memory::desc& md, const engine& eng) {
   return m;
 }
 
+std::vector<std::string> entry_labels(const workload& w) {
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < w.primitives.size(); ++i) {
+    labels.push_back("primitives[" + std::to_string(i) + "] (" + w.primitives[i].name + ")");
+  }
+  for (std::size_t i = 0; i < w.graphs.size(); ++i) {
+    labels.push_back("graphs[" + std::to_string(i) + "] (" + w.graphs[i].name + ")");
+  }
+  return labels;
+}
+
 }  // namespace
 
 primitive::args make_zeroed_args(const primitive_spec& spec, const primitive_desc& pd) {
@@ -52,8 +63,11 @@ workload_runner::workload_runner(const workload& w, int threads, std::uint64_t s
     : workload_(w),
       thread_count_(threads),
       seed_(seed),
-      reported_(w.primitives.size() + w.graphs.size(), false) {
-  for (int i = 0; i < thread_count_; ++i) states_.push_back(std::make_unique<thread_state>());
+      labels_(entry_labels(w)),
+      reported_(labels_.size(), false) {
+  for (int i = 0; i < thread_count_; ++i) {
+    states_.push_back(std::make_unique<thread_state>(labels_.size()));
+  }
 }
 
 workload_runner::~workload_runner() {
@@ -96,18 +110,27 @@ interval_stats workload_runner::take_interval() {
   return out;
 }
 
-void workload_runner::report_failure(std::size_t entry, const std::exception& e) noexcept {
+std::vector<entry_outcome> workload_runner::outcomes() const {
+  std::vector<entry_outcome> out(labels_.size());
+  for (std::size_t i = 0; i < labels_.size(); ++i) out[i].label = labels_[i];
+  for (const std::unique_ptr<thread_state>& s : states_) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i].succeeded += s->tallies[i].succeeded.load(std::memory_order_relaxed);
+      out[i].failed += s->tallies[i].failed.load(std::memory_order_relaxed);
+    }
+  }
+  return out;
+}
+
+void workload_runner::count_failure(thread_state& state, std::size_t entry,
+                                    const std::exception& e) noexcept {
+  state.failures.fetch_add(1, std::memory_order_relaxed);
+  state.tallies[entry].failed.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(report_mu_);
   if (reported_[entry]) return;
   reported_[entry] = true;
-  const std::size_t np = workload_.primitives.size();
-  if (entry < np) {
-    std::fprintf(stderr, "primcached: primitives[%zu] (%s) failed: %s (counted; not repeated)\n",
-                 entry, workload_.primitives[entry].name.c_str(), e.what());
-  } else {
-    std::fprintf(stderr, "primcached: graphs[%zu] (%s) failed: %s (counted; not repeated)\n",
-                 entry - np, workload_.graphs[entry - np].name.c_str(), e.what());
-  }
+  std::fprintf(stderr, "primcached: %s failed: %s (counted; not repeated)\n",
+               labels_[entry].c_str(), e.what());
 }
 
 void workload_runner::run(int index) noexcept {
@@ -128,10 +151,13 @@ void workload_runner::run(int index) noexcept {
   std::optional<stream> cpu_stream;
   std::optional<engine> gpu;
   std::optional<stream> gpu_stream;
+  // Engines were built when the workload was validated; these cannot fail
+  // for a kind that is in use. If one does, it is counted against the entry
+  // that needed it, and this thread runs nothing.
+  std::size_t needing = 0;
   try {
-    // Engines were built when the workload was validated; these cannot fail
-    // for a kind that is in use.
-    for (const primitive_spec& s : specs) {
+    for (; needing < specs.size(); ++needing) {
+      const primitive_spec& s = specs[needing];
       if (s.engine == engine_kind::cpu && !cpu) {
         cpu.emplace(engine_kind::cpu, 0);
         cpu_stream.emplace(*cpu);
@@ -141,7 +167,7 @@ void workload_runner::run(int index) noexcept {
       }
     }
   } catch (const std::exception& e) {
-    report_failure(0, e);
+    count_failure(state, needing, e);
     return;
   }
 
@@ -153,9 +179,9 @@ void workload_runner::run(int index) noexcept {
         if (!graph_inputs[gi]) graph_inputs[gi] = make_inputs(*graphs[gi].graph);
         (void)graphs[gi].exec->run(*graph_inputs[gi]);
         state.graph_runs.fetch_add(1, std::memory_order_relaxed);
+        state.tallies[i].succeeded.fetch_add(1, std::memory_order_relaxed);
       } catch (const std::exception& e) {
-        state.failures.fetch_add(1, std::memory_order_relaxed);
-        report_failure(i, e);
+        count_failure(state, i, e);
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       continue;
@@ -180,9 +206,9 @@ void workload_runner::run(int index) noexcept {
       }
       slot.prim.execute(strm, slot.args);
       state.executions.fetch_add(1, std::memory_order_relaxed);
+      state.tallies[i].succeeded.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception& e) {
-      state.failures.fetch_add(1, std::memory_order_relaxed);
-      report_failure(i, e);
+      count_failure(state, i, e);
       // Do not spin on an entry that fails at once every time.
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

@@ -9,20 +9,29 @@
 //   ...
 //   primcache::primcached::interval_stats s = r.take_interval();  // since the last call
 //   r.stop();   // in-flight creations and executions finish first
+//   for (const primcache::primcached::entry_outcome& o : r.outcomes()) ...  // since start
 //
 // Creation time is measured around the primitive descriptor and the
 // primitive's construction (what a user of the API waits for), per creation.
 //
-// Thread-safety: start, stop and take_interval are called from one
-// controlling thread. Exceptions: start throws std::system_error when a
-// thread cannot be started; failures inside the loop are counted and the
-// first of each entry is printed on stderr, and the loop goes on.
+// Each entry's runs (a primitive's pick: its creation when due, and its
+// execution; a graph's whole run) are counted per entry too, succeeded and
+// failed, over the whole run (outcomes()): so the daemon can tell an entry
+// that failed now and then from one that never worked.
+//
+// Thread-safety: start, stop, take_interval and outcomes are called from
+// one controlling thread (outcomes while the threads run gives counts that
+// are moments apart, exact after stop). Exceptions: start throws
+// std::system_error when a thread cannot be started; failures inside the
+// loop are counted and the first of each entry is printed on stderr, and
+// the loop goes on.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,6 +47,15 @@ struct interval_stats {
   std::vector<double> creation_ms;  // one sample per creation, unordered
 };
 
+// One workload entry's runs since start, on every thread.
+struct entry_outcome {
+  std::string label;  // "primitives[2] (relu)", "graphs[0] (mlp)"
+  std::uint64_t succeeded = 0;
+  std::uint64_t failed = 0;
+  // Ran, and failed every time: an entry that was never picked has not failed.
+  bool never_succeeded() const { return failed > 0 && succeeded == 0; }
+};
+
 class workload_runner {
  public:
   workload_runner(const workload& w, int threads, std::uint64_t seed = 0x5eed);
@@ -49,9 +67,18 @@ class workload_runner {
   // Asks the threads to stop after their current step, and joins them.
   void stop();
   interval_stats take_interval();
+  // Primitives in the workload's order, then graphs.
+  std::vector<entry_outcome> outcomes() const;
 
  private:
+  struct entry_tally {
+    std::atomic<std::uint64_t> succeeded{0};
+    std::atomic<std::uint64_t> failed{0};
+  };
   struct alignas(64) thread_state {
+    explicit thread_state(std::size_t entries) : tallies(entries) {}
+    // Written by the thread only, read by the controller: never resized.
+    std::vector<entry_tally> tallies;  // primitives, then graphs
     std::atomic<std::uint64_t> executions{0};
     std::atomic<std::uint64_t> graph_runs{0};
     std::atomic<std::uint64_t> creations{0};
@@ -63,11 +90,16 @@ class workload_runner {
   };
 
   void run(int index) noexcept;
-  void report_failure(std::size_t entry, const std::exception& e) noexcept;
+  // Counts a failed run of `entry` on `state`'s thread; prints the entry's
+  // first failure.
+  void count_failure(thread_state& state, std::size_t entry, const std::exception& e) noexcept;
 
   const workload workload_;
   const int thread_count_;
   const std::uint64_t seed_;
+  // "primitives[i] (name)", then "graphs[i] (name)": made once, so that
+  // printing a failure allocates nothing.
+  const std::vector<std::string> labels_;
   std::vector<std::unique_ptr<thread_state>> states_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};

@@ -3,12 +3,15 @@
 // graphs, every refusal naming the file and the JSON pointer), and the daemon
 // as a process: it runs a graph, its transforms reach control's metrics on
 // /metrics (checked with promtool), a bad graph exits non-zero with one line,
-// and a graph that needs an OpenCL device fails cleanly without one.
+// a graph that needs an OpenCL device fails cleanly without one, and one
+// that fails every time it runs gives exit status 3 (the runner's per-entry
+// counts tell it from one that fails now and then).
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -24,6 +27,7 @@
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 #include "primcache/graph/graph_json.hpp"
+#include "primcache/graph/op_registry.hpp"
 #include "process.hpp"
 #include "runner.hpp"
 #include "workload.hpp"
@@ -161,6 +165,95 @@ struct graph_daemon {
     return text;
   }
 };
+
+// A graph the loader accepts whose every run fails for want of memory under
+// the limit of run_with_memory_limit: y = x * w is 32768x32000 f32,
+// 4194304000 bytes (under the 4 GiB a graph tensor may take), allocated by
+// each run.
+const std::string outgrows_memory_graph = R"({"name": "outgrows_memory",
+  "tensors": [{"name": "x", "shape": [32768, 1], "type": "f32", "role": "input"},
+              {"name": "w", "shape": [1, 32000], "type": "f32", "role": "constant"},
+              {"name": "y", "role": "output"}],
+  "ops": [{"name": "outer", "kind": "matmul", "inputs": ["x", "w"], "outputs": ["y"]}]})";
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+#else
+constexpr bool sanitized = false;
+#endif
+
+// primcached on `workload` for 1.5 s, its address space capped at 3.5 GiB
+// (`ulimit -v`, as a container's memory limit caps a service): the daemon
+// itself needs well under that, and a run of outgrows_memory_graph more.
+// Two threads in the runtime's pool keep the daemon's own threads small on a
+// machine of many cores. Under AddressSanitizer or ThreadSanitizer, whose
+// shadow memory no address-space limit admits, it runs without the limit.
+primcache::test::run_result run_with_memory_limit(const std::string& workload) {
+  const std::string limit = sanitized ? "" : "ulimit -v 3670016 && ";
+  return run_program({"/bin/sh", "-c", limit + "PRIMCACHE_NUM_THREADS=2 exec \"$0\" \"$@\"",
+                      PRIMCACHED_PATH, "--workload", workload, "--admin", "127.0.0.1:0",
+                      "--token-file", temp_path("token"), "--duration", "1.5", "--threads", "2"},
+                     60s);
+}
+
+// Op kinds whose kernel throws when it runs, registered in the global
+// registry as a library registers its kernels (so load_workload takes graphs
+// that use them): "fails_every_run", and "fails_every_other_run" (its first
+// run fails, the next succeeds, and so on, over every thread). y = x.
+class throwing_kernel final : public op_kernel {
+ public:
+  explicit throwing_kernel(unsigned fail_one_in) : fail_one_in_(fail_one_in) {}
+  std::unique_ptr<bound_kernel> bind(const kernel_binding&) const override {
+    return std::make_unique<bound>(fail_one_in_);
+  }
+
+ private:
+  struct bound final : bound_kernel {
+    explicit bound(unsigned n) : fail_one_in(n) {}
+    void execute(const stream&, std::span<const memory>, std::span<const memory>) const override {
+      if (runs.fetch_add(1) % fail_one_in == 0) {
+        throw error(status::runtime_error, "the device stopped answering");
+      }
+    }
+    const unsigned fail_one_in;
+    mutable std::atomic<unsigned> runs{0};
+  };
+  const unsigned fail_one_in_;
+};
+
+void register_throwing_ops() {
+  static const bool registered = [] {
+    op_registry& ops = op_registry::global();
+    const shape_function same_as_input = [](const op_spec&, std::span<const tensor_shape> in) {
+      return std::vector<tensor_shape>{in[0]};
+    };
+    ops.add_kind("fails_every_run", same_as_input, {});
+    ops.add_kernel("fails_every_run", engine_kind::cpu, "jit",
+                   std::make_shared<throwing_kernel>(1));
+    ops.add_kind("fails_every_other_run", same_as_input, {});
+    ops.add_kernel("fails_every_other_run", engine_kind::cpu, "jit",
+                   std::make_shared<throwing_kernel>(2));
+    return true;
+  }();
+  (void)registered;
+}
+
+// tiny_graph with its op of kind `kind`.
+std::string tiny_graph_of_kind(const std::string& kind) {
+  std::string g = tiny_graph;
+  const std::string_view eltwise = R"("kind": "eltwise")";
+  g.replace(g.find(eltwise), eltwise.size(), R"("kind": ")" + kind + '"');
+  const std::string_view attributes = R"(,
+           "attributes": {"algorithm": "relu"})";
+  g.erase(g.find(attributes), attributes.size());
+  return g;
+}
 
 // What a failed stop shows: how the daemon ended and what it said.
 std::string exit_report(const std::optional<int>& status, const child_process& p) {
@@ -443,6 +536,101 @@ TEST_CASE("primcached refuses a bad graph with one line naming it and exits non-
     const std::string dir = path.substr(0, path.rfind('/'));
     CHECK(r.err == "primcached: " + path + ": graphs[0].file: graph file " + dir +
                        "/nope.json: cannot be read\n");
+  }
+}
+
+TEST_CASE("the runner counts each entry's runs and tells one that never succeeded",
+          "[services][graph]") {
+  register_throwing_ops();
+  const workload w = load_workload(
+      R"({"primitives": [{"name": "relu", "kind": "eltwise", "algorithm": "relu",
+                          "shapes": {"src": [16, 16]}}],
+          "graphs": [{"name": "broken", "graph": )" +
+          tiny_graph_of_kind("fails_every_run") + R"(},
+                     {"name": "flaky", "graph": )" +
+          tiny_graph_of_kind("fails_every_other_run") + "}]}",
+      "w.json");
+  workload_runner runner(w, 2);
+  runner.start();
+  // Until each entry has shown what it does (a failure sleeps 10 ms).
+  auto shown = [](const std::vector<entry_outcome>& o) {
+    return o[0].succeeded > 0 && o[1].failed >= 3 && o[2].succeeded > 0 && o[2].failed > 0;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!shown(runner.outcomes()) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  runner.stop();
+  const std::vector<entry_outcome> o = runner.outcomes();
+  REQUIRE(o.size() == 3);
+
+  CHECK(o[0].label == "primitives[0] (relu)");
+  CHECK(o[0].succeeded > 0);
+  CHECK(o[0].failed == 0);
+  CHECK_FALSE(o[0].never_succeeded());
+
+  CHECK(o[1].label == "graphs[0] (broken)");
+  CHECK(o[1].succeeded == 0);
+  CHECK(o[1].failed >= 3);
+  CHECK(o[1].never_succeeded());
+
+  CHECK(o[2].label == "graphs[1] (flaky)");
+  CHECK(o[2].succeeded > 0);
+  CHECK(o[2].failed > 0);
+  CHECK_FALSE(o[2].never_succeeded());
+
+  // The same runs as the summary's counts.
+  const interval_stats counted = runner.take_interval();
+  CHECK(counted.executions == o[0].succeeded);
+  CHECK(counted.graph_runs == o[2].succeeded);
+  CHECK(counted.failures == o[1].failed + o[2].failed);
+}
+
+TEST_CASE("primcached exits 3 when a workload entry failed every time it ran, 0 when all ran",
+          "[services][graph][daemon]") {
+  SECTION("a graph that runs: exit 0, no failure reported") {
+    const std::string path = temp_path("fits.json");
+    write_text(path, tiny_graph);
+    const auto r = run_with_memory_limit(path);
+    INFO(r.err);
+    REQUIRE(r.status);
+    CHECK(*r.status == 0);
+    CHECK_THAT(r.out, Catch::Contains("primcached: stopping (duration)"));
+    CHECK(r.err.empty());
+  }
+  if (sanitized) {
+    WARN("AddressSanitizer or ThreadSanitizer: no memory limit, the failing graph is not run");
+    return;
+  }
+  SECTION("a graph whose every run runs out of memory: exit 3, the entry named") {
+    const std::string path = temp_path("outgrows-memory.json");
+    write_text(path, outgrows_memory_graph);
+    const auto r = run_with_memory_limit(path);
+    INFO(r.err);
+    REQUIRE(r.status);
+    CHECK(*r.status == 3);
+    CHECK_THAT(r.err, Catch::Contains("primcached: graphs[0] (outgrows_memory) failed: "
+                                      "out_of_memory: cannot allocate 4194304000 bytes"));
+    CHECK_THAT(r.err, Catch::Contains(
+                          "primcached: graphs[0] (outgrows_memory) failed every time it ran ("));
+    CHECK_THAT(r.err, Catch::Contains("primcached: 1 workload entry failed every time it ran: "
+                                      "exit status 3\n"));
+    CHECK_THAT(r.out, Catch::Contains("primcached: stopping (duration)"));
+  }
+  SECTION("beside a graph that runs, one that never does still gives exit 3") {
+    const std::string path = temp_path("one-of-two.json");
+    write_text(path, R"({"graphs": [{"graph": )" + tiny_graph + R"(},
+                                    {"graph": )" +
+                         outgrows_memory_graph + "}]}");
+    const auto r = run_with_memory_limit(path);
+    INFO(r.err);
+    REQUIRE(r.status);
+    CHECK(*r.status == 3);
+    CHECK_THAT(r.err, Catch::Contains(
+                          "primcached: graphs[1] (outgrows_memory) failed every time it ran ("));
+    CHECK_THAT(r.err, Catch::Contains("primcached: 1 workload entry failed every time it ran: "
+                                      "exit status 3\n"));
+    CHECK(r.err.find("graphs[0]") == std::string::npos);  // tiny ran every time
   }
 }
 
