@@ -1,7 +1,9 @@
 // concurrent_cache under threads: waiters share one creator's value or
-// failure, in-flight evictions still deliver, and the stress test — 16
-// threads x 100k get_or_add over 1k keys, 5% of creators throwing, capacity
-// changed (and entries erased) from another thread — keeps every invariant.
+// failure, in-flight evictions still deliver, a copy out that throws reaches
+// its own caller alone, clear_and_set_capacity(0) leaves nothing that racing
+// callers could add, and the stress test — 16 threads x 100k get_or_add over
+// 1k keys, 5% of creators throwing, capacity changed (and entries erased)
+// from another thread — keeps every invariant.
 //
 // Catch2's assertions are not thread-safe: worker threads record into plain
 // per-thread data and the main thread asserts after joining them.
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -244,6 +247,167 @@ TEST_CASE("capacity 0 de-duplicates nothing under threads", "[cache][concurrency
   for (auto& t : threads) t.join();
   CHECK(runs == 2);
   CHECK(cache.size() == 0);
+}
+
+// ---- copying values out ----------------------------------------------------
+
+namespace {
+
+// A value whose copies can be made to throw: the copy numbered `fail_at`,
+// counting from when `copies` was last reset.
+struct fragile {
+  static inline std::atomic<int> copies{0};
+  static inline std::atomic<int> fail_at{-1};
+  int v = 0;
+  explicit fragile(int x) : v(x) {}
+  fragile(fragile&&) noexcept = default;
+  fragile(const fragile& other) : v(other.v) {
+    if (copies.fetch_add(1) == fail_at.load()) throw std::runtime_error("copy failed");
+  }
+  fragile& operator=(const fragile&) = default;
+};
+
+using fragile_cache = primcache::concurrent_cache<int, fragile>;
+
+struct fragile_record {
+  std::optional<int> value;
+  std::optional<std::string> error;
+  lookup_outcome outcome = lookup_outcome::hit;
+};
+
+// Runs get_or_add(1) with `make` on one thread and `n` waiters for it on
+// others; `make` runs once every waiter waits. Returns the creator's record
+// first, then the waiters'.
+std::vector<fragile_record> create_with_waiters(fragile_cache& cache, int n,
+                                                std::function<fragile()> make) {
+  std::vector<fragile_record> records(1 + n);
+  auto call = [&](fragile_record& rec, const std::function<fragile()>& creator) {
+    try {
+      auto r = cache.get_or_add(1, creator);
+      rec.value = r.value.v;
+      rec.outcome = r.outcome;
+    } catch (const std::exception& e) {
+      rec.error = shared_exception_message(e);
+    }
+  };
+  std::atomic<bool> release{false};
+  std::thread creator([&] {
+    call(records[0], [&] {
+      spin_until([&] { return release.load(); });
+      return make();
+    });
+  });
+  spin_until([&] { return cache.contains(1); });
+  std::vector<std::thread> waiters;
+  for (int i = 1; i <= n; ++i) {
+    waiters.emplace_back([&, i] { call(records[i], [] { return fragile(-99); }); });
+  }
+  spin_until([&] { return cache.stats().waits >= static_cast<std::uint64_t>(n); });
+  release = true;
+  creator.join();
+  for (auto& t : waiters) t.join();
+  return records;
+}
+
+}  // namespace
+
+TEST_CASE("a copy that throws while a value goes out to a waiter reaches that waiter alone",
+          "[cache][concurrency][failure]") {
+  const int waiters = GENERATE(1, 3);
+  const int round = GENERATE(range(0, 10));
+  INFO(waiters << " waiters, round " << round);
+  fragile::fail_at = -1;
+
+  SECTION("a value that is kept") {
+    fragile_cache cache(4);
+    // Copy 0 puts the value in the cache; copy 1 is the first copy out to a
+    // waiter.
+    auto records = create_with_waiters(cache, waiters, [] {
+      fragile::copies = 0;
+      fragile::fail_at = 1;
+      return fragile(7);
+    });
+    fragile::fail_at = -1;
+    CHECK(records[0].error.value_or("none") == "none");
+    CHECK(records[0].value == 7);
+    CHECK(records[0].outcome == lookup_outcome::miss);
+    int failed = 0;
+    for (int i = 1; i <= waiters; ++i) {
+      if (records[i].error) {
+        ++failed;
+        // Its own copy's exception, not a broken promise.
+        CHECK(records[i].error.value_or("none") == "copy failed");
+      } else {
+        CHECK(records[i].value == 7);
+        CHECK(records[i].outcome == lookup_outcome::waited);
+      }
+    }
+    CHECK(failed == 1);
+    // The creation succeeded: the value stays, and no failure is counted.
+    CHECK(cache.get_or_add(1, [] { return fragile(-1); }).outcome == lookup_outcome::hit);
+    CHECK(cache.stats().failures == 0);
+    CHECK(cache.stats().misses == 1);
+    CHECK(cache.stats().waits == static_cast<std::uint64_t>(waiters));
+  }
+  SECTION("a failure value, which waiters share one copy of") {
+    fragile_cache cache(fragile_cache::options_type{
+        .capacity = 4, .is_failure = [](const fragile& f) { return f.v < 0; }});
+    auto records = create_with_waiters(cache, waiters, [] {
+      fragile::copies = 0;
+      fragile::fail_at = 0;
+      return fragile(-5);
+    });
+    fragile::fail_at = -1;
+    CHECK(records[0].error.value_or("none") == "none");
+    CHECK(records[0].value == -5);
+    for (int i = 1; i <= waiters; ++i) CHECK(records[i].error.value_or("none") == "copy failed");
+    CHECK_FALSE(cache.contains(1));
+    CHECK(cache.stats().failures == 1);
+  }
+  SECTION("a failure value that copies: every waiter gets it") {
+    fragile_cache cache(fragile_cache::options_type{
+        .capacity = 4, .is_failure = [](const fragile& f) { return f.v < 0; }});
+    auto records = create_with_waiters(cache, waiters, [] { return fragile(-5); });
+    for (const auto& r : records) CHECK(r.value == -5);
+    CHECK_FALSE(cache.contains(1));
+    CHECK(cache.stats().failures == 1);
+  }
+}
+
+// ---- clear_and_set_capacity ------------------------------------------------
+
+TEST_CASE("clear_and_set_capacity(0) leaves no entry that racing callers can add",
+          "[cache][concurrency][capacity]") {
+  // clear() then set_capacity(0) leaves a gap in which another caller can
+  // insert an entry, and in a bytes cache set_capacity(0) leaves entries in
+  // flight where they are. The one-step call leaves the table empty.
+  int_cache cache(int_cache::options_type{
+      .capacity = 64, .weigher = [](const int&, const int&) { return std::size_t{4}; }});
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 3; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; !stop.load(); ++i) {
+        cache.get_or_add(t * 1000 + i % 100, [] {
+          std::this_thread::yield();
+          return 1;
+        });
+      }
+    });
+  }
+  int nonempty = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    cache.clear_and_set_capacity(0);
+    if (cache.occupancy().size != 0) ++nonempty;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (cache.occupancy().size != 0) ++nonempty;  // nothing can be added at capacity 0
+    cache.set_capacity(64);
+  }
+  stop = true;
+  for (auto& t : callers) t.join();
+  CHECK(nonempty == 0);
+  CHECK(cache.occupancy().weight <= cache.occupancy().capacity);
 }
 
 // ---- the stress test ---------------------------------------------------------

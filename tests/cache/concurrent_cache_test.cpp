@@ -1,6 +1,6 @@
 // Single-thread semantics of concurrent_cache: lookups, LRU order, capacity
-// changes, weights, no_evict refusals, erase and clear, failures, the
-// eviction listener and the counters.
+// changes, weights, no_evict refusals, erase and clear, failures, a creator
+// that asks for its own key, the eviction listener and the counters.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include "primcache/base/error.hpp"
 #include "primcache/cache/concurrent_cache.hpp"
+#include "support/child_process.hpp"
 
 using primcache::cache_policy;
 using primcache::cache_unit;
@@ -302,6 +303,118 @@ TEST_CASE("a weigher makes the capacity a weight", "[cache][weight]") {
   }
 }
 
+TEST_CASE("a kept value of weight 0 counts as 1, so capacity bounds the entries",
+          "[cache][weight]") {
+  eviction_log log;
+  string_cache cache(options{.capacity = 10, .weigher = string_weight, .on_evict = log.listener()});
+  for (int k = 0; k < 100; ++k) add(cache, k, "");
+  CHECK(cache.size() == 10);
+  CHECK(cache.weight() == 10);
+  CHECK(cache.stats().evictions == 90);
+  CHECK(log.events.size() == 90);
+  CHECK(cache.contains(99));
+  CHECK_FALSE(cache.contains(0));
+
+  SECTION("and capacity 0 keeps none of them") {
+    cache.set_capacity(0);
+    CHECK(cache.size() == 0);
+    CHECK(cache.weight() == 0);
+    CHECK_FALSE(cache.contains(99));
+    CHECK(add(cache, 99, "") == lookup_outcome::miss);
+    CHECK(add(cache, 99, "") == lookup_outcome::miss);
+    CHECK(cache.size() == 0);
+  }
+  SECTION("and no_evict is full when they fill it") {
+    string_cache full(
+        options{.capacity = 2, .policy = cache_policy::no_evict, .weigher = string_weight});
+    add(full, 1, "a");
+    add(full, 2, "");
+    CHECK(full.weight() == 2);
+    CHECK_FALSE(full.would_admit(0));
+    CHECK(add(full, 3, "") == lookup_outcome::miss);
+    CHECK_FALSE(full.contains(3));
+    CHECK(full.stats().refusals == 1);
+  }
+}
+
+TEST_CASE("a creation that finishes under capacity 0 is not kept", "[cache][weight][capacity]") {
+  const bool weighed = GENERATE(false, true);
+  const std::string value = GENERATE(std::string(), std::string("abc"));
+  INFO((weighed ? "bytes" : "entries") << ", value \"" << value << "\"");
+  eviction_log log;
+  string_cache cache(options{.capacity = 10,
+                             .weigher = weighed ? string_weight : options{}.weigher,
+                             .on_evict = log.listener()});
+  auto r = cache.get_or_add(1, [&] {
+    cache.set_capacity(0);
+    return value;
+  });
+  CHECK(r.value == value);
+  CHECK(r.outcome == lookup_outcome::miss);
+  CHECK_FALSE(cache.contains(1));
+  CHECK(cache.size() == 0);
+  CHECK(cache.weight() == 0);
+  CHECK(add(cache, 1, value) == lookup_outcome::miss);
+}
+
+TEST_CASE("a cache whose capacity is a weight never evicts entries in flight for room",
+          "[cache][weight][in_flight]") {
+  // Entries in flight weigh 0: evicting one frees nothing and throws its
+  // creation's value away. Nested creators keep entries in flight on one
+  // thread.
+  eviction_log log;
+
+  SECTION("lru: a creation that finishes over capacity evicts ready entries only") {
+    string_cache cache(
+        options{.capacity = 100, .weigher = string_weight, .on_evict = log.listener()});
+    for (int k = 0; k < 4; ++k) add(cache, k, std::string(20, 'a'));
+    for (int k = 0; k < 4; ++k) REQUIRE(add(cache, k) == lookup_outcome::hit);  // all hot
+    std::vector<int> heard_inside;
+    std::vector<bool> in_flight_kept;
+    // 101's creator asks for 102, whose creator asks for 103, whose creator
+    // adds 200: 120 bytes in a capacity of 100.
+    auto r = cache.get_or_add(101, [&] {
+      cache.get_or_add(102, [&] {
+        cache.get_or_add(103, [&] {
+          add(cache, 200, std::string(40, 'z'));
+          heard_inside = log.keys();
+          for (int k : {101, 102, 103}) in_flight_kept.push_back(cache.contains(k));
+          return std::string("y");
+        });
+        return std::string("y");
+      });
+      return std::string("y");
+    });
+    CHECK(r.value == "y");
+    CHECK(heard_inside == std::vector<int>{0});  // the hand passes 101..103 by
+    CHECK(in_flight_kept == std::vector<bool>{true, true, true});
+    for (int k : {101, 102, 103, 200}) CHECK(cache.contains(k));
+    for (const auto& e : log.events) CHECK(e.value.has_value());  // none left in flight
+    CHECK(cache.weight() <= cache.capacity());
+    CHECK(cache.stats().evictions == log.events.size());
+  }
+
+  SECTION("every policy: shrinking the capacity passes entries in flight by") {
+    const cache_policy policy =
+        GENERATE(cache_policy::lru, cache_policy::no_evict, cache_policy::cost);
+    INFO("policy " << primcache::to_string(policy));
+    string_cache cache(options{
+        .capacity = 100, .policy = policy, .weigher = string_weight, .on_evict = log.listener()});
+    // 101 goes in first (the oldest entry), 0 while it is in flight.
+    auto r = cache.get_or_add(101, [&] {
+      add(cache, 0, std::string(50, 'a'));
+      cache.set_capacity(10);
+      CHECK(cache.contains(101));
+      return std::string("y");
+    });
+    CHECK(r.value == "y");
+    CHECK(log.keys() == std::vector<int>{0});
+    CHECK(cache.contains(101));
+    CHECK(cache.weight() == 1);
+    CHECK(cache.stats().evictions == 1);
+  }
+}
+
 TEST_CASE("no_evict refuses new entries when full, and the caller still gets its value",
           "[cache][no_evict]") {
   eviction_log log;
@@ -552,6 +665,94 @@ TEST_CASE("erase and clear remove entries and tell the listener why", "[cache][e
     CHECK(cache.size() == 0);
     CHECK(log.sorted_keys() == std::vector<int>{1, 2, 3, 5});
   }
+}
+
+TEST_CASE("clear_and_set_capacity empties the cache and sets the capacity in one step",
+          "[cache][capacity][erase]") {
+  const bool weighed = GENERATE(false, true);
+  INFO((weighed ? "bytes" : "entries"));
+  eviction_log log;
+  string_cache cache(options{.capacity = 8,
+                             .weigher = weighed ? string_weight : options{}.weigher,
+                             .on_evict = log.listener()});
+  for (int k = 1; k <= 3; ++k) add(cache, k);
+
+  SECTION("ready entries go as cleared, and the new capacity holds") {
+    cache.clear_and_set_capacity(weighed ? 4 : 2);
+    CHECK(cache.capacity() == (weighed ? 4u : 2u));
+    CHECK(cache.size() == 0);
+    CHECK(cache.weight() == 0);
+    CHECK(log.sorted_keys() == std::vector<int>{1, 2, 3});
+    for (const auto& e : log.events) CHECK(e.reason == eviction_reason::cleared);
+    CHECK(cache.stats().evictions == 0);
+    for (int k = 4; k <= 6; ++k) add(cache, k);
+    CHECK(cache.size() == 2);
+    CHECK(cache.occupancy().weight <= cache.occupancy().capacity);
+  }
+  SECTION("entries in flight go too; their callers still get their values") {
+    std::size_t size_inside = 99;
+    auto r = cache.get_or_add(5, [&] {
+      cache.clear_and_set_capacity(0);
+      size_inside = cache.size();
+      return value_of(5);
+    });
+    CHECK(size_inside == 0);  // set_capacity(0) leaves a weighed entry in flight
+    CHECK(r.value == "v5");
+    CHECK(r.outcome == lookup_outcome::miss);
+    CHECK(cache.size() == 0);
+    CHECK_FALSE(cache.contains(5));
+    CHECK(log.sorted_keys() == std::vector<int>{1, 2, 3, 5});
+    for (const auto& e : log.events) CHECK(e.value.has_value() == (e.key != 5));  // 5 in flight
+    CHECK(add(cache, 5) == lookup_outcome::miss);  // capacity 0: nothing kept
+    CHECK(cache.size() == 0);
+  }
+}
+
+TEST_CASE("a creator that asks for its own key gets an error instead of waiting for itself",
+          "[cache][in_flight]") {
+  // Before the cache refused it, such a call waited forever: the body runs in
+  // a child killed at the deadline, and each way it can go wrong exits with
+  // its own status.
+  const int status = primcache_test::run_in_child(5, [] {
+    string_cache cache(4);
+    auto own_key = [&] { return cache.get_or_add(1, [] { return std::string("inner"); }).value; };
+    try {
+      cache.get_or_add(1, own_key);
+      return 10;  // no error
+    } catch (const primcache::error& e) {
+      if (e.code() != primcache::status::invalid_arguments) return 11;
+      if (e.message().find("own key") == std::string::npos) return 12;
+    }
+    // The outer creation failed with that error: nothing kept.
+    if (cache.contains(1) || cache.size() != 0) return 13;
+    if (cache.stats().failures != 1 || cache.stats().misses != 1) return 14;
+    if (cache.stats().waits != 0 || cache.stats().hits != 0) return 15;
+
+    // Through another key: 2's creator asks for 3, whose creator asks for 2.
+    try {
+      cache.get_or_add(2, [&] {
+        return cache.get_or_add(3, [&] { return cache.get_or_add(2, own_key).value; }).value;
+      });
+      return 20;
+    } catch (const primcache::error& e) {
+      if (e.code() != primcache::status::invalid_arguments) return 21;
+    }
+    if (cache.contains(2) || cache.contains(3) || cache.stats().failures != 3) return 22;
+
+    // A creator that catches the error may make its value another way.
+    auto r = cache.get_or_add(1, [&] {
+      try {
+        return own_key();
+      } catch (const primcache::error&) {
+        return std::string("made anyway");
+      }
+    });
+    if (r.value != "made anyway" || r.outcome != lookup_outcome::miss) return 30;
+    if (cache.get_or_add(1, own_key).outcome != lookup_outcome::hit) return 31;
+    return 0;
+  });
+  INFO("child: " << primcache_test::describe_child_status(status));
+  CHECK(status == 0);
 }
 
 TEST_CASE("an entry evicted while its creator runs still delivers its value",

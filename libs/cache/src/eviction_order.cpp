@@ -58,7 +58,9 @@ class ring {
 // bits as it passes and stops at the first clear one. New entries start
 // clear, so an entry touched since the hand last passed it outlives every
 // untouched one. Each step past a set bit consumes a bit some hit set, so
-// eviction is amortized O(1).
+// eviction is amortized O(1). With `weighed_only` the hand also passes over
+// entries of weight 0 (in flight, never touched), one step each; they are
+// as many as the creations running at once.
 class clock_order final : public eviction_order {
  public:
   void insert(entry_hook& e) noexcept override {
@@ -66,13 +68,24 @@ class clock_order final : public eviction_order {
     ring_.insert_tail(e);
   }
   void remove(entry_hook& e) noexcept override { ring_.remove(e); }
-  entry_hook* victim() noexcept override {
-    if (ring_.head() == nullptr) return nullptr;
-    while (ring_.head()->referenced.load(std::memory_order_relaxed)) {
-      ring_.head()->referenced.store(false, std::memory_order_relaxed);
+  entry_hook* victim(bool weighed_only) noexcept override {
+    // The first weightless entry passed since the hand last cleared a bit:
+    // meeting it again means a whole turn found nothing to evict.
+    const entry_hook* first_passed = nullptr;
+    for (entry_hook* e = ring_.head(); e != nullptr; e = ring_.head()) {
+      if (e->referenced.load(std::memory_order_relaxed)) {
+        e->referenced.store(false, std::memory_order_relaxed);
+        first_passed = nullptr;
+      } else if (!weighed_only || e->weight != 0) {
+        return e;
+      } else if (e == first_passed) {
+        return nullptr;
+      } else if (first_passed == nullptr) {
+        first_passed = e;
+      }
       ring_.advance();
     }
-    return ring_.head();
+    return nullptr;
   }
   bool evicts_to_admit() const noexcept override { return true; }
 
@@ -80,12 +93,23 @@ class clock_order final : public eviction_order {
   ring ring_;
 };
 
-// Refuses to evict for admission; a shrinking capacity takes the oldest.
+// Refuses to evict for admission; a shrinking capacity takes the oldest
+// (with `weighed_only`, the oldest of weight > 0: the walk passes over the
+// entries in flight, as many as the creations running at once).
 class no_evict_order final : public eviction_order {
  public:
   void insert(entry_hook& e) noexcept override { ring_.insert_tail(e); }
   void remove(entry_hook& e) noexcept override { ring_.remove(e); }
-  entry_hook* victim() noexcept override { return ring_.head(); }
+  entry_hook* victim(bool weighed_only) noexcept override {
+    entry_hook* const head = ring_.head();
+    if (!weighed_only || head == nullptr) return head;
+    entry_hook* e = head;
+    do {
+      if (e->weight != 0) return e;
+      e = e->order_next;
+    } while (e != head);
+    return nullptr;
+  }
   bool evicts_to_admit() const noexcept override { return false; }
 
  private:
@@ -119,7 +143,12 @@ class cost_order final : public eviction_order {
     }
   }
   void remove(entry_hook& e) noexcept override { ring_.remove(e); }
-  entry_hook* victim() noexcept override { return ring_.head(); }
+  // Entries of weight 0 sit at the tail: when the head weighs 0, all do.
+  entry_hook* victim(bool weighed_only) noexcept override {
+    entry_hook* const head = ring_.head();
+    if (weighed_only && head != nullptr && head->weight == 0) return nullptr;
+    return head;
+  }
   bool evicts_to_admit() const noexcept override { return true; }
 
  private:

@@ -4,8 +4,10 @@
 // weigher's unit (bytes, by convention) and the cache reports unit() bytes.
 // The hooks are optional:
 //   weigher     (key, value) -> weight of a created value. Called once per
-//               creation, outside the cache's locks. An in-flight entry
-//               weighs 0 until its value exists.
+//               creation, outside the cache's locks. A weight of 0 counts
+//               as 1, so that the capacity also bounds the entry count. An
+//               in-flight entry weighs 0 until its value exists, and is
+//               never evicted to make room (that would free nothing).
 //   on_evict    (key, value or nullptr, reason), called outside the cache's
 //               locks for every entry that leaves the cache by eviction,
 //               erase or clear — not for failed creations, refusals or the
@@ -41,7 +43,7 @@ namespace primcache {
 enum class eviction_reason : unsigned char {
   capacity,  // made room, or the capacity shrank
   erased,    // erase(key)
-  cleared,   // clear()
+  cleared,   // clear() or clear_and_set_capacity()
 };
 
 enum class cache_unit : unsigned char { entries, bytes };

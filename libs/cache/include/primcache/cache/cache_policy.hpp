@@ -18,6 +18,10 @@
 //             an entry in flight is given up last. Recency plays no part,
 //             so the hit path costs the same as under lru.
 //
+// When the capacity is a weight, no policy evicts an entry in flight to
+// make room: it weighs nothing until its value exists, so evicting it would
+// free nothing and throw its creation's value away.
+//
 // The policy is chosen at construction and only ever consulted with the
 // cache's exclusive lock held; the lookup path never calls it, so further
 // policies (SIEVE, S3-FIFO) fit behind the same seam.

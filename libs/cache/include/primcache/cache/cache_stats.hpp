@@ -35,7 +35,8 @@ struct cache_stats {
 
 struct cache_occupancy {
   std::size_t size = 0;      // entries, in-flight ones included
-  std::size_t weight = 0;    // sum of created entries' weights (1 each without a weigher)
+  std::size_t weight = 0;    // sum of created entries' weights (1 each without a weigher,
+                             // at least 1 each with one)
   std::size_t capacity = 0;  // in the cache's unit
 };
 

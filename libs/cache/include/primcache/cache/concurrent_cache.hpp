@@ -10,31 +10,47 @@
 // miss exactly one caller runs `creator` — with no lock held, so creators may
 // themselves use the cache — while concurrent callers for the same key wait
 // on a std::shared_future (made when the first of them arrives, so that an
-// uncontended miss pays for no shared state) and receive the same value.
-// A creator fails by
+// uncontended miss pays for no shared state) and then copy the same value
+// out. A creator that asks for its own key on its own thread (directly, or
+// through the creators of other keys) would wait for itself: that call
+// throws primcache::error (invalid_arguments) instead. A cycle across
+// threads — A's creator waits for B while B's creator, on another thread,
+// waits for A — still deadlocks, as in any memoizing cache; creators must
+// not wait for each other's keys in a cycle. A creator fails by
 // throwing (or by returning a value options.is_failure recognizes); the
 // failure reaches the creator's caller and every waiter (rethrown, or
 // returned as that value), nothing is left in the cache, and the next call
 // creates afresh.
 //
 // Capacity counts entries, or weight when options.weigher is set (unit()
-// says which). An entry counts toward size() from the moment its creation
-// starts; in-flight entries may be evicted like any other, and their waiters
-// still receive the value (which the cache then does not keep). So a key's
-// creator runs at most 1 + evictions + erasures + failures times. Capacity 0
-// keeps nothing and de-duplicates nothing: every call runs its creator.
-// set_capacity evicts any excess at once, in policy order (cache_policy.hpp).
-// Every call leaves size() <= capacity() (entries) or weight() <= capacity()
-// (bytes); occupancy() reads the three consistently.
+// says which; a kept entry then weighs max(weigher(key, value), 1), so that
+// the capacity bounds the entry count too). An entry counts toward size()
+// from the moment its creation starts; in-flight entries may be evicted
+// like any other when capacity counts entries (in a bytes cache they weigh
+// nothing and are never evicted for room), and their waiters still receive
+// the value (which the cache then does not keep). So a key's creator runs
+// at most 1 + evictions + erasures + failures times. Capacity 0 keeps
+// nothing and de-duplicates nothing: every call runs its creator, and a
+// creation that finishes under capacity 0 is not kept. set_capacity evicts
+// any excess at once, in policy order (cache_policy.hpp);
+// clear_and_set_capacity removes everything and sets the capacity in one
+// step. Every call leaves size() <= capacity() (entries) or weight() <=
+// capacity() (bytes); occupancy() reads the three consistently.
 //
 // Thread-safety: every member function may be called concurrently from any
 // thread, except the destructor, which must not race with anything (in-flight
 // creators included). No lock is held while the creator, the weigher,
 // is_failure or the eviction listener runs, and keys and values that leave
-// the cache are destroyed outside the locks. Hash, Eq and Value's copy
-// constructor run inside a shared section (a hit copies the value out), Eq
-// also under the exclusive lock; none of them may call back into the same
-// cache.
+// the cache are destroyed outside the locks. Hash runs before any lock or
+// section is entered. Eq runs inside a shared section (the lock-free
+// lookup) and under the exclusive lock (the locked path, erase, contains).
+// Value's copy constructor runs inside a shared section on a hit (a slow
+// copy there delays writers' grace periods), and under the exclusive lock on
+// the rare hit that the locked path serves — a lookup that a concurrent
+// table growth hid, or whose entry became ready between the two looks — so
+// a slow copy there stalls every writer; waiters copy the value out with no
+// lock held. Eq and Value's copy constructor must not call back into the
+// same cache.
 //
 // The hit path takes no lock at all, never waits for a writer and allocates
 // nothing: misses, inserts, evictions and capacity changes running at the
@@ -54,7 +70,8 @@
 // only under the exclusive lock, with release stores; `value` is written by
 // the creating caller just before it takes the lock to set `ready`, and
 // never again while the entry exists; a reader reads `value` only after
-// seeing `ready`. An entry (or anything else) unlinked by a writer is freed
+// seeing `ready`, a waiter only after the creator fulfils the waiters'
+// promise. An entry (or anything else) unlinked by a writer is freed
 // only after a grace period — the writer, after letting go of the lock,
 // waits until every reader that was inside a shared section has left — so
 // a reader never touches freed memory, and a reader that found an entry an
@@ -63,12 +80,20 @@
 // and sums with no ordering duties (the bit is cleared only under the
 // exclusive lock).
 //
-// Exceptions: get_or_add rethrows what the creator (or weigher, or Value's
-// copy constructor) throws, to the creator's caller and to every waiter; it
-// may throw std::bad_alloc on a miss (before anything changes). erase and
+// Exceptions: a creation fails, for its caller and every waiter alike, when
+// the creator, the weigher, or the copy of the value into the cache throws:
+// get_or_add rethrows that exception to all of them and keeps nothing. It
+// may throw std::bad_alloc on a miss (before anything changes), and
+// primcache::error (invalid_arguments) when a creator asks for its own key
+// on its own thread (above). Copying the value out to a caller — a hit, a
+// waiter, or the creator's caller when Value cannot be moved — comes after
+// the creation is over: a throw there reaches that caller alone, and the
+// cache keeps the value (a failure value's one copy for its waiters is the
+// exception: if it throws, every waiter gets that exception). erase and
 // contains throw what Hash or Eq throw. The eviction listener must not throw.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <concepts>
@@ -78,9 +103,11 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
+#include "primcache/base/error.hpp"
 #include "primcache/base/thread_annotations.hpp"
 #include "primcache/cache/cache_options.hpp"
 #include "primcache/cache/cache_policy.hpp"
@@ -169,15 +196,17 @@ class concurrent_cache {
     return std::nullopt;
   }
 
-  // Whether a new entry of `weight` (1 when capacity counts entries) would
-  // be kept if its creation finished now: false at capacity 0, when it is
-  // heavier than the capacity, or when a policy that never evicts to admit
-  // (no_evict) has no room left for it. A hint without a lock: the cache
-  // may change before the caller acts on it.
+  // Whether a new entry of `weight` (1 when capacity counts entries; at
+  // least 1 when it is a weight) would be kept if its creation finished
+  // now: false at capacity 0, when it is heavier than the capacity, or when
+  // a policy that never evicts to admit (no_evict) has no room left for it.
+  // A hint without a lock: the cache may change before the caller acts on
+  // it.
   bool would_admit(std::size_t weight) const noexcept {
     const std::size_t cap = capacity();
     if (cap == 0) return false;
-    if (unit_ == cache_unit::entries) weight = 1;
+    // Every kept entry counts at least 1 (see create()).
+    weight = unit_ == cache_unit::entries ? 1 : std::max<std::size_t>(weight, 1);
     if (weight > cap) return false;
     if (evicts_to_admit_) return true;
     return (unit_ == cache_unit::entries ? size() : this->weight()) <= cap - weight;
@@ -205,14 +234,28 @@ class concurrent_cache {
     return true;
   }
 
-  // Removes every entry. The listener hears eviction_reason::cleared.
+  // Removes every entry, ready or in flight. The listener hears
+  // eviction_reason::cleared.
   void clear() PRIMCACHE_EXCLUDES(lock_) {
     const flush_deferred_on_exit flush{*this};
     graveyard_type dead(options_.on_evict, lock_);
     lock_guard<cache_internal::read_mostly_lock> guard(lock_);
-    table_.drain([&](entry_type* e) PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
-      retire(e, eviction_reason::cleared, /*notify=*/true, dead);
-    });
+    remove_all(dead);
+  }
+
+  // clear() and set_capacity(capacity) as one step, under one hold of the
+  // exclusive lock, so that no entry can be added between the two: every
+  // entry is removed, ready or in flight (the listener hears
+  // eviction_reason::cleared; an in-flight entry's creator and waiters
+  // still get its value, which is not kept), and the new capacity holds for
+  // every insertion after it. With capacity 0, size() is 0 when it returns
+  // and stays 0 until the capacity changes again.
+  void clear_and_set_capacity(std::size_t capacity) PRIMCACHE_EXCLUDES(lock_) {
+    const flush_deferred_on_exit flush{*this};
+    graveyard_type dead(options_.on_evict, lock_);
+    lock_guard<cache_internal::read_mostly_lock> guard(lock_);
+    counters_.capacity.store(capacity, std::memory_order_relaxed);
+    remove_all(dead);
   }
 
   // Whether `key` has an entry, ready or in flight. Does not count as a use.
@@ -269,11 +312,12 @@ class concurrent_cache {
   using graveyard_type = cache_internal::graveyard<Key, Value>;
   using clock = std::chrono::steady_clock;
 
-  // Drops the creating caller's reference when creation is over, on every
-  // path; outside the lock, as all releases are.
-  struct creator_reference {
+  // Drops the creating caller's reference when creation is over, or a
+  // waiter's once it has copied the value out, on every path; outside the
+  // lock, as all releases are.
+  struct entry_reference {
     entry_type* e;
-    ~creator_reference() { cache_internal::release(e); }
+    ~entry_reference() { cache_internal::release(e); }
   };
 
   // Evictions made room for new entries release their entries in batches
@@ -294,10 +338,17 @@ class concurrent_cache {
     counter.fetch_add(by, std::memory_order_relaxed);
   }
 
-  lookup_result<Value> wait_for(const std::shared_future<Value>& pending,
+  // Waits for another caller's creation of `e`, then copies the value out
+  // on this thread, outside any lock: a copy that throws reaches this
+  // caller alone, as on a hit. Takes over the reference to `e` that add()
+  // took for this waiter, which keeps `value` alive even if the entry has
+  // left the cache.
+  lookup_result<Value> wait_for(const std::shared_future<void>& pending, entry_type* e,
                                 cache_internal::reader_slot& slot) {
+    const entry_reference ours{e};
     slot.waits.fetch_add(1, std::memory_order_relaxed);
-    return {pending.get(), lookup_outcome::waited};
+    pending.get();  // rethrows the creation's exception
+    return {*e->value, lookup_outcome::waited};
   }
 
   // The miss path: a second look under the exclusive lock, then either wait,
@@ -309,25 +360,41 @@ class concurrent_cache {
     // Allocated before the lock, so that the key's copy and the allocation
     // stay out of the critical section; freed after it when unused.
     auto fresh = std::make_unique<entry_type>(key, hash);
-    std::shared_future<Value> pending;
+    fresh->creator_thread = std::this_thread::get_id();
+    std::shared_future<void> pending;
+    entry_type* awaited = nullptr;
     bool refused = false;
     {
       graveyard_type dead(options_.on_evict, lock_, deferral());
       lock_guard<cache_internal::read_mostly_lock> guard(lock_);
       if (entry_type* e = table_.find(hash, key, eq_)) {
         if (e->ready.load(std::memory_order_relaxed)) {
+          // A hit that the lock-free lookup missed (a table growth hid the
+          // entry, or its creation finished in between): Value's copy runs
+          // under the exclusive lock here.
           e->touch();
           cache_internal::read_mostly_lock::count_hit(slot);
           return {*e->value, lookup_outcome::hit};
         }
+        // This thread is running the entry's creator (get_or_add of the
+        // key from inside its own creator, directly or through other
+        // keys): waiting would never end.
+        if (e->creator_thread == fresh->creator_thread) {
+          throw error(status::invalid_arguments,
+                      "concurrent_cache: a creator asked the cache for its own key, whose "
+                      "creation it is running on this thread; waiting would never end");
+        }
         // The first waiter makes the promise, so that a creation nobody
         // waits for costs no shared state. The creator takes it, under this
-        // lock, when it finishes; no waiter can attach after that.
+        // lock, when it finishes; no waiter can attach after that. Each
+        // waiter holds a reference to the entry, to copy its value out.
         if (!e->future.valid()) {
           e->promise.emplace();
           e->future = e->promise->get_future().share();
         }
         pending = e->future;
+        e->refs.fetch_add(1, std::memory_order_relaxed);
+        awaited = e;
       } else if (!admits_new_entry()) {
         refused = true;
       } else {
@@ -340,14 +407,14 @@ class concurrent_cache {
         counters_.size.store(size() + 1, std::memory_order_relaxed);
       }
     }
-    if (pending.valid()) return wait_for(pending, slot);
+    if (awaited != nullptr) return wait_for(pending, awaited, slot);
     if (refused) return create_uncached(creator);
     return create(fresh.release(), creator);
   }
 
   template <typename Creator>
   lookup_result<Value> create(entry_type* e, Creator& creator) PRIMCACHE_EXCLUDES(lock_) {
-    creator_reference ours{e};
+    const entry_reference ours{e};
     bump(counters_.misses);
     std::optional<Value> made;
     bool failed = false;
@@ -364,9 +431,12 @@ class concurrent_cache {
       cost_ns = elapsed_ns(start);
       failed = options_.is_failure && options_.is_failure(*made);
       if (!failed) {
-        if (options_.weigher) weight = options_.weigher(e->key, *made);
+        // A weigher's 0 counts as 1, so that capacity bounds the number of
+        // entries too (and capacity 0 keeps nothing).
+        if (options_.weigher) weight = std::max<std::size_t>(options_.weigher(e->key, *made), 1);
         // Not yet visible: readers look at `value` only once `ready` is set
-        // (release, under the exclusive lock), after this write.
+        // (release, under the exclusive lock), after this write; waiters
+        // once the promise is fulfilled, after it too.
         e->value.emplace(*made);
       }
     } catch (...) {
@@ -374,14 +444,28 @@ class concurrent_cache {
       if (auto waiters = finish_failed(e)) waiters->set_exception(std::current_exception());
       throw;
     }
-    std::optional<std::promise<Value>> waiters;
+    std::optional<std::promise<void>> waiters;
     if (failed) {
       bump(counters_.failures);
       waiters = finish_failed(e);
+      if (waiters) {
+        // The waiters get the failure value too: one copy that they copy
+        // out, written now that the entry is out of the table. If it
+        // throws, they get that exception; the caller still gets its value.
+        try {
+          e->value.emplace(*made);
+        } catch (...) {
+          waiters->set_exception(std::current_exception());
+          waiters.reset();
+        }
+      }
     } else {
       waiters = finish_ready(e, weight, cost_ns);
     }
-    if (waiters) waiters->set_value(*made);
+    // Nothing is copied here: each waiter copies `value` out on its own
+    // thread (wait_for), so a throwing copy cannot break the promise or
+    // reach anyone but the caller whose copy it was.
+    if (waiters) waiters->set_value();
     return {std::move(*made), lookup_outcome::miss};
   }
 
@@ -413,7 +497,7 @@ class concurrent_cache {
 
   // Removes a failed creation's entry if it is still linked. Returns the
   // waiters' promise, if any waited, for the caller to fulfil after the lock.
-  std::optional<std::promise<Value>> finish_failed(entry_type* e) PRIMCACHE_EXCLUDES(lock_) {
+  std::optional<std::promise<void>> finish_failed(entry_type* e) PRIMCACHE_EXCLUDES(lock_) {
     graveyard_type dead(options_.on_evict, lock_, deferral());
     lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     auto waiters = std::exchange(e->promise, std::nullopt);
@@ -426,9 +510,9 @@ class concurrent_cache {
 
   // Makes a created entry ready (if it is still linked) and makes room for
   // its weight. Returns the waiters' promise, as finish_failed does.
-  std::optional<std::promise<Value>> finish_ready(entry_type* e, std::size_t weight,
-                                                  std::uint64_t cost_ns) PRIMCACHE_EXCLUDES(lock_) {
-    std::shared_future<Value> drop;  // released after the lock
+  std::optional<std::promise<void>> finish_ready(entry_type* e, std::size_t weight,
+                                                 std::uint64_t cost_ns) PRIMCACHE_EXCLUDES(lock_) {
+    std::shared_future<void> drop;  // released after the lock
     graveyard_type dead(options_.on_evict, lock_, deferral());
     lock_guard<cache_internal::read_mostly_lock> guard(lock_);
     auto waiters = std::exchange(e->promise, std::nullopt);
@@ -468,17 +552,27 @@ class concurrent_cache {
   }
 
   // Evicts in policy order until `incoming` more entries fit (entries) or the
-  // weight fits (bytes).
+  // weight fits (bytes). In a bytes cache, entries in flight weigh 0 and are
+  // never victims: evicting them would free nothing. They stay, and when
+  // their creations finish, finish_ready makes room for their weights.
   void make_room(std::size_t incoming, graveyard_type& dead) PRIMCACHE_REQUIRES(lock_) {
     const std::size_t cap = capacity();
-    while (unit_ == cache_unit::entries ? size() + incoming > cap : weight() > cap) {
-      cache_internal::entry_hook* victim = order_->victim();
+    const bool weighed = unit_ == cache_unit::bytes;
+    while (weighed ? weight() > cap : size() + incoming > cap) {
+      cache_internal::entry_hook* victim = order_->victim(weighed);
       if (victim == nullptr) break;
       entry_type* e = static_cast<entry_type*>(victim);
       table_.remove(e);
       retire(e, eviction_reason::capacity, /*notify=*/true, dead);
       bump(counters_.evictions);
     }
+  }
+
+  // Unlinks every entry, ready or in flight, as cleared.
+  void remove_all(graveyard_type& dead) PRIMCACHE_REQUIRES(lock_) {
+    table_.drain([&](entry_type* e) PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
+      retire(e, eviction_reason::cleared, /*notify=*/true, dead);
+    });
   }
 
   // Everything but the table unlink: out of the order, out of the counts,

@@ -5,11 +5,12 @@
 //
 // Ownership: an entry holds a reference count. The cache's table owns one
 // reference while the entry is linked; the caller running its creator owns
-// another until the creation is finished. The table's reference is dropped
-// (by the graveyard) only after a grace period, once no reader can still
-// hold a pointer to the entry; whoever drops the last reference deletes the
-// entry — always outside the cache's locks, so keys and values are destroyed
-// outside them.
+// another until the creation is finished; each caller waiting for the
+// creation owns one until it has copied the value out. The table's
+// reference is dropped (by the graveyard) only after a grace period, once no
+// reader can still hold a pointer to the entry; whoever drops the last
+// reference deletes the entry — always outside the cache's locks, so keys
+// and values are destroyed outside them.
 //
 // Guarding: `linked`, `weight`, `promise`, `future` and the order links are
 // guarded by the owning cache's exclusive lock (the cache's annotations
@@ -18,10 +19,13 @@
 // is written once by the creating caller before `ready` is set (release)
 // under the exclusive lock, and never again; readers read it only after
 // seeing `ready` (acquire), and the eviction listener only when the entry
-// was ready when it was unlinked. `hash` and `key` are written before the
-// entry is linked and never change. The removal record is written under the
-// lock by the thread that unlinks the entry and read by that same thread
-// after it lets go of the lock.
+// was ready when it was unlinked. Waiters read `value` after the promise is
+// fulfilled, which the creating caller does after writing it; a failure
+// value, which never becomes ready, is written for waiters only after the
+// entry is unlinked. `hash`, `key` and `creator_thread` are written before
+// the entry is linked and never change. The removal record is written under
+// the lock by the thread that unlinks the entry and read by that same
+// thread after it lets go of the lock.
 //
 // Thread-safety: as described. Exceptions: entry's constructor throws what
 // Key's copy constructor throws; nothing else throws.
@@ -33,6 +37,7 @@
 #include <functional>
 #include <future>
 #include <optional>
+#include <thread>
 
 #include "primcache/cache/cache_options.hpp"
 #include "primcache/cache/internal/eviction_order.hpp"
@@ -56,10 +61,15 @@ struct entry : entry_hook {
   entry* graveyard_next = nullptr;
   std::atomic<std::uint32_t> refs{1};
   std::optional<Value> value;
+  // The thread running the creator: a lookup of the same key from that
+  // thread while the entry is in flight would wait for itself.
+  std::thread::id creator_thread;
   // Made by the first waiter under the exclusive lock; taken (under it) and
-  // fulfilled by the creating caller.
-  std::optional<std::promise<Value>> promise;
-  std::shared_future<Value> future;  // waiters' handle; dropped once ready
+  // fulfilled by the creating caller once `value` is written (or with the
+  // creation's exception). Waiters copy `value` out themselves, so that a
+  // throwing copy reaches that waiter alone.
+  std::optional<std::promise<void>> promise;
+  std::shared_future<void> future;  // waiters' handle; dropped once ready
   const Key key;
 };
 

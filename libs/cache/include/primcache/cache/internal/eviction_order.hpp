@@ -30,7 +30,7 @@ struct entry_hook {
   entry_hook* order_next = nullptr;
   // Set by hits (shared lock); read and cleared by the order (exclusive lock).
   std::atomic<bool> referenced{false};
-  std::size_t weight = 0;     // 0 while in flight
+  std::size_t weight = 0;     // 0 while in flight; at least 1 once created
   std::uint64_t cost_ns = 0;  // creation time, for cost-aware orders
 
   // The hit path's recency mark: a store only when the bit is clear, so
@@ -52,8 +52,11 @@ class PRIMCACHE_API eviction_order {
   // Precondition: `e` is in the order.
   virtual void remove(entry_hook& e) noexcept = 0;
   // The entry to evict next, left in the order (the caller removes it);
-  // nullptr when the order is empty. May update recency state (CLOCK's hand).
-  virtual entry_hook* victim() noexcept = 0;
+  // nullptr when there is none. May update recency state (CLOCK's hand).
+  // With `weighed_only` (a cache whose capacity is a weight), entries of
+  // weight 0 are never chosen: they are in flight, and evicting them would
+  // free nothing while their creations' values were thrown away.
+  virtual entry_hook* victim(bool weighed_only) noexcept = 0;
   // Whether admitting an entry into a full cache evicts another (lru) or is
   // refused (no_evict).
   virtual bool evicts_to_admit() const noexcept = 0;
