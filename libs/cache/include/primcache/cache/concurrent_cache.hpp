@@ -361,13 +361,25 @@ class concurrent_cache {
     // stay out of the critical section; freed after it when unused.
     auto fresh = std::make_unique<entry_type>(key, hash);
     fresh->creator_thread = std::this_thread::get_id();
+    fresh->fork_generation = cache_internal::fork_generation();
     std::shared_future<void> pending;
     entry_type* awaited = nullptr;
     bool refused = false;
     {
       graveyard_type dead(options_.on_evict, lock_, deferral());
       lock_guard<cache_internal::read_mostly_lock> guard(lock_);
-      if (entry_type* e = table_.find(hash, key, eq_)) {
+      entry_type* e = table_.find(hash, key, eq_);
+      if (e != nullptr && !e->ready.load(std::memory_order_relaxed) &&
+          cache_internal::orphaned_by_fork(e->fork_generation, e->creator_thread)) {
+        // In a fork child: the creation was started by a thread of the
+        // parent that this process does not have, and will never finish
+        // (nor release its references: the entry is left to leak).
+        // Replaced, unannounced, by this call's own.
+        table_.remove(e);
+        retire(e, eviction_reason::cleared, /*notify=*/false, dead);
+        e = nullptr;
+      }
+      if (e != nullptr) {
         if (e->ready.load(std::memory_order_relaxed)) {
           // A hit that the lock-free lookup missed (a table growth hid the
           // entry, or its creation finished in between): Value's copy runs

@@ -22,7 +22,7 @@
 // was ready when it was unlinked. Waiters read `value` after the promise is
 // fulfilled, which the creating caller does after writing it; a failure
 // value, which never becomes ready, is written for waiters only after the
-// entry is unlinked. `hash`, `key` and `creator_thread` are written before
+// entry is unlinked. `hash`, `key`, `creator_thread` and `fork_generation` are written before
 // the entry is linked and never change. The removal record is written under
 // the lock by the thread that unlinks the entry and read by that same
 // thread after it lets go of the lock.
@@ -64,6 +64,9 @@ struct entry : entry_hook {
   // The thread running the creator: a lookup of the same key from that
   // thread while the entry is in flight would wait for itself.
   std::thread::id creator_thread;
+  // The fork generation the creation started in (read_mostly_lock.hpp): a
+  // fork child finds the creations of the threads it does not have orphaned.
+  std::uint64_t fork_generation = 0;
   // Made by the first waiter under the exclusive lock; taken (under it) and
   // fulfilled by the creating caller once `value` is written (or with the
   // creation's exception). Waiters copy `value` out themselves, so that a

@@ -47,6 +47,16 @@
 // 65535 threads may be inside through one slot at once; hits wrap after
 // 2^48 per slot word.)
 //
+// fork(): a child has only the forking thread. pthread_atfork handlers
+// (registered with the first lock) hold every live lock's writers' mutex
+// across the fork, so the child copies no table in the middle of a change;
+// in the child they forget the readers other threads had inside shared
+// sections (their words' reader counts: those threads are gone, and a grace
+// period would wait for them for ever), remake the grace-period mutex, and
+// start a new fork generation: an in-flight creation whose creator is not
+// the forking thread is orphaned (orphaned_by_fork) and never finishes
+// there, so the cache replaces it instead of waiting for it.
+//
 // Thread-safety: all members are thread-safe. A thread must not call
 // synchronize() while inside a shared section (it would wait for itself).
 // Exceptions: none, except std::bad_alloc from the constructor.
@@ -56,6 +66,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "primcache/base/export.hpp"
 #include "primcache/base/thread_annotations.hpp"
@@ -77,6 +88,15 @@ PRIMCACHE_API std::size_t acquire_thread_ordinal();
 // Slots per lock: a power of two, twice the hardware threads, within [8, 256].
 PRIMCACHE_API std::size_t reader_slot_count() noexcept;
 
+// How many fork()s separate this process from the first that used a cache
+// (0 until then); a child's is its parent's + 1.
+PRIMCACHE_API std::uint64_t fork_generation() noexcept;
+// Whether a creation that `creator` started in fork generation `generation`
+// can no longer finish in this process: it started before the latest fork,
+// on a thread other than the one that forked (a thread the child does not
+// have).
+PRIMCACHE_API bool orphaned_by_fork(std::uint64_t generation, std::thread::id creator) noexcept;
+
 inline std::size_t this_thread_ordinal() {
   // Ordinal + 1, so that zero means "not assigned yet" and the variable needs
   // no dynamic initialization (no guard, no allocation on the hit path).
@@ -93,6 +113,7 @@ inline std::size_t this_thread_ordinal() {
 class PRIMCACHE_API PRIMCACHE_CAPABILITY("mutex") read_mostly_lock {
  public:
   read_mostly_lock();
+  ~read_mostly_lock();
   read_mostly_lock(const read_mostly_lock&) = delete;
   read_mostly_lock& operator=(const read_mostly_lock&) = delete;
 
@@ -127,6 +148,11 @@ class PRIMCACHE_API PRIMCACHE_CAPABILITY("mutex") read_mostly_lock {
   // Hits and waits summed over the slots (relaxed reads).
   std::uint64_t hits() const noexcept;
   std::uint64_t waits() const noexcept;
+
+  // The atfork handlers' steps (read_mostly_lock.cpp).
+  void lock_for_fork() noexcept PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+  void unlock_after_fork() noexcept PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
+  void reset_in_child() noexcept PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS;
 
  private:
   // Read by every shared entry; written only by synchronize().
