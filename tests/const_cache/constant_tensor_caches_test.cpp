@@ -205,3 +205,28 @@ TEST_CASE("the process's caches register with control()", "[const_cache][control
   CHECK(h.unit() == primcache::capacity_unit::megabytes);
   CHECK(h.capacity() == cpu.capacity());
 }
+
+TEST_CASE("settings that keep the policy keep the one in force", "[const_cache][kinds]") {
+  primcache::control_registry registry;
+  constant_tensor_caches caches(registry);
+  constant_tensor_cache& cpu = caches.device("cpu");
+  constant_tensor_cache& gpu = caches.device("gpu.0");
+  caches.set_capacity("cpu", 8, cache_policy::cost);
+  caches.set_capacity("gpu", 8, cache_policy::lru);
+
+  caches.set_capacity("cpu", 16);
+  CHECK(caches.policy("cpu") == cache_policy::cost);
+  CHECK(cpu.policy() == cache_policy::cost);
+  caches.apply(primcache::parse_constant_capacity("cpu:24;gpu:24"));
+  CHECK(caches.policy("cpu") == cache_policy::cost);
+  CHECK(caches.policy("gpu") == cache_policy::lru);
+  CHECK(gpu.policy() == cache_policy::lru);
+  CHECK(gpu.capacity() == 24);
+
+  // Control on the kind's own cache keeps that cache's policy, set alone.
+  cpu.set_capacity(24, cache_policy::lru);
+  registry.set_capacity("constant.cpu", 32);
+  CHECK(caches.policy("cpu") == cache_policy::lru);
+  CHECK(cpu.policy() == cache_policy::lru);
+  CHECK(cpu.capacity() == 32);
+}

@@ -37,9 +37,7 @@ constant_tensor_cache::constant_tensor_cache(std::string device)
     o.weigher = [](const constant_key&, const buffer_ptr& b) -> std::size_t { return b->size(); };
     // listeners_ is declared before caches_, so it outlives them.
     o.on_evict = [list = listeners_.get()](const constant_key& k, const buffer_ptr* v,
-                                           eviction_reason r) {
-      list->notify(k, v != nullptr ? v->get() : nullptr, r);
-    };
+                                           eviction_reason r) { list->evicted(k, v, r); };
     caches_.push_back(std::make_unique<backing_cache>(std::move(o)));
   }
   backing_cache& first = backing(cache_policy::no_evict);
@@ -112,12 +110,20 @@ bool constant_tensor_cache::flushes(std::uint64_t megabytes, cache_policy policy
   return !capacity_set() || megabytes < capacity() || megabytes == 0 || policy != this->policy();
 }
 
+// Capacity changes and flushes hold config_ while they empty backing caches;
+// the removals they cause are collected (`later`, declared before the guard)
+// and heard once config_ is released, before the call returns. So a callback
+// may flush or preview this cache, directly or through control, without
+// taking config_ twice on one thread.
+
 void constant_tensor_cache::set_capacity(std::uint64_t megabytes) {
+  const_cache_internal::deferred_notifications later(*listeners_);
   lock_guard<mutex> guard(config_);
   set_capacity_locked(megabytes, policy());
 }
 
 void constant_tensor_cache::set_capacity(std::uint64_t megabytes, cache_policy policy) {
+  const_cache_internal::deferred_notifications later(*listeners_);
   lock_guard<mutex> guard(config_);
   set_capacity_locked(megabytes, policy);
 }
@@ -137,15 +143,18 @@ void constant_tensor_cache::set_capacity_locked(std::uint64_t megabytes, cache_p
   backing_cache* current = active_.load(std::memory_order_relaxed);
   if (&next != current) {
     // A policy change: the new backing cache (empty, capacity 0 since it was
-    // last replaced) takes over, then the old one is emptied and closed.
-    // Callers still holding the old one find capacity 0 there: their
-    // creators run and nothing is kept.
+    // last replaced) takes over, then the old one is emptied and closed in
+    // one step, so that no caller still holding it inserts in between.
+    // Callers holding it afterwards find capacity 0 there: their creators
+    // run and nothing is kept.
     next.set_capacity(bytes_of(megabytes));
     active_.store(&next, std::memory_order_release);
-    current->clear();
-    current->set_capacity(0);
+    current->clear_and_set_capacity(0);
+  } else if (flush) {
+    // One step too: a tensor inserted between a flush and a decrease would
+    // survive the decrease that was to flush it.
+    current->clear_and_set_capacity(bytes_of(megabytes));
   } else {
-    if (flush) current->clear();
     current->set_capacity(bytes_of(megabytes));
   }
   capacity_mb_.store(megabytes, std::memory_order_relaxed);
@@ -180,6 +189,7 @@ capacity_change_effect constant_tensor_cache::preview_locked(std::uint64_t megab
 }
 
 void constant_tensor_cache::flush() {
+  const_cache_internal::deferred_notifications later(*listeners_);
   lock_guard<mutex> guard(config_);
   active_.load(std::memory_order_relaxed)->clear();
 }

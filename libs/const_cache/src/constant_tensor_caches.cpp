@@ -1,5 +1,6 @@
 #include "primcache/const_cache/constant_tensor_caches.hpp"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,16 +9,15 @@
 #include "primcache/control/names.hpp"
 
 namespace primcache {
-namespace {
 
 // What control sees of one constant tensor cache: capacity and size in MB,
 // the bytes as weight, the flush rules behind set_capacity, and a preview of
 // what a capacity would drop. A device named by its kind alone ("cpu") is
 // its kind's cache: a capacity set on it through control sets the kind (the
 // same flush rules, and the runtime's get_constant_tensor_cache_capacity
-// then reads what the operator set); an indexed device ("gpu.1") is set
-// alone.
-class control_view {
+// then reads what the operator set), keeping this cache's policy; an indexed
+// device ("gpu.1") is set alone.
+class constant_tensor_caches::control_view {
  public:
   control_view(constant_tensor_cache& cache, constant_tensor_caches& owner) noexcept
       : cache_(cache), owner_(owner) {}
@@ -25,7 +25,8 @@ class control_view {
   std::uint64_t capacity() const noexcept { return cache_.capacity(); }
   void set_capacity(std::uint64_t megabytes) {
     if (is_kind()) {
-      owner_.set_capacity(cache_.device(), megabytes, cache_.policy());
+      // The policy is read where kind settings are serialized, not here.
+      owner_.set_kind(cache_.device(), megabytes, std::nullopt, &cache_);
     } else {
       cache_.set_capacity(megabytes);
     }
@@ -57,6 +58,8 @@ class control_view {
   constant_tensor_cache& cache_;
   constant_tensor_caches& owner_;
 };
+
+namespace {
 
 constexpr std::string_view name_prefix = "constant.";
 
@@ -135,12 +138,12 @@ std::vector<std::string> constant_tensor_caches::devices() const {
 }
 
 void constant_tensor_caches::set_capacity(std::string_view kind, std::uint64_t megabytes) {
-  set_kind(kind, megabytes, policy(kind));
+  set_kind(kind, megabytes, std::nullopt, nullptr);
 }
 
 void constant_tensor_caches::set_capacity(std::string_view kind, std::uint64_t megabytes,
                                           cache_policy policy) {
-  set_kind(kind, megabytes, policy);
+  set_kind(kind, megabytes, policy, nullptr);
 }
 
 void constant_tensor_caches::check_kind(std::string_view kind, std::uint64_t megabytes) {
@@ -162,24 +165,37 @@ void constant_tensor_caches::check_kind(std::string_view kind, std::uint64_t meg
 }
 
 void constant_tensor_caches::set_kind(std::string_view kind, std::uint64_t megabytes,
-                                      cache_policy policy) {
+                                      std::optional<cache_policy> policy,
+                                      const constant_tensor_cache* keep_policy_of) {
   check_kind(kind, megabytes);
-  if (to_string(policy) == "unknown") {
+  if (policy && to_string(*policy) == "unknown") {
     throw error(status::invalid_arguments,
                 "constant tensor cache kind '" + std::string(kind) + "': policy " +
-                    std::to_string(static_cast<int>(policy)) + " does not exist");
+                    std::to_string(static_cast<int>(*policy)) + " does not exist");
   }
   lock_guard<mutex> applying(apply_);
   std::vector<constant_tensor_cache*> targets;
+  cache_policy resolved = cache_policy::no_evict;
   {
     lock_guard<mutex> guard(mutex_);
-    kinds_[std::string(kind)] = {megabytes, policy};
+    // "Keep the policy" is resolved here, under apply_: the policy in force
+    // is the one the last applied setting left, and no other setting can be
+    // applied between this read and this setting's application. Read before
+    // apply_, a setting applied meanwhile would be undone.
+    if (policy) {
+      resolved = *policy;
+    } else if (keep_policy_of != nullptr) {
+      resolved = keep_policy_of->policy();
+    } else if (auto k = kinds_.find(kind); k != kinds_.end()) {
+      resolved = k->second.policy;
+    }
+    kinds_[std::string(kind)] = {megabytes, resolved};
     for (auto& [name, s] : slots_) {
       if (kind_of(name) == kind) targets.push_back(&s->cache);
     }
   }
   // Outside mutex_: flushes run eviction callbacks, which may look caches up.
-  for (constant_tensor_cache* c : targets) c->set_capacity(megabytes, policy);
+  for (constant_tensor_cache* c : targets) c->set_capacity(megabytes, resolved);
 }
 
 std::uint64_t constant_tensor_caches::capacity(std::string_view kind) const {
@@ -222,7 +238,7 @@ capacity_change_effect constant_tensor_caches::preview_capacity(std::string_view
 
 void constant_tensor_caches::apply(const constant_capacity_config& config) {
   for (const constant_capacity_entry& e : config.entries) {
-    set_capacity(e.kind, e.megabytes, e.policy.value_or(policy(e.kind)));
+    set_kind(e.kind, e.megabytes, e.policy, nullptr);  // no policy: the kind's stays
   }
 }
 

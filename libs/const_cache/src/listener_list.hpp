@@ -2,14 +2,25 @@
 //
 // The list is copy-on-write: notify() copies the current vector's pointer
 // under a short lock and calls the listeners without it, so a callback may
-// subscribe or unsubscribe. Each listener has its own recursive mutex, held
-// while its callback runs and taken by its unsubscription, which is how
-// reset() guarantees that the callback is not running elsewhere and will not
-// run again (recursive, so a callback may reset its own subscription).
+// subscribe or unsubscribe. No lock is held while a callback runs: each
+// listener counts the calls in progress in one atomic word with its live bit,
+// so callbacks of different subscriptions on different threads never wait for
+// each other (a callback may remove tensors, whose notifications visit every
+// listener again), and a slow callback holds up no other thread. Unsubscribing
+// clears the live bit and waits until no call is in progress on another
+// thread; the calls in progress on its own thread (a callback resetting its
+// own subscription) are not waited for: that wait could never end.
+//
+// deferred_notifications lets a thread that holds a lock of the cache (its
+// configuration mutex, during a capacity change or a flush) collect the
+// notifications it causes and deliver them once it has let the lock go, so
+// that callbacks never run under it.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
-#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "primcache/base/thread_annotations.hpp"
@@ -22,23 +33,52 @@ class listener {
  public:
   explicit listener(constant_tensor_cache::eviction_callback callback)
       : callback_(std::move(callback)) {}
+  listener(const listener&) = delete;
+  listener& operator=(const listener&) = delete;
 
+  // Runs the callback, with no lock held, unless deactivate() has begun.
   void call(const constant_key& key, const constant_buffer* buffer,
             eviction_reason reason) noexcept {
-    std::lock_guard<std::recursive_mutex> guard(running_);
-    if (active_) callback_(key, buffer, reason);
-  }
-  // Returns once no other thread runs the callback; it never runs again.
-  void deactivate() noexcept {
-    std::lock_guard<std::recursive_mutex> guard(running_);
-    active_ = false;
+    if (!enter()) return;
+    call_frame frame(this);
+    callback_(key, buffer, reason);
   }
 
+  // Stops new calls, then returns once no other thread is inside one; the
+  // callback never runs again. Calls this thread itself is making are not
+  // waited for.
+  void deactivate() noexcept;
+
  private:
+  // Marks a call in progress on this thread for its scope. Frames form a
+  // per-thread stack (the thread_local head in eviction_subscription.cpp),
+  // so deactivate() counts its own thread's calls without allocating.
+  class call_frame {
+   public:
+    explicit call_frame(listener* l) noexcept;
+    ~call_frame();
+    call_frame(const call_frame&) = delete;
+    call_frame& operator=(const call_frame&) = delete;
+
+    listener* const owner;
+    call_frame* const outer;
+  };
+  static std::uint32_t calls_on_this_thread(const listener* l) noexcept;
+  static thread_local call_frame* innermost_call_;
+
+  bool enter() noexcept;
+  void leave() noexcept;
+
   const constant_tensor_cache::eviction_callback callback_;
-  std::recursive_mutex running_;
-  bool active_ = true;  // guarded by running_
+  // Bit 0: live; the rest: calls in progress, two per call. deactivate()
+  // waits on it with std::atomic::wait; leave() wakes it once the bit is
+  // clear.
+  static constexpr std::uint32_t live_bit = 1;
+  static constexpr std::uint32_t one_call = 2;
+  std::atomic<std::uint32_t> state_{live_bit};
 };
+
+class deferred_notifications;
 
 class listener_list : public std::enable_shared_from_this<listener_list> {
  public:
@@ -46,12 +86,47 @@ class listener_list : public std::enable_shared_from_this<listener_list> {
 
   eviction_subscription add(constant_tensor_cache::eviction_callback callback);
   void remove(const std::shared_ptr<listener>& l) noexcept;
+  // Calls every listener now.
   void notify(const constant_key& key, const constant_buffer* buffer,
               eviction_reason reason) noexcept;
+  // The backing caches' eviction listener: notify(), or, while this thread
+  // has a deferred_notifications of this list, a copy of the notification
+  // kept for it (the buffer held until it is delivered).
+  void evicted(const constant_key& key, const constant_tensor_cache::buffer_ptr* buffer,
+               eviction_reason reason) noexcept;
 
  private:
   mutex mutex_;
   snapshot listeners_ PRIMCACHE_GUARDED_BY(mutex_);
+};
+
+// For its scope, the notifications of `list` caused on this thread are
+// collected instead of delivered; its destructor delivers them, in the order
+// they came, with this thread's collection ended first (notifications that
+// the callbacks cause are delivered at once). Declared before a lock guard,
+// it is destroyed after it: the callbacks run once the lock is released.
+// Should a copy fail for lack of memory, what was collected and that
+// notification are delivered at once, under the caller's lock.
+class deferred_notifications {
+ public:
+  explicit deferred_notifications(listener_list& list) noexcept;
+  ~deferred_notifications();
+  deferred_notifications(const deferred_notifications&) = delete;
+  deferred_notifications& operator=(const deferred_notifications&) = delete;
+
+ private:
+  friend class listener_list;
+  struct pending {
+    constant_key key;
+    constant_tensor_cache::buffer_ptr buffer;
+    eviction_reason reason;
+  };
+  // Delivers and forgets what was collected so far.
+  void deliver() noexcept;
+
+  listener_list& list_;
+  deferred_notifications* const outer_;
+  std::vector<pending> pending_;
 };
 
 }  // namespace primcache::const_cache_internal

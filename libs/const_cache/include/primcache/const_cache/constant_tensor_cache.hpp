@@ -38,10 +38,13 @@
 // Thread-safety: every member may be called from any thread at once, except
 // the destructor, which must not race with anything. get_size(), capacity()
 // and the hit path take no lock and never wait for a creation in flight.
-// Capacity changes are serialized among themselves; eviction callbacks run
-// outside the cache's locks, on the thread that caused the eviction — for a
-// capacity change, while the change is being made, so a callback must not
-// change this cache's capacity or policy (it may look up and remove).
+// Capacity changes and flushes are serialized among themselves. Eviction
+// callbacks run with no lock of the cache held (nor one per subscription),
+// on the thread that caused the eviction — for a capacity change or a
+// flush, once the change is made, before the call returns. A callback may
+// look up, add, remove, flush, preview, read the counters and settings,
+// subscribe and unsubscribe (its own subscription too); it must not change
+// this cache's capacity or policy (see docs/const_cache.md, Notifications).
 // Exceptions: get_or_add rethrows what the creator throws (to every waiter);
 // set_capacity throws error(invalid_arguments) for a capacity whose bytes do
 // not fit in std::size_t; std::bad_alloc may pass through.
@@ -177,8 +180,8 @@ class PRIMCACHE_API constant_tensor_cache {
   // Whether set_capacity has been called (the first call flushes).
   bool capacity_set() const noexcept { return capacity_set_.load(std::memory_order_relaxed); }
 
-  // Drops every tensor (subscribers hear eviction_reason::cleared); the
-  // capacity stays.
+  // Drops every tensor (subscribers hear eviction_reason::cleared, before it
+  // returns); the capacity stays.
   void flush();
 
   // Counters since construction (concurrent_cache's): hits, misses (creator
@@ -206,7 +209,9 @@ class PRIMCACHE_API constant_tensor_cache {
 
   const std::string device_;
   const std::shared_ptr<const_cache_internal::listener_list> listeners_;
-  // Serializes capacity and policy changes.
+  // Serializes capacity and policy changes and flushes. Never held while an
+  // eviction callback runs: their notifications are delivered after it is
+  // released (deferred_notifications, listener_list.hpp).
   mutable mutex config_;
   // One backing cache per policy primcache::cache offers, indexed by the
   // policy's value, all built at construction and kept until destruction;

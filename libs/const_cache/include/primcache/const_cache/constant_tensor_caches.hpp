@@ -30,16 +30,20 @@
 // Thread-safety: every member may be called from any thread at once. A
 // device's cache, once created, lives as long as the set (for
 // constant_caches(), the process). Kind settings are serialized among
-// themselves and run eviction callbacks (see constant_tensor_cache.hpp),
-// which must not set capacities. Exceptions: error(invalid_arguments) for a
-// device name that is not `[a-z0-9_.-]+` (up to 119 characters) or a capacity too
-// large; error(already_exists) when the registry already has a cache of that
-// name; std::bad_alloc.
+// themselves; one that keeps the policy keeps the one the settings before it
+// left, whatever runs meanwhile. They run eviction callbacks (see
+// constant_tensor_cache.hpp) while serialized, so a callback must not set a
+// capacity or policy (it may preview and flush, also through control).
+// Exceptions: error(invalid_arguments) for a device name that is not
+// `[a-z0-9_.-]+` (up to 119 characters) or a capacity too large;
+// error(already_exists) when the registry already has a cache of that name;
+// std::bad_alloc.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,14 +103,20 @@ class PRIMCACHE_API constant_tensor_caches {
     std::uint64_t megabytes = constant_tensor_cache::unlimited;
     cache_policy policy = cache_policy::no_evict;
   };
-  struct slot;  // a cache, its control view and its registration
+  struct slot;         // a cache, its control view and its registration
+  class control_view;  // what control sees of a cache (constant_tensor_caches.cpp)
 
   static void check_kind(std::string_view kind, std::uint64_t megabytes);
-  void set_kind(std::string_view kind, std::uint64_t megabytes, cache_policy policy)
-      PRIMCACHE_EXCLUDES(mutex_);
+  // Sets the kind's capacity and policy and applies them to its devices.
+  // No `policy` keeps one: that of `keep_policy_of` (the kind's own cache,
+  // for control) or else the kind's, read under apply_ so that a setting
+  // applied meanwhile is never undone.
+  void set_kind(std::string_view kind, std::uint64_t megabytes, std::optional<cache_policy> policy,
+                const constant_tensor_cache* keep_policy_of) PRIMCACHE_EXCLUDES(mutex_, apply_);
 
   control_registry& registry_;
-  // Serializes kind settings (held while they are applied, outside mutex_).
+  // Serializes kind settings, from resolving a kept policy to the last
+  // device's change (callbacks included; outside mutex_).
   mutex apply_;
   mutable mutex mutex_;
   std::map<std::string, std::unique_ptr<slot>, std::less<>> slots_ PRIMCACHE_GUARDED_BY(mutex_);

@@ -12,7 +12,11 @@
 //
 // When reset() or the destructor returns, the callback is not running on any
 // other thread and will never be called again, so whatever it refers to may
-// be destroyed. The callback itself may reset its own subscription.
+// be destroyed. No lock is held while the callback runs (each subscription
+// counts its calls in progress), so it may run on several threads at once
+// and be re-entered on one; reset() waits for the calls on other threads
+// only, so the callback itself may reset its own subscription, and must not
+// reset another whose callback is waiting for it.
 //
 // Thread-safety: one subscription is one owner's object; different
 // subscriptions may be used from different threads. Exceptions: none (moves,
