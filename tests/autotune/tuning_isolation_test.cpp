@@ -138,17 +138,46 @@ void check_same_counters(const cache_counters& a, const cache_counters& b) {
   CHECK(a.evictions == b.evictions);
 }
 
-// Restores the tune settings a test changed.
+// Restores the tune settings a test changed, and gives the test an empty
+// tune table, putting the entries it held back afterwards. A test tunes
+// only a problem the table has no entry for: the entry another test's
+// tuning left (both test:nested_matmul tests tune one problem) stops the
+// tuning, or sends the descriptor to the implementation that won it
+// (jit:matmul), when the whole binary runs in one process. Cached
+// descriptors chose their configurations from the table, so they are made
+// again after each change (set_config_source: the runtime installs none).
 struct tune_scope {
   std::size_t nconfigs = get_tune_max_nconfigs();
   bool on = get_tune();
   jit_mode mode = get_jit_mode();
+  std::vector<tune_row> table = global_tune_table().rows();
+  tune_scope() { empty_table(); }
   ~tune_scope() {
+    empty_table();
+    for (const tune_row& r : table) global_tune_table().put(r.device, r.key, r.entry);
+    backend::set_config_source({});
     set_tune_max_nconfigs(nconfigs);
     set_tune(on);
     set_jit_mode(mode);
   }
+  tune_scope(const tune_scope&) = delete;
+  tune_scope& operator=(const tune_scope&) = delete;
+
+  static void empty_table() {
+    global_tune_table().clear();
+    backend::set_config_source({});
+  }
 };
+
+// Empties the global primitive cache (its capacity set to 0, then back). A
+// test that checks what a creation asks of the store needs that creation to
+// be a miss, and another test may have made the same primitive earlier in
+// the process (both test:nested_matmul tests make the one composite).
+void empty_primitive_cache() {
+  const int capacity = get_primitive_cache_capacity();
+  set_primitive_cache_capacity(0);
+  set_primitive_cache_capacity(capacity);
+}
 
 // ---- test:nested_matmul ----------------------------------------------------
 
@@ -357,6 +386,7 @@ TEST_CASE("tuning leaves the primitive cache and the persistent cache as they we
   const tune_scope restore;
   set_tune(false);
   set_tune_max_nconfigs(6);
+  empty_primitive_cache();
   const attached_store attached;
   recording_store& store = *attached.store;
   const memory src = filled({{45, 67}, data_type::f32, tag::ab}, 1);
@@ -427,6 +457,7 @@ TEST_CASE("the nested primitives tuning candidates create live in the tuning's p
   // matmul's write to the store is queued by its own creation.
   set_jit_mode(jit_mode::sync);
   set_tune_max_nconfigs(4);
+  empty_primitive_cache();
   const attached_store attached;
   recording_store& store = *attached.store;
   const memory src = filled({{kM, kK}, data_type::f32, tag::ab}, 3);
