@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
+#include <cstddef>
+#include <limits>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "primcache/base/error.hpp"
 #include "primcache/transform/kernel_type.hpp"
@@ -97,4 +100,57 @@ TEST_CASE("a layout refuses a tensor of another rank", "[transform][kernel_type]
                     Catch::Contains("abcd has 4 dimensions, the tensor 2"));
   CHECK_THROWS_WITH(layout::strided({3, 1}).desc_for({2, 3, 4}, data_type::f32),
                     Catch::Contains("s3,1 has 2 strides"));
+}
+
+TEST_CASE("every kernel type the API builds prints text that parses back",
+          "[transform][kernel_type]") {
+  std::vector<place> places{place::cpu(),
+                            place::gpu(0),
+                            place::gpu(7),
+                            {engine_kind::cpu, 3},
+                            place::gpu(std::numeric_limits<std::size_t>::max())};
+  std::vector<layout> layouts{layout(), layout(format_tag::any), layout::strided({0, 1}),
+                              layout::strided({64, 1}), layout::strided({1, 1, 1, 1, 1, 1})};
+  for (int t = static_cast<int>(format_tag::a); t <= static_cast<int>(format_tag::aBCde16c16b);
+       ++t) {
+    layouts.emplace_back(static_cast<format_tag>(t));
+  }
+  const std::vector<library> libraries{
+      library::jit(), library::generic(), library::reference(), {"my lib*2:x"}};
+  const auto all = {data_type::undef, data_type::f32, data_type::f16, data_type::bf16,
+                    data_type::s8,    data_type::u8,  data_type::s32};
+  std::size_t checked = 0;
+  for (const auto& p : places)
+    for (const auto dt : all)
+      for (const float scale : {1.f, 0.05f, 3e-7f, 1e30f})
+        for (const auto& l : layouts)
+          for (const auto& lib : libraries) {
+            const kernel_type t{p, dt, l, lib, scale};
+            if (!t.scale_problem().empty()) continue;  // parse refuses these (tested above)
+            REQUIRE(lib.problem().empty());
+            const std::string text = t.to_string();
+            INFO(text);
+            REQUIRE_NOTHROW(kernel_type::parse(text));
+            REQUIRE(kernel_type::parse(text) == t);
+            ++checked;
+          }
+  CHECK(checked > 1000);
+}
+
+TEST_CASE("a strided layout refuses a negative stride, as parse does", "[transform][kernel_type]") {
+  try {
+    (void)layout::strided({3, -1});
+    FAIL("a negative stride was accepted");
+  } catch (const error& e) {
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK_THAT(e.what(), Catch::Contains("stride 1 is -1"));
+  }
+  CHECK_THROWS_AS(layout::parse("s3,-1"), error);
+}
+
+TEST_CASE("a library name that would not parse back says why", "[transform][kernel_type]") {
+  CHECK(library::jit().problem().empty());
+  CHECK(library{"my-lib v2"}.problem().empty());
+  CHECK_THAT(library{}.problem(), Catch::Contains("empty"));
+  CHECK_THAT(library{"a/b"}.problem(), Catch::Contains("'a/b' contains '/'"));
 }

@@ -266,6 +266,48 @@ TEST_CASE("a user transform wins over the built-in one", "[transform][plan]") {
   }
 }
 
+TEST_CASE("registrations whose kernel types plans cannot use are refused", "[transform][plan]") {
+  transform_registry reg;
+  auto noop = [](const memory&, const memory&, const stream&) {};
+  const auto good = kt("cpu/f32/abcd/mine");
+  const auto refused = [&](const kernel_type& bad, const std::string& why) {
+    for (const bool bad_is_from : {true, false}) {
+      INFO((bad_is_from ? "from " : "to ") << bad.to_string());
+      try {
+        if (bad_is_from) {
+          reg.add(bad, good, "t", noop);
+        } else {
+          reg.add(good, bad, "t", noop);
+        }
+        FAIL("registered");
+      } catch (const error& e) {
+        CHECK(e.code() == status::invalid_arguments);
+        CHECK_THAT(e.what(), Catch::Contains("transform 't'") && Catch::Contains(why));
+      }
+    }
+  };
+  SECTION("a layout left to the primitive (any) lays out nothing") {
+    refused(kt("cpu/f32/any/mine"), "has no concrete layout");
+    // Nothing was registered: a plan through such a node cannot be made.
+    CHECK(kinds(*reg.plan(good, kt("cpu/f32/acdb/mine"))) == std::vector<tk>{tk::layout});
+  }
+  SECTION("an undef layout") {
+    kernel_type t = good;
+    t.layout = layout();
+    refused(t, "has no concrete layout");
+  }
+  SECTION("an empty library name") {
+    kernel_type t = good;
+    t.library = library{};
+    refused(t, "the library name is empty");
+  }
+  SECTION("a library name with a '/'") {
+    kernel_type t = good;
+    t.library = library{"my/lib"};
+    refused(t, "the library name 'my/lib' contains '/'");
+  }
+}
+
 TEST_CASE("plans are cached", "[transform][plan]") {
   transform_registry reg;
   const auto a = kt("cpu/f32/abcd/jit"), b = kt("gpu:0/bf16/aBcd16b/jit");

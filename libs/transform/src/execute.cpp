@@ -8,10 +8,10 @@
 namespace primcache {
 namespace {
 
-// The engine a step between these places runs on: the GPU's when either
-// side is a GPU (as reorder chooses).
-engine step_engine(const place& from, const place& to) {
-  return (from.is_cpu() ? to : from).get_engine();
+// The engine a step between memories on these engines runs on: the GPU
+// one when either side is a GPU (as reorder chooses).
+const engine& step_engine(const engine& from, const engine& to) {
+  return from.get_kind() == engine_kind::cpu ? to : from;
 }
 
 }  // namespace
@@ -70,11 +70,45 @@ void check_source(const transform_plan& plan, const memory& src) {
   }
 }
 
-// Runs one data-moving step from `cur` into `dst`.
-void run_step(const transform_step& step, const memory& cur, const memory& dst) {
-  stream strm(step_engine(step.from.place, step.to.place));
+// The engine a step's output memory goes on. The engines of a place are
+// many (the default one, and an interop engine per user context), and a
+// kernel reads only buffers of its own context, so a plan never leaves the
+// engines of the caller's memories for the default ones where it can stay:
+// a step within one place keeps the engine of the memory it reads, and a
+// step to another place lands on the engine of the caller's memory there
+// (the destination's, else the source's, as in a round trip through the
+// host), or on the place's default engine when the caller has none there.
+engine output_engine(const transform_step& step, const memory& cur, const memory& src,
+                     const memory* dst) {
+  if (step.to.place == step.from.place) return cur.get_engine();
+  if (dst && step.to.place == place::of(dst->get_engine())) return dst->get_engine();
+  if (step.to.place == place::of(src.get_engine())) return src.get_engine();
+  return step.to.place.get_engine();
+}
+
+// Copies `from` into `to` of the same descriptor. Two engines of one GPU
+// kind (two OpenCL contexts) share no buffer: the copy goes through the
+// host.
+void copy(const memory& from, const memory& to) {
+  const engine& a = from.get_engine();
+  const engine& b = to.get_engine();
+  if (!(a == b) && a.get_kind() == engine_kind::gpu && b.get_kind() == engine_kind::gpu) {
+    const memory host(from.get_desc(), engine(engine_kind::cpu, 0));
+    copy(from, host);
+    copy(host, to);
+    return;
+  }
+  stream strm(step_engine(a, b));
+  reorder(from, to).execute(strm, from, to);
+  strm.wait();
+}
+
+// Runs one data-moving step from `cur` into `out`, on the stream of the
+// engine that step_engine picks from theirs.
+void run_step(const transform_step& step, const memory& cur, const memory& out) {
+  stream strm(step_engine(cur.get_engine(), out.get_engine()));
   if (step.kind == transform_kind::user) {
-    (*step.function)(cur, dst, strm);
+    (*step.function)(cur, out, strm);
   } else {
     // Through the primitive cache: the same reorder is compiled once (the
     // scale is a run-time argument of the kernel, only its mask is keyed).
@@ -82,24 +116,42 @@ void run_step(const transform_step& step, const memory& cur, const memory& dst) 
     if (step.from.scale != step.to.scale) {
       attr.set_output_scales(0, {step.from.scale / step.to.scale});
     }
-    reorder(cur, dst, attr).execute(strm, cur, dst);
+    reorder(cur, out, attr).execute(strm, cur, out);
   }
   strm.wait();
+}
+
+// Runs the data-moving steps of `plan` from `src`; the last one writes into
+// `*dst` when there is one (through a memory on the engine the step keeps
+// and a copy when that is not dst's), and the result is returned.
+memory run_steps(const transform_plan& plan, const memory& src, const memory* dst) {
+  const auto dims = src.get_desc().dims();
+  std::size_t last = plan.steps.size();
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    if (plan.steps[i].kind != transform_kind::library) last = i;
+  }
+  memory cur = src;
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const transform_step& step = plan.steps[i];
+    if (step.kind == transform_kind::library) continue;
+    const engine eng = output_engine(step, cur, src, dst);
+    if (i == last && dst && eng == dst->get_engine()) {
+      run_step(step, cur, *dst);
+      return *dst;
+    }
+    memory next(step.to.layout.desc_for(dims, step.to.data_type), eng);
+    run_step(step, cur, next);
+    cur = next;
+  }
+  if (dst) copy(cur, *dst);  // nothing moved the data, or it ended on another engine
+  return dst ? *dst : cur;
 }
 
 }  // namespace
 
 memory execute_plan(const transform_plan& plan, const memory& src) {
   check_source(plan, src);
-  const auto dims = src.get_desc().dims();
-  memory cur = src;
-  for (const transform_step& step : plan.steps) {
-    if (step.kind == transform_kind::library) continue;
-    memory dst(step.to.layout.desc_for(dims, step.to.data_type), step.to.place.get_engine());
-    run_step(step, cur, dst);
-    cur = dst;
-  }
-  return cur;
+  return run_steps(plan, src, nullptr);
 }
 
 void execute_plan(const transform_plan& plan, const memory& src, const memory& dst) {
@@ -113,27 +165,7 @@ void execute_plan(const transform_plan& plan, const memory& src, const memory& d
                     place::of(dst.get_engine()).to_string() + " is not of the plan's kernel type " +
                     plan.to.to_string());
   }
-  std::size_t last = plan.steps.size();
-  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-    if (plan.steps[i].kind != transform_kind::library) last = i;
-  }
-  if (last == plan.steps.size()) {
-    // Nothing moves the data: copy it (same descriptor, same place).
-    stream strm(step_engine(plan.from.place, plan.to.place));
-    reorder(src, dst).execute(strm, src, dst);
-    strm.wait();
-    return;
-  }
-  memory cur = src;
-  for (std::size_t i = 0; i <= last; ++i) {
-    const transform_step& step = plan.steps[i];
-    if (step.kind == transform_kind::library) continue;
-    memory next = i == last ? dst
-                            : memory(step.to.layout.desc_for(dims, step.to.data_type),
-                                     step.to.place.get_engine());
-    run_step(step, cur, next);
-    cur = next;
-  }
+  run_steps(plan, src, &dst);
 }
 
 }  // namespace primcache

@@ -20,6 +20,13 @@ bool parse_size(std::string_view text, std::int64_t& out) {
   return ec == std::errc() && p == end && !text.empty();
 }
 
+// A device index: every std::size_t, as place::to_string prints it.
+bool parse_index(std::string_view text, std::size_t& out) {
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && p == end && !text.empty();
+}
+
 // The concrete tags, in enum order: the plain ones first, then the blocked
 // ones (the aliases share these values).
 constexpr int first_tag = static_cast<int>(format_tag::a);
@@ -41,11 +48,11 @@ std::string place::to_string() const {
 place place::parse(std::string_view text) {
   if (text == "cpu") return cpu();
   const auto colon = text.find(':');
-  std::int64_t n = -1;
-  if (colon != std::string_view::npos && parse_size(text.substr(colon + 1), n) && n >= 0) {
+  std::size_t n = 0;
+  if (colon != std::string_view::npos && parse_index(text.substr(colon + 1), n)) {
     const std::string_view kind = text.substr(0, colon);
-    if (kind == "gpu") return gpu(static_cast<std::size_t>(n));
-    if (kind == "cpu") return {engine_kind::cpu, static_cast<std::size_t>(n)};
+    if (kind == "gpu") return gpu(n);
+    if (kind == "cpu") return {engine_kind::cpu, n};
   }
   bad("place '" + std::string(text) + "' is not cpu, cpu:N or gpu:N");
 }
@@ -60,6 +67,13 @@ layout layout::strided(std::vector<std::int64_t> strides) {
   if (strides.empty() || strides.size() > static_cast<std::size_t>(max_ndims)) {
     bad("a strided layout needs 1 to " + std::to_string(max_ndims) + " strides, got " +
         std::to_string(strides.size()));
+  }
+  // As memory_desc refuses them, and parse.
+  for (std::size_t d = 0; d < strides.size(); ++d) {
+    if (strides[d] < 0) {
+      bad("a strided layout's strides must not be negative: stride " + std::to_string(d) + " is " +
+          std::to_string(strides[d]));
+    }
   }
   layout l;
   l.strides_ = std::move(strides);
@@ -130,6 +144,14 @@ layout layout::parse(std::string_view text) {
     }
   }
   bad("layout '" + std::string(text) + "' is neither a format tag nor s<stride>,<stride>,...");
+}
+
+// ---- library ----------------------------------------------------------------
+
+std::string library::problem() const {
+  if (name.empty()) return "the library name is empty";
+  if (name.find('/') != std::string::npos) return "the library name '" + name + "' contains '/'";
+  return {};
 }
 
 // ---- kernel_type ------------------------------------------------------------
@@ -207,11 +229,11 @@ kernel_type kernel_type::parse(std::string_view text) {
     }
     if (auto why = t.scale_problem(); !why.empty()) bad(why);
     t.layout = layout::parse(parts[2]);
-    if (parts[3].empty()) bad("no library named");
+    t.library = {std::string(parts[3])};
+    if (auto why = t.library.problem(); !why.empty()) bad(why);
   } catch (const error& e) {
     bad("kernel type '" + std::string(text) + "': " + e.message());
   }
-  t.library = {std::string(parts[3])};
   return t;
 }
 

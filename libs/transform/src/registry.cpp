@@ -328,15 +328,21 @@ void transform_registry::add(const kernel_type& from, const kernel_type& to, std
     throw error(status::invalid_arguments,
                 "transform '" + name + "' goes from " + from.to_string() + " to itself");
   }
+  // Each end must be a node plan() can reach and execute_plan can allocate
+  // (a concrete layout: `any` would fail only when a plan through it runs),
+  // and print text that parses back.
   for (const kernel_type* t : {&from, &to}) {
-    if (!is_known(t->data_type) || (t->layout.is_tag() && t->layout.tag() == format_tag::undef)) {
+    const auto refuse = [&](const std::string& why) {
       throw error(status::invalid_arguments,
-                  "transform '" + name + "': kernel type " + t->to_string() + " is incomplete");
+                  "transform '" + name + "': kernel type " + t->to_string() + why);
+    };
+    if (!is_known(t->data_type)) refuse(" is incomplete (no known data type)");
+    if (t->layout.is_tag() &&
+        (t->layout.tag() == format_tag::undef || t->layout.tag() == format_tag::any)) {
+      refuse(" has no concrete layout (" + t->layout.to_string() + ")");
     }
-    if (auto why = t->scale_problem(); !why.empty()) {
-      throw error(status::invalid_arguments,
-                  "transform '" + name + "': kernel type " + t->to_string() + ": " + why);
-    }
+    if (auto why = t->scale_problem(); !why.empty()) refuse(": " + why);
+    if (auto why = t->library.problem(); !why.empty()) refuse(": " + why);
   }
   user_entry entry{std::move(name),
                    std::make_shared<const transform_function>(std::move(function))};

@@ -13,7 +13,10 @@
 //
 // A layout is a format tag (kept in canonical form: nchw and abcd are one
 // layout) or, for a plain layout no tag names, its strides in elements
-// (printed "s64,1"). to_string and parse are inverses for every value.
+// (printed "s64,1"; none negative). parse(t.to_string()) == t for every
+// kernel type t whose library name and scale fit (library::problem and
+// kernel_type::scale_problem are empty): the checks parse makes itself, and
+// transform_registry::add makes of the kernel types it is given.
 //
 // Integer data (s8, u8, s32) may carry a quantization scale: a stored q
 // stands for the real value q * scale ("s8*0.05"; 1 when absent, and not
@@ -21,11 +24,13 @@
 // scales multiplies by from.scale / to.scale, rounds to nearest even and
 // saturates.
 //
-// Thread-safety: values; copies are independent. Exceptions: parse and
-// layout::desc_for throw primcache::error(invalid_arguments) naming the bad
-// text or the mismatch (parse also refuses a scale that is not finite and
-// positive, or a scale on floating-point data); kernel_type::of throws for
-// an empty memory or a layout neither a tag nor plain strides describe.
+// Thread-safety: values; copies are independent. Exceptions: parse,
+// layout::strided and layout::desc_for throw primcache::error(
+// invalid_arguments) naming the bad text or the mismatch (parse also refuses
+// a scale that is not finite and positive, a scale on floating-point data,
+// or an empty library name; strided refuses a negative stride);
+// kernel_type::of throws for an empty memory or a layout neither a tag nor
+// plain strides describe.
 #pragma once
 
 #include <cstddef>
@@ -67,6 +72,7 @@ class PRIMCACHE_API layout {
  public:
   layout() = default;               // format_tag::undef: no layout
   layout(format_tag tag) noexcept;  // NOLINT: a tag is a layout
+  // 1 to max_ndims strides, none negative (invalid_arguments otherwise).
   static layout strided(std::vector<std::int64_t> strides);
   // The layout of a resolved descriptor: the canonical tag it matches
   // (trying the plain tags first), else its strides when it is plain.
@@ -92,7 +98,8 @@ class PRIMCACHE_API layout {
 };
 
 // The library whose kernels read the data: "jit", "generic", "reference" or
-// any other name a user gives (no '/').
+// any other non-empty name a user gives without '/' (the separator of a
+// kernel type's text).
 struct PRIMCACHE_API library {
   std::string name;
 
@@ -100,6 +107,9 @@ struct PRIMCACHE_API library {
   static library generic() { return {"generic"}; }
   static library reference() { return {"reference"}; }
   const std::string& to_string() const noexcept { return name; }
+  // Empty when the name prints and parses back (non-empty, no '/'), else
+  // why not.
+  std::string problem() const;
   friend bool operator==(const library&, const library&) = default;
 };
 

@@ -34,9 +34,10 @@
 namespace primcache {
 
 // A user's transform: fills `dst` (allocated by the executor in the step's
-// target kernel type, on its place) from `src`. `strm` is a stream of the
-// GPU engine when either side is on a GPU, else of the CPU engine; the
-// executor waits on it after the call.
+// target kernel type, on an engine of its place; see execute_plan) from
+// `src`. `strm` is a stream of dst's engine or src's: the GPU one when
+// either side is on a GPU, else the CPU one; the executor waits on it after
+// the call.
 using transform_function =
     std::function<void(const memory& src, const memory& dst, const stream& strm)>;
 
@@ -85,12 +86,22 @@ struct PRIMCACHE_API transform_plan {
 // Runs `plan` on `src` (whose kernel type must be plan.from, library aside)
 // and returns a memory in plan.to; `src` itself when the plan has no step
 // that moves data. Blocks until the data is in place.
+//
+// Engines: a place has many (its default engine, and one per user OpenCL
+// context from ocl_interop::make_engine), and a kernel reads only memory of
+// its own. So a step within one place writes a memory on the engine of the
+// memory it reads, and a step to another place writes on the engine of the
+// caller's memory there: dst's, else src's (a round trip through the host
+// comes back to src's engine), else the place's default engine. Streams
+// are made on those engines, never from the plan's places.
 PRIMCACHE_API memory execute_plan(const transform_plan& plan, const memory& src);
 // The same into the caller's `dst`, which must be of plan.to (the
 // descriptor its layout and data type give for src's dims, on its place):
 // the last step writes there, intermediate steps into fresh memories; a plan
-// that moves nothing copies src into dst. Throws invalid_arguments for a
-// dst of another kernel type.
+// that moves nothing copies src into dst. When the last step's engine is
+// not dst's (src and dst on two engines of one GPU: two OpenCL contexts),
+// it writes a fresh memory that is then copied into dst through the host.
+// Throws invalid_arguments for a dst of another kernel type.
 PRIMCACHE_API void execute_plan(const transform_plan& plan, const memory& src, const memory& dst);
 
 }  // namespace primcache

@@ -67,7 +67,11 @@ class PRIMCACHE_API transform_registry {
   static transform_registry& global();
 
   // Registers (or replaces) the user transform for (from, to). Throws
-  // invalid_arguments for an empty function, from == to, or undef types.
+  // invalid_arguments for an empty function, from == to, an end with an
+  // unknown data type, a layout that is undef or `any` (no memory can be
+  // allocated in it), a scale that does not fit its type
+  // (kernel_type::scale_problem) or a library name that does not print and
+  // parse back (library::problem: empty, or with a '/').
   void add(const kernel_type& from, const kernel_type& to, std::string name,
            transform_function function);
   // Removes the user transform for (from, to); false when there was none.
