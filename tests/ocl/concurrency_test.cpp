@@ -151,3 +151,51 @@ TEST_CASE("threads racing on the first execution with constant weights pack them
     REQUIRE(ocl_interop::get_program_counts().weights_packs == before + 1);
   }
 }
+
+// Engines sharing one context realize a binary once between them: PoCL 3.1
+// without its kernel cache (POCL_KERNEL_CACHE=0, as CTest runs it) aborted
+// the process ("Can't get stat() on .../_UNCACHED_*/...") when two programs
+// of one binary in one context were created and released concurrently, as
+// each engine's own program was (docs/ocl.md).
+TEST_CASE("threads on engines sharing a context create, run and release one primitive",
+          "[ocl][concurrency][interop]") {
+  set_primitive_cache_capacity(1024);
+  cl_device_id device = ocl_interop::get_device(engine(engine_kind::gpu, 0));
+  cl_int err = CL_SUCCESS;
+  cl_context context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
+  REQUIRE(err == CL_SUCCESS);
+  {
+    std::vector<engine> engines;
+    for (int t = 0; t < 3; ++t) engines.push_back(ocl_interop::make_engine(device, context));
+    clReleaseContext(context);  // the engines hold it
+    const memory::desc from({1, 3, 4, 7}, data_type::f32, format_tag::nchw);
+    const memory::desc to({1, 3, 4, 7}, data_type::f32, format_tag::nhwc);
+    { const reorder built(reorder::primitive_desc(engines[0], from, engines[0], to)); }
+    std::atomic<int> correct{0};
+    std::vector<std::thread> threads;
+    for (const engine& eng : engines) {
+      threads.emplace_back([&, eng] {
+        stream strm(eng);
+        memory src(from, eng), dst(to, eng);
+        const auto in = ocl_test::pattern(from.size_bytes() / 4, 19);
+        ocl_test::write_all(src, in);
+        bool ok = true;
+        for (int round = 0; round < 30; ++round) {
+          // Each round's primitive realizes the binary or shares the live
+          // program, and lets go of it at the end of the round.
+          const reorder prim(reorder::primitive_desc(eng, from, eng, to));
+          prim.execute(strm, {{PRIMCACHE_ARG_FROM, src}, {PRIMCACHE_ARG_TO, dst}});
+          strm.wait();
+          const auto out = ocl_test::read_all(dst);
+          for (const auto& i : ocl_test::all_indices({1, 3, 4, 7})) {
+            ok = ok && out[static_cast<std::size_t>(to.offset_of(i))] ==
+                           in[static_cast<std::size_t>(from.offset_of(i))];
+          }
+        }
+        if (ok) correct.fetch_add(1);
+      });
+    }
+    for (auto& t : threads) t.join();
+    REQUIRE(correct.load() == 3);
+  }
+}

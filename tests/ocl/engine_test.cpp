@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -122,6 +123,92 @@ TEST_CASE("OpenCL devices take engine indices GPUs first, each group in discover
     for (std::size_t i = 0; i < expected.size(); ++i) {
       CHECK(ocl_interop::get_device(engine(engine_kind::gpu, i)) == expected[i]);
     }
+  }
+}
+
+TEST_CASE("discovery leaves out a platform or device whose query fails and keeps the others",
+          "[ocl][engine][devices]") {
+  // Made-up handles: the queries below are the only ones that see them.
+  auto id = [](std::uintptr_t n) { return reinterpret_cast<cl_device_id>(n); };
+  const auto p0 = reinterpret_cast<cl_platform_id>(std::uintptr_t{0x100});
+  const auto p1 = reinterpret_cast<cl_platform_id>(std::uintptr_t{0x200});
+  std::set<cl_device_id> failing_devices;
+  std::set<cl_platform_id> failing_platforms;
+  bool platforms_fail = false;
+  ocl_internal::discovery_queries queries;
+  queries.platforms = [&] {
+    if (platforms_fail) ocl_internal::throw_cl_error(CL_OUT_OF_HOST_MEMORY, "clGetPlatformIDs");
+    return std::vector<cl_platform_id>{p0, p1};
+  };
+  queries.devices = [&](cl_platform_id p) {
+    if (failing_platforms.count(p)) {
+      ocl_internal::throw_cl_error(CL_INVALID_PLATFORM, "clGetDeviceIDs");
+    }
+    return p == p0 ? std::vector<cl_device_id>{id(1), id(2)} : std::vector<cl_device_id>{id(3)};
+  };
+  queries.describe = [&](cl_device_id d) {
+    if (failing_devices.count(d)) {
+      ocl_internal::throw_cl_error(CL_INVALID_DEVICE, "clGetDeviceInfo(CL_DRIVER_VERSION)");
+    }
+    auto e = fake_device("P", ("dev" + std::to_string(reinterpret_cast<std::uintptr_t>(d))).c_str(),
+                         CL_DEVICE_TYPE_GPU);
+    e.device = d;
+    return e;
+  };
+
+  SECTION("nothing fails: every device, in platform then device order") {
+    const auto found = ocl_internal::discover(queries);
+    CHECK(names(found.devices) == std::vector<std::string>{"dev1", "dev2", "dev3"});
+    CHECK(found.skipped.empty());
+    CHECK_FALSE(found.failure());
+  }
+  SECTION("a device whose query fails") {
+    failing_devices = {id(1)};
+    const auto found = ocl_internal::discover(queries);
+    CHECK(names(found.devices) == std::vector<std::string>{"dev2", "dev3"});
+    REQUIRE(found.skipped.size() == 1);
+    CHECK_THAT(found.skipped[0], Catch::StartsWith("device 0 of OpenCL platform 0: ") &&
+                                     Catch::Contains("clGetDeviceInfo(CL_DRIVER_VERSION)") &&
+                                     Catch::Contains("CL_INVALID_DEVICE (-33)"));
+    CHECK_FALSE(found.failure());  // devices are left
+  }
+  SECTION("a platform whose device list fails") {
+    failing_platforms = {p0};
+    const auto found = ocl_internal::discover(queries);
+    CHECK(names(found.devices) == std::vector<std::string>{"dev3"});
+    REQUIRE(found.skipped.size() == 1);
+    CHECK_THAT(found.skipped[0],
+               Catch::StartsWith("OpenCL platform 0: ") && Catch::Contains("CL_INVALID_PLATFORM"));
+  }
+  SECTION("every device fails: the failure names each CL error") {
+    failing_devices = {id(1), id(2), id(3)};
+    const auto found = ocl_internal::discover(queries);
+    CHECK(found.devices.empty());
+    CHECK(found.skipped.size() == 3);
+    REQUIRE(found.failure());
+    CHECK_THAT(*found.failure(), Catch::StartsWith("no OpenCL device could be listed: ") &&
+                                     Catch::Contains("device 1 of OpenCL platform 0") &&
+                                     Catch::Contains("device 0 of OpenCL platform 1") &&
+                                     Catch::Contains("CL_INVALID_DEVICE"));
+  }
+  SECTION("the platforms cannot be listed") {
+    platforms_fail = true;
+    const auto found = ocl_internal::discover(queries);
+    CHECK(found.devices.empty());
+    REQUIRE(found.failure());
+    CHECK_THAT(*found.failure(), Catch::Contains("clGetPlatformIDs failed: CL_OUT_OF_HOST_MEMORY"));
+  }
+  SECTION("no platform or no device is no failure") {
+    queries.platforms = [] { return std::vector<cl_platform_id>{}; };
+    CHECK_FALSE(ocl_internal::discover(queries).failure());
+  }
+  SECTION("this machine's ICD loader: every device, nothing left out") {
+    const auto found = ocl_internal::discover(ocl_internal::icd_queries());
+    CHECK(found.skipped.empty());
+    CHECK_FALSE(ocl_internal::discovery_failure());
+    std::vector<cl_device_id> devices;
+    for (const auto& e : ocl_internal::gpus_first(found.devices)) devices.push_back(e.device);
+    CHECK(devices == every_device_gpus_first());
   }
 }
 
@@ -268,6 +355,36 @@ TEST_CASE("PRIMCACHE_OCL_DEVICE as an index leaves that one device", "[.][ocl][e
   CHECK(ocl_interop::get_device(engine(engine_kind::gpu, 0)) ==
         every[static_cast<std::size_t>(index.value())]);
   CHECK(env_reports().empty());
+}
+
+// Run by CTest with tests/ocl/failing_queries.cpp preloaded, two PoCL
+// devices (POCL_DEVICES="pthread basic") and the basic device's
+// clGetDeviceInfo(CL_DRIVER_VERSION) failing; CTest also looks for the
+// report on stderr (see tests/ocl/CMakeLists.txt).
+TEST_CASE("a device whose query fails is left out and the others stay",
+          "[.][ocl][env][discovery_device_fails]") {
+  const std::size_t count = engine::get_count(engine_kind::gpu);
+  REQUIRE(count == every_device_gpus_first().size() - 1);
+  for (std::size_t i = 0; i < count; ++i) {
+    CHECK_THAT(backend::impl_of(engine(engine_kind::gpu, i)).describe(), !Catch::Contains("basic"));
+  }
+  CHECK_FALSE(ocl_internal::discovery_failure());
+}
+
+// Run by CTest with failing_queries.cpp making clGetPlatformIDs fail.
+TEST_CASE("when no device can be listed, engine creation names the CL error",
+          "[.][ocl][env][discovery_fails]") {
+  // Named: Catch's && keeps references to the matchers it combines.
+  const auto none_listed = Catch::Contains("no OpenCL device could be listed");
+  const auto cl_error = Catch::Contains("clGetPlatformIDs failed: CL_OUT_OF_HOST_MEMORY (-6)");
+  try {
+    engine eng(engine_kind::gpu, 0);
+    FAIL("an engine was made");
+  } catch (const error& e) {
+    CHECK(e.code() == status::runtime_error);
+    CHECK_THAT(e.message(), none_listed && cl_error);
+  }
+  CHECK_THROWS_WITH(engine::get_count(engine_kind::gpu), none_listed && cl_error);
 }
 
 TEST_CASE("a buffer larger than the device can hold is an out-of-memory error",

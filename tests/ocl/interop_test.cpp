@@ -1,9 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "host_reference.hpp"
 #include "ocl_engine.hpp"
@@ -84,6 +87,51 @@ TEST_CASE("two contexts on one device share one cache entry, realized in each",
     e1.reset();
     check_relu(p2, e2, s2, alpha);
   }
+}
+
+TEST_CASE("engines sharing one context share one realized program", "[ocl][interop][cache]") {
+  set_primitive_cache_capacity(1024);
+  user_context c;
+  const engine e1 = ocl_interop::make_engine(c.device, c.context);
+  const engine e2 = ocl_interop::make_engine(c.device, c.context);
+  REQUIRE_FALSE(e1 == e2);
+  const float alpha = 0.34375f;  // a key of its own
+  const memory::desc md({4, 23}, data_type::f32, format_tag::ab);
+  const eltwise_forward::desc d(prop_kind::forward_inference, algorithm::eltwise_relu, md, alpha);
+  const auto before = ocl_interop::get_program_counts();
+  const eltwise_forward p1(eltwise_forward::primitive_desc(d, e1));
+  const eltwise_forward p2(eltwise_forward::primitive_desc(d, e2));
+  const auto after = ocl_interop::get_program_counts();
+  // The source build's own program, then one program in the shared context
+  // (PoCL 3.1 without its kernel cache aborts when programs of one binary in
+  // one context are created and released concurrently: docs/ocl.md).
+  CHECK(after.source_builds == before.source_builds + 1);
+  CHECK(after.binary_loads == before.binary_loads + 1);
+  stream s1(e1), s2(e2);
+  check_relu(p1, e1, s1, alpha);
+  check_relu(p2, e2, s2, alpha);
+}
+
+TEST_CASE("a primitive made from a cached impl after the last one went away loads nothing",
+          "[ocl][interop][cache]") {
+  // The impl keeps its realized program: before, the program went with the
+  // last primitive, and every later one loaded and built the binary again
+  // (a graph's per-run transforms did, every run).
+  set_primitive_cache_capacity(1024);
+  user_context c;
+  const engine e = ocl_interop::make_engine(c.device, c.context);
+  stream s(e);
+  const float alpha = 0.40625f;  // a key of its own
+  const memory::desc md({5, 19}, data_type::f32, format_tag::ab);
+  const eltwise_forward::desc d(prop_kind::forward_inference, algorithm::eltwise_relu, md, alpha);
+  { check_relu(eltwise_forward(eltwise_forward::primitive_desc(d, e)), e, s, alpha); }
+  const auto before = ocl_interop::get_program_counts();
+  for (int i = 0; i < 3; ++i) {
+    check_relu(eltwise_forward(eltwise_forward::primitive_desc(d, e)), e, s, alpha);
+  }
+  const auto after = ocl_interop::get_program_counts();
+  CHECK(after.source_builds == before.source_builds);
+  CHECK(after.binary_loads == before.binary_loads);
 }
 
 // Run by CTest with POCL_DEBUG (see CMakeLists.txt), which fails the test if
@@ -239,6 +287,73 @@ TEST_CASE("a primitive runs on the user's own buffers through the user's queue",
   REQUIRE(clReleaseMemObject(dst_buf) == CL_SUCCESS);
 }
 
+TEST_CASE("a memory refuses a user's cl_mem of another context or smaller than its descriptor",
+          "[ocl][interop][memory][errors]") {
+  user_context mine, other;
+  const engine eng = ocl_interop::make_engine(mine.device, mine.context);
+  // Channels padded to a block of 16: size_bytes() (1280) is more than the
+  // dense 1x3x4x5 floats (240).
+  const memory::desc md({1, 3, 4, 5}, data_type::f32, format_tag::nChw16c);
+  REQUIRE(md.size_bytes() == 1 * 16 * 4 * 5 * 4);
+  auto buffer = [](cl_context context, std::size_t bytes) {
+    cl_int err = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(context, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+    return m;
+  };
+  auto refused = [](const std::function<void()>& wrap, const std::string& why) {
+    try {
+      wrap();
+      FAIL("the cl_mem was accepted");
+    } catch (const error& e) {
+      INFO(e.what());
+      CHECK(e.code() == status::invalid_arguments);
+      CHECK_THAT(e.message(), Catch::Contains(why));
+    }
+  };
+  cl_mem foreign = buffer(other.context, md.size_bytes());
+  cl_mem dense = buffer(mine.context, 240);
+  cl_mem exact = buffer(mine.context, md.size_bytes());
+  cl_mem larger = buffer(mine.context, md.size_bytes() + 64);
+
+  SECTION("wrapped by the constructor") {
+    refused([&] { memory m(md, eng, foreign); }, "another OpenCL context");
+    refused([&] { memory m(md, eng, dense); }, "holds 240 bytes; the memory descriptor needs 1280");
+    CHECK(memory(md, eng, exact).get_data_handle() == exact);
+    CHECK(memory(md, eng, larger).get_data_handle() == larger);
+    CHECK(memory(md, eng, nullptr).get_data_handle() == nullptr);
+  }
+  SECTION("set as the data handle: a refused handle leaves the memory's buffer") {
+    memory m(md, eng);
+    void* own = m.get_data_handle();
+    refused([&] { m.set_data_handle(foreign); }, "another OpenCL context");
+    refused([&] { m.set_data_handle(dense); }, "holds 240 bytes; the memory descriptor needs 1280");
+    CHECK(m.get_data_handle() == own);
+    m.set_data_handle(exact);
+    CHECK(m.get_data_handle() == exact);
+  }
+  SECTION("an image is not a buffer") {
+    cl_bool images = CL_FALSE;
+    REQUIRE(clGetDeviceInfo(mine.device, CL_DEVICE_IMAGE_SUPPORT, sizeof images, &images,
+                            nullptr) == CL_SUCCESS);
+    if (images == CL_FALSE) {
+      WARN("the device has no images: nothing to refuse");
+    } else {
+      const cl_image_format format{CL_RGBA, CL_FLOAT};
+      cl_image_desc desc{};
+      desc.image_type = CL_MEM_OBJECT_IMAGE2D;
+      desc.image_width = 64;
+      desc.image_height = 64;
+      cl_int err = CL_SUCCESS;
+      cl_mem image = clCreateImage(mine.context, CL_MEM_READ_WRITE, &format, &desc, nullptr, &err);
+      REQUIRE(err == CL_SUCCESS);
+      refused([&] { memory m(md, eng, image); }, "not a buffer");
+      clReleaseMemObject(image);
+    }
+  }
+  for (cl_mem m : {foreign, dense, exact, larger}) clReleaseMemObject(m);
+}
+
 TEST_CASE("a stream refuses a queue that is not an in-order queue of its engine",
           "[ocl][interop][errors]") {
   user_context mine, other;
@@ -311,4 +426,52 @@ TEST_CASE("engines of devices that differ in platform, model or driver never sha
   stream s1(base), s2(changed);
   check_relu(p1, base, s1, alpha);
   check_relu(p2, changed, s2, alpha);
+}
+
+// Run by CTest with two PoCL devices (POCL_DEVICES="pthread basic") and
+// PRIMCACHE_OCL_DEVICE=pthread, which leaves the basic device out of
+// engine(gpu, i)'s list: see tests/ocl/CMakeLists.txt.
+TEST_CASE("an interop engine on a device engine(gpu, i) does not list has an index of its own",
+          "[.][ocl][interop][env_unlisted]") {
+  const std::size_t count = engine::get_count(engine_kind::gpu);
+  REQUIRE(count >= 1);
+  std::vector<cl_device_id> listed;
+  for (std::size_t i = 0; i < count; ++i) {
+    listed.push_back(ocl_interop::get_device(engine(engine_kind::gpu, i)));
+  }
+  cl_platform_id platform = nullptr;
+  REQUIRE(clGetDeviceInfo(listed[0], CL_DEVICE_PLATFORM, sizeof platform, &platform, nullptr) ==
+          CL_SUCCESS);
+  cl_uint n = 0;
+  REQUIRE(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) == CL_SUCCESS);
+  std::vector<cl_device_id> all(n);
+  REQUIRE(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, n, all.data(), nullptr) == CL_SUCCESS);
+  cl_device_id unlisted = nullptr;
+  for (cl_device_id d : all) {
+    if (std::find(listed.begin(), listed.end(), d) == listed.end()) unlisted = d;
+  }
+  REQUIRE(unlisted != nullptr);  // PRIMCACHE_OCL_DEVICE left one out
+
+  cl_int err = CL_SUCCESS;
+  cl_context ctx = clCreateContext(nullptr, 1, &unlisted, nullptr, nullptr, &err);
+  REQUIRE(err == CL_SUCCESS);
+  cl_context ctx2 = clCreateContext(nullptr, 1, &unlisted, nullptr, nullptr, &err);
+  REQUIRE(err == CL_SUCCESS);
+  {
+    const engine mine = ocl_interop::make_engine(unlisted, ctx);
+    // Past the listed devices: engine(gpu, that index) names no device.
+    CHECK(mine.get_index() >= count);
+    CHECK_THROWS_WITH(engine(engine_kind::gpu, mine.get_index()), Catch::Contains("out of range"));
+    // The same device in another context keeps the index; a listed device
+    // keeps its place.
+    CHECK(ocl_interop::make_engine(unlisted, ctx2).get_index() == mine.get_index());
+    CHECK(ocl_interop::make_engine(listed[0], ocl_interop::get_context(engine(engine_kind::gpu, 0)))
+              .get_index() == 0);
+    // Each index has its own constant tensor cache: the unlisted device's
+    // packed weights are not charged to engine 0's device.
+    CHECK(&constant_tensor_cache_for(mine) !=
+          &constant_tensor_cache_for(engine(engine_kind::gpu, 0)));
+  }
+  clReleaseContext(ctx);
+  clReleaseContext(ctx2);
 }

@@ -170,6 +170,18 @@ ocl_internal::program_binary binary_of(const std::vector<std::uint8_t>& blob, co
   return binary.value();
 }
 
+// `blob` with the first 16 bytes of its program binary overwritten, as a
+// driver of another build would find it, in a record that passes every
+// check but the driver's (identity, source digest, checksum).
+std::vector<std::uint8_t> with_binary_the_driver_refuses(const std::vector<std::uint8_t>& blob,
+                                                         const engine& eng,
+                                                         const std::string& source) {
+  auto binary = binary_of(blob, eng, source);
+  REQUIRE(binary.size() > 16);
+  std::fill_n(binary.begin(), 16, static_cast<unsigned char>(0x5a));
+  return with_object(blob, ocl_internal::write_binary_record(identity_of(eng), source, binary));
+}
+
 // A redis-server on a free loopback port for one test (no persistence),
 // killed at the end. A missing server fails the test (never a skip), naming
 // scripts/install-deps, as the persist tests do.
@@ -392,6 +404,51 @@ TEST_CASE("OpenCL blobs that are altered or made elsewhere are refused, never lo
   }
 }
 
+TEST_CASE("a blob whose binary the OpenCL driver refuses is refused and caches nothing",
+          "[ocl][persist][blob][errors]") {
+  set_primitive_cache_capacity(1024);
+  engine eng(engine_kind::gpu, 0);
+  // A shape no other test uses: the key starts cold.
+  const memory::desc from({1, 3, 7, 5}, data_type::f32, format_tag::nchw);
+  const memory::desc to({1, 3, 7, 5}, data_type::f32, format_tag::nhwc);
+  const auto pd = reorder::primitive_desc(eng, from, eng, to);
+  std::vector<std::uint8_t> blob;
+  {
+    primitive fresh(pd);
+    blob = fresh.cache_blob();
+  }
+  empty_primitive_cache();
+  const auto& plan = dynamic_cast<const ocl_internal::kernel_pd&>(backend::impl_of(pd)).plan();
+  const auto bad = with_binary_the_driver_refuses(blob, eng, plan.source);
+  const int size = get_primitive_cache_size();
+  const auto before = ocl_interop::get_program_counts();
+  try {
+    primitive p(pd, bad);
+    FAIL("the blob was loaded");
+  } catch (const error& e) {
+    INFO(e.what());
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK_THAT(e.message(), Catch::Contains("refuses the blob's program binary"));
+  }
+  CHECK(ocl_interop::get_program_counts().source_builds == before.source_builds);
+  CHECK_FALSE(primitive_cache_contains(pd));
+  CHECK(get_primitive_cache_size() == size);
+  // Later creations of the primitive are unharmed: compiled afresh, correct.
+  const primitive again(pd);
+  CHECK(ocl_interop::get_program_counts().source_builds == before.source_builds + 1);
+  stream strm(eng);
+  memory src(from, eng), dst(to, eng);
+  const auto in = ocl_test::pattern(from.size_bytes() / 4, 23);
+  ocl_test::write_all(src, in);
+  again.execute(strm, {{PRIMCACHE_ARG_FROM, src}, {PRIMCACHE_ARG_TO, dst}});
+  strm.wait();
+  const auto out = ocl_test::read_all(dst);
+  for (const auto& i : ocl_test::all_indices({1, 3, 7, 5})) {
+    REQUIRE(out[static_cast<std::size_t>(to.offset_of(i))] ==
+            in[static_cast<std::size_t>(from.offset_of(i))]);
+  }
+}
+
 TEST_CASE("binary records refuse every malformed form", "[ocl][persist][record]") {
   const ocl_internal::device_identity id{"P", "D", "1.0"};
   const ocl_internal::program_binary binary = {1, 2, 3, 4};
@@ -485,6 +542,47 @@ TEST_CASE("OpenCL primitives go through the runtime's directory store", "[ocl][p
     CHECK(s1.rejected == s0.rejected + 1);
     CHECK(ocl_interop::get_program_counts().source_builds == c0.source_builds + 1);
     CHECK(same_bits(run(s, p, eng), fresh_out));
+  }
+  SECTION(
+      "a well-formed entry holding a binary the driver refuses is rejected, erased and "
+      "compiled") {
+    const subject s = subjects()[2];
+    const primitive_desc pd = s.make_pd(eng);
+    std::vector<std::uint8_t> blob;
+    std::vector<float> fresh_out;
+    {
+      primitive fresh(pd);
+      fresh_out = run(s, fresh, eng);
+      blob = fresh.cache_blob();
+    }
+    flush_persistent_cache_writes();
+    const auto& plan = dynamic_cast<const ocl_internal::kernel_pd&>(backend::impl_of(pd)).plan();
+    const auto bad = with_binary_the_driver_refuses(blob, eng, plan.source);
+    const auto id = pd.cache_blob_id();
+    auto store = get_persistent_cache();
+    store->erase(std::as_bytes(std::span(id)));
+    REQUIRE(store->put(std::as_bytes(std::span(id)), std::as_bytes(std::span(bad))).status ==
+            put_status::stored);
+    empty_primitive_cache();
+    const auto s0 = get_persistent_cache_stats();
+    const auto c0 = ocl_interop::get_program_counts();
+    {
+      primitive p(pd);
+      const auto s1 = get_persistent_cache_stats();
+      CHECK(s1.rejected == s0.rejected + 1);
+      CHECK(s1.hits == s0.hits);
+      CHECK(ocl_interop::get_program_counts().source_builds == c0.source_builds + 1);
+      CHECK(same_bits(run(s, p, eng), fresh_out));
+    }
+    // The refused entry was replaced by the compiled primitive's: the next
+    // process loads it.
+    flush_persistent_cache_writes();
+    empty_primitive_cache();
+    const auto c1 = ocl_interop::get_program_counts();
+    primitive again(pd);
+    CHECK(get_persistent_cache_stats().hits == s0.hits + 1);
+    CHECK(ocl_interop::get_program_counts().source_builds == c1.source_builds);
+    CHECK(same_bits(run(s, again, eng), fresh_out));
   }
   detach_persistent_cache();
   std::filesystem::remove_all(dir);

@@ -1,9 +1,11 @@
 #include "device_list.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "cl_error.hpp"
 #include "primcache/base/env.hpp"
+#include "primcache/base/error.hpp"
 
 namespace primcache::ocl_internal {
 namespace {
@@ -17,22 +19,42 @@ std::string platform_string(cl_platform_id p, cl_platform_info what) {
   return s;
 }
 
-// Every device of every platform, in platform then device order.
-std::vector<device_entry> discover() {
-  std::vector<device_entry> all;
+// ocl-icd's clGetPlatformIDs when no ICD is registered
+// (CL_PLATFORM_NOT_FOUND_KHR, cl_khr_icd): no device, not a failure.
+constexpr cl_int kNoPlatformRegistered = -1001;
+
+std::vector<cl_platform_id> icd_platforms() {
   cl_uint np = 0;
-  // No ICD registered is no device, not an error.
-  if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return {};
+  const cl_int err = clGetPlatformIDs(0, nullptr, &np);
+  if (err == kNoPlatformRegistered || (err == CL_SUCCESS && np == 0)) return {};
+  check(err, "clGetPlatformIDs");
   std::vector<cl_platform_id> platforms(np);
   check(clGetPlatformIDs(np, platforms.data(), nullptr), "clGetPlatformIDs");
-  for (cl_platform_id p : platforms) {
-    cl_uint nd = 0;
-    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
-    std::vector<cl_device_id> devices(nd);
-    check(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, devices.data(), nullptr), "clGetDeviceIDs");
-    for (cl_device_id d : devices) all.push_back(describe_device(d));
-  }
-  return all;
+  return platforms;
+}
+
+std::vector<cl_device_id> icd_devices(cl_platform_id platform) {
+  cl_uint nd = 0;
+  const cl_int err = clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd);
+  if (err == CL_DEVICE_NOT_FOUND || (err == CL_SUCCESS && nd == 0)) return {};
+  check(err, "clGetDeviceIDs");
+  std::vector<cl_device_id> devices(nd);
+  check(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, nd, devices.data(), nullptr),
+        "clGetDeviceIDs");
+  return devices;
+}
+
+const discovery& icd_discovery() {
+  static const discovery found = [] {
+    discovery d = discover(icd_queries());
+    // Once per process, as a malformed environment variable is.
+    const char* left = d.devices.empty() ? "no OpenCL device is left" : "the other devices stay";
+    for (const std::string& line : d.skipped) {
+      std::fprintf(stderr, "primcache: OpenCL discovery left out %s; %s\n", line.c_str(), left);
+    }
+    return d;
+  }();
+  return found;
 }
 
 }  // namespace
@@ -101,9 +123,57 @@ device_entry describe_device(cl_device_id device) {
   return e;
 }
 
+std::optional<std::string> discovery::failure() const {
+  if (!devices.empty() || skipped.empty()) return std::nullopt;
+  std::string why = "no OpenCL device could be listed: ";
+  for (std::size_t i = 0; i < skipped.size(); ++i) {
+    why.append(i == 0 ? "" : "; ").append(skipped[i]);
+  }
+  return why;
+}
+
+discovery_queries icd_queries() {
+  return {&icd_platforms, &icd_devices, &describe_device};
+}
+
+discovery discover(const discovery_queries& queries) {
+  discovery found;
+  std::vector<cl_platform_id> platforms;
+  try {
+    platforms = queries.platforms();
+  } catch (const error& e) {
+    found.skipped.push_back("every OpenCL platform: " + e.message());
+    return found;
+  }
+  for (std::size_t p = 0; p < platforms.size(); ++p) {
+    const std::string platform = "OpenCL platform " + std::to_string(p);
+    std::vector<cl_device_id> devices;
+    try {
+      devices = queries.devices(platforms[p]);
+    } catch (const error& e) {
+      found.skipped.push_back(platform + ": " + e.message());
+      continue;
+    }
+    for (std::size_t d = 0; d < devices.size(); ++d) {
+      try {
+        found.devices.push_back(queries.describe(devices[d]));
+      } catch (const error& e) {
+        found.skipped.push_back("device " + std::to_string(d) + " of " + platform + ": " +
+                                e.message());
+      }
+    }
+  }
+  return found;
+}
+
+const std::optional<std::string>& discovery_failure() {
+  static const std::optional<std::string> why = icd_discovery().failure();
+  return why;
+}
+
 const std::vector<device_entry>& engine_devices() {
   static const std::vector<device_entry> devices = [] {
-    std::vector<device_entry> all = gpus_first(discover());
+    std::vector<device_entry> all = gpus_first(icd_discovery().devices);
     const auto value = env_string("PRIMCACHE_OCL_DEVICE");
     auto chosen = select_devices(all, value);
     if (!chosen) {

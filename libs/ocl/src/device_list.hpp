@@ -9,11 +9,19 @@
 // matches nothing) is reported once through primcache's env reporting and
 // ignored: every device stays.
 //
+// A platform or device whose OpenCL query fails (clGetDeviceIDs,
+// clGetDeviceInfo, clGetPlatformInfo) is left out and reported once on
+// stderr, naming it and the CL error; the others stay. When queries failed
+// and no device is left, discovery_failure() says why, and the backend's
+// engine count throws it (so engine(gpu, i) names the CL error instead of
+// "out of range (0 available)").
+//
 // Thread-safety: discovered once, on first use; the list is immutable.
 #pragma once
 
 #include <CL/cl.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +45,37 @@ struct device_entry {
 
 // The devices engine(engine_kind::gpu, i) can pick, after PRIMCACHE_OCL_DEVICE.
 const std::vector<device_entry>& engine_devices();
+
+// Why engine_devices() is empty when OpenCL queries failed ("no OpenCL
+// device could be listed: ..." with each failure); nullopt when a device
+// was listed or none failed (no ICD, no platform, no device is not a
+// failure).
+const std::optional<std::string>& discovery_failure();
+
+// What discovery found: every device it could describe, in platform then
+// device order, and a line for each platform or device it left out because
+// a query about it failed ("device 1 of OpenCL platform 0: clGetDeviceInfo
+// (CL_DEVICE_NAME) failed: CL_INVALID_DEVICE (-33)").
+struct discovery {
+  std::vector<device_entry> devices;
+  std::vector<std::string> skipped;
+  // The failure to report when no device is left: see discovery_failure().
+  std::optional<std::string> failure() const;
+};
+
+// The OpenCL queries discovery makes. A failing query throws
+// primcache::error (as check() does); tests replace them to make one fail.
+struct discovery_queries {
+  std::function<std::vector<cl_platform_id>()> platforms;
+  std::function<std::vector<cl_device_id>(cl_platform_id)> devices;
+  std::function<device_entry(cl_device_id)> describe;
+};
+// The ICD loader's: clGetPlatformIDs (none registered is an empty list),
+// clGetDeviceIDs (CL_DEVICE_NOT_FOUND is an empty list), describe_device.
+discovery_queries icd_queries();
+// Every device `queries` list, skipping the platforms and devices whose
+// queries fail.
+discovery discover(const discovery_queries& queries);
 
 // The engine order of devices listed in platform then device order: every
 // GPU (CL_DEVICE_TYPE_GPU among the type bits) first, then every other

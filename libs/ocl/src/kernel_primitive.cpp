@@ -1,5 +1,7 @@
 #include "kernel_primitive.hpp"
 
+#include <algorithm>
+
 #include "ocl_engine.hpp"
 #include "ocl_storage.hpp"
 #include "ocl_stream.hpp"
@@ -57,20 +59,51 @@ void kernel_pd::follow_chosen_config() {
   }
 }
 
+namespace {
+
+// The binary of a blob realized for `ocl`, with the plan's kernels in it.
+// The driver has the last word on a binary (one of another driver build,
+// or altered): a refusal must throw here, where the runtime counts the blob
+// as rejected and caches nothing, not at create_resource, after the impl was
+// filed in the primitive cache and failed every later creation.
+std::shared_ptr<const realized_program> realize_loaded_binary(const ocl_engine& ocl,
+                                                              const program_binary& binary,
+                                                              const kernel_plan& plan,
+                                                              const std::string& who) {
+  try {
+    auto program = ocl.program_for(binary, plan.name);
+    const realized_kernel main_kernel(program, plan.name);
+    if (plan.packing) {
+      const realized_kernel packing_kernel(program, plan.packing->name);
+    }
+    return program;
+  } catch (const error& e) {
+    if (e.code() == status::out_of_memory) throw;  // the device's state, not the blob's
+    throw error(status::invalid_arguments, who + ": the OpenCL driver of " + ocl.describe() +
+                                               " refuses the blob's program binary (" +
+                                               e.message() + ")");
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const backend::primitive_impl> kernel_pd::load_impl(
     const engine& eng, const backend::impl_blob& blob) const {
   // The runtime checked the name, the key (device identity and the kernel
   // configuration are in it) and the checksum; the record is checked
-  // against this engine's device and the source this descriptor generates.
+  // against this engine's device and the source this descriptor generates,
+  // and the binary against the driver.
+  const std::string who = std::string(to_string(kind())) + " (" + name() + ")";
   const ocl_engine& ocl = ocl_engine_of(backend::impl_of(eng));
   const device_identity id = device_identity::of(ocl.device_info());
   auto binary = read_binary_record(blob.object, id, plan_.source);
-  if (!binary) {
-    throw error(binary.why().code,
-                std::string(to_string(kind())) + " (" + name() + "): " + binary.why().message);
-  }
+  if (!binary) throw error(binary.why().code, who + ": " + binary.why().message);
   auto self = std::static_pointer_cast<const kernel_pd>(shared_from_this());
-  return std::make_shared<const kernel_impl>(self, std::move(binary).value(), id);
+  // The impl first: the program is keyed by the address of the binary it
+  // owns.
+  auto impl = std::make_shared<kernel_impl>(self, std::move(binary).value(), id);
+  impl->hold(realize_loaded_binary(ocl, impl->binary(), plan_, who));
+  return impl;
 }
 
 std::vector<std::uint8_t> kernel_impl::serialize() const {
@@ -93,9 +126,22 @@ kernel_resource::kernel_resource(const engine& eng, const program_binary& binary
   }
 }
 
+void kernel_impl::hold(std::shared_ptr<const realized_program> program) const {
+  lock_guard<mutex> lock(programs_mu_);
+  if (std::find(programs_.begin(), programs_.end(), program) == programs_.end()) {
+    programs_.push_back(std::move(program));
+  }
+}
+
 void kernel_impl::create_resource(const engine& eng, backend::resource_mapper& mapper) const {
   if (mapper.has(this)) return;
   mapper.add(this, std::make_unique<kernel_resource>(eng, binary_, pd_->plan()));
+  // Kept past this primitive: without it, a primitive made from the cached
+  // impl after the last one went away loaded and built the binary again (a
+  // graph's per-run transforms did, every run), and with PoCL's kernel
+  // cache off, a program released while another was built from the same
+  // binary aborted PoCL.
+  hold(ocl_engine_of(backend::impl_of(eng)).program_for(binary_, pd_->plan().name));
 }
 
 cl_mem arg_buffer(const backend::exec_ctx& ctx, int arg, const char* what, cl_context context) {

@@ -11,7 +11,12 @@
 // Blobs (primitive::cache_blob, the persistent cache): serialize writes the
 // binary as a binary_record (device identity, source digest, binary) in the
 // runtime's impl_blob; load_impl checks it against the loading engine and
-// the descriptor's source and makes the impl without compiling.
+// the descriptor's source, realizes it in the engine's context without
+// compiling, and throws invalid_arguments when the driver refuses it (the
+// runtime then caches nothing: a persistent cache's entry is erased and
+// compiled afresh). The program realized there is kept by the impl until
+// its first create_resource, which takes it over, so a loaded blob is
+// realized once.
 //
 // Constant weights: when the plan has a packing kernel, execute takes the
 // weights packed into a device buffer from the constant tensor cache of the
@@ -30,10 +35,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "binary_record.hpp"
 #include "constant_weights.hpp"
 #include "primcache/base/result.hpp"
+#include "primcache/base/thread_annotations.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 #include "program_binary.hpp"
 
@@ -101,6 +108,12 @@ class kernel_impl final : public backend::primitive_impl {
         built_with_(std::move(built_with)) {}
 
   void create_resource(const engine& eng, backend::resource_mapper& mapper) const override;
+  // Keeps `program`, this impl's binary realized in one context and
+  // device, for the impl's life (a cached impl keeps its programs, and so
+  // their contexts, as long as it stays in the primitive cache): each
+  // primitive made from the impl afterwards finds it through the engine's
+  // program_for instead of loading and building the binary again.
+  void hold(std::shared_ptr<const realized_program> program) const;
   void execute(const backend::exec_ctx& ctx) const override;
   std::vector<std::uint8_t> serialize() const override;
   const program_binary& binary() const noexcept { return binary_; }
@@ -114,6 +127,10 @@ class kernel_impl final : public backend::primitive_impl {
   program_binary binary_;
   device_identity made_for_;                          // the device the binary was built on
   std::optional<backend::kernel_config> built_with_;  // set for tuning candidates
+  mutable mutex programs_mu_;
+  // One per context and device this impl has run in (few: a vector).
+  mutable std::vector<std::shared_ptr<const realized_program>> programs_
+      PRIMCACHE_GUARDED_BY(programs_mu_);
 };
 
 // The kernel of one kernel_impl realized in one engine's context, with its

@@ -1,11 +1,15 @@
 #include "ocl_engine.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <tuple>
 
 #include "cl_error.hpp"
 #include "ocl_storage.hpp"
 #include "ocl_stream.hpp"
 #include "primcache/base/error.hpp"
+#include "primcache/base/thread_annotations.hpp"
 
 namespace primcache::ocl_internal {
 
@@ -83,39 +87,66 @@ std::unique_ptr<backend::stream_impl> ocl_engine::create_stream() const {
 
 namespace {
 
-// Whether a slot no one else holds has lost its program. The slot's lock is
-// free: a builder would hold the slot (use_count > 1).
-template <class Slot>
-bool slot_expired(Slot& slot) {
-  lock_guard<mutex> lock(slot.mu);
-  return slot.program.expired();
+// The realized programs of the process, one per (context, device, binary)
+// while any primitive holds it. Keyed by context rather than by engine:
+// with POCL_KERNEL_CACHE=0, PoCL 3.1 aborts ("Can't get stat() on
+// .../_UNCACHED_*/<kernel>") when programs loaded from one binary into one
+// context are released concurrently, which two interop engines sharing a
+// context did when each kept its own (docs/ocl.md).
+class program_registry {
+ public:
+  struct slot {
+    mutex mu;  // held while the slot's program is built
+    std::weak_ptr<const realized_program> program PRIMCACHE_GUARDED_BY(mu);
+  };
+  // The context, the device and the binary's address: while a realized
+  // program is alive, it retains its context and the impl that owns the
+  // binary is alive too (its users hold both), so a live slot never belongs
+  // to another context or binary; an expired one only means "build again".
+  using slot_key = std::tuple<cl_context, cl_device_id, const void*>;
+
+  std::shared_ptr<slot> find_or_add(const slot_key& key) PRIMCACHE_EXCLUDES(mu_) {
+    lock_guard<mutex> lock(mu_);
+    auto& entry = slots_[key];
+    if (!entry) entry = std::make_shared<slot>();
+    std::shared_ptr<slot> found = entry;
+    if (slots_.size() >= 2 * swept_size_) {
+      // Drop slots whose programs are gone (none is being built: a slot
+      // being built is held by its builder, use_count > 1).
+      std::erase_if(
+          slots_, [](const auto& kv) { return kv.second.use_count() == 1 && expired(*kv.second); });
+      swept_size_ = std::max<std::size_t>(slots_.size(), 64);
+    }
+    return found;
+  }
+
+ private:
+  // Whether a slot no one else holds has lost its program. The slot's lock
+  // is free: a builder would hold the slot (use_count > 1).
+  static bool expired(slot& s) {
+    lock_guard<mutex> lock(s.mu);
+    return s.program.expired();
+  }
+
+  // Held only to find or add a slot, never during a build.
+  mutex mu_;
+  std::map<slot_key, std::shared_ptr<slot>> slots_ PRIMCACHE_GUARDED_BY(mu_);
+  std::size_t swept_size_ PRIMCACHE_GUARDED_BY(mu_) = 64;
+};
+
+program_registry& the_programs() {
+  // Never destroyed: programs released during static destruction must find
+  // nothing gone (slots hold only weak references).
+  static program_registry* r = new program_registry;
+  return *r;
 }
 
 }  // namespace
 
 std::shared_ptr<const realized_program> ocl_engine::program_for(const program_binary& binary,
                                                                 const std::string& name) const {
-  // Keyed by the binary's address: while a realized program is alive, the
-  // impl that owns the binary is alive too (its users hold both), so a live
-  // entry never belongs to another binary.
-  std::shared_ptr<program_slot> slot;
-  {
-    lock_guard<mutex> lock(programs_mu_);
-    auto& entry = programs_[binary.data()];
-    if (!entry) entry = std::make_shared<program_slot>();
-    slot = entry;
-    if (programs_.size() > 64) {
-      // Drop slots whose programs are gone (none is being built: a slot
-      // being built is held by its builder, use_count > 1).
-      for (auto it = programs_.begin(); it != programs_.end();) {
-        if (it->second.use_count() == 1 && slot_expired(*it->second)) {
-          it = programs_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-  }
+  const std::shared_ptr<program_registry::slot> slot =
+      the_programs().find_or_add({context_, dev_.device, binary.data()});
   lock_guard<mutex> lock(slot->mu);
   if (auto p = slot->program.lock()) return p;
   auto p = std::make_shared<const realized_program>(*this, binary, name);

@@ -5,7 +5,8 @@
 // index create their own context; interop engines retain the user's.
 // Identity for keys: platform name, device name and driver version — never
 // the context, so engines of different contexts on one device share cache
-// entries.
+// entries. Realized programs are shared by context and device, not by
+// engine (program_for).
 //
 // Thread-safety: immutable after construction; OpenCL 1.2 calls on a context
 // and a queue are thread-safe.
@@ -15,10 +16,8 @@
 
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "device_list.hpp"
-#include "primcache/base/thread_annotations.hpp"
 #include "primcache/runtime/backend/engine_impl.hpp"
 #include "program_binary.hpp"
 
@@ -46,11 +45,13 @@ class ocl_engine final : public backend::engine_impl {
   const device_entry& device_info() const noexcept { return dev_; }
   // An in-order queue for the engine's own host transfers.
   cl_command_queue service_queue() const noexcept { return service_queue_; }
-  // The program of `binary` realized in this engine's context: one per
-  // binary while any primitive of this engine holds it, built by the first
-  // asker while others asking for the same binary wait (no engine-wide lock
-  // is held during the build). `binary` must outlive the returned program's
-  // users (it is the cached impl's, which they hold).
+  // The program of `binary` realized in this engine's context for its
+  // device: one per (context, device, binary) in the process while any
+  // primitive holds it, shared by every engine on that context and device
+  // (interop engines may share a context), built by the first asker while
+  // others asking for the same one wait (no process-wide lock is held during
+  // the build). `binary` must outlive the returned program's users (it is
+  // the cached impl's, which they hold).
   std::shared_ptr<const realized_program> program_for(const program_binary& binary,
                                                       const std::string& name) const;
   // A new in-order queue with profiling enabled (the caller releases it).
@@ -60,15 +61,6 @@ class ocl_engine final : public backend::engine_impl {
   device_entry dev_;
   cl_context context_ = nullptr;
   cl_command_queue service_queue_ = nullptr;
-
-  struct program_slot {
-    mutex mu;  // held while the slot's program is built
-    std::weak_ptr<const realized_program> program PRIMCACHE_GUARDED_BY(mu);
-  };
-  // Held only to find or add a slot, never during a build.
-  mutable mutex programs_mu_;
-  mutable std::unordered_map<const void*, std::shared_ptr<program_slot>> programs_
-      PRIMCACHE_GUARDED_BY(programs_mu_);
 };
 
 // The engine_impl of a memory or stream known to be on an OpenCL engine.

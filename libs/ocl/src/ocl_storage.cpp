@@ -1,10 +1,50 @@
 #include "ocl_storage.hpp"
 
+#include <string>
+
 #include "cl_error.hpp"
 #include "ocl_engine.hpp"
 #include "primcache/base/error.hpp"
 
 namespace primcache::ocl_internal {
+namespace {
+
+// Refuses a user's buffer that the engine's kernels and copies cannot use
+// within bounds: one of another context (OpenCL leaves its use undefined;
+// PoCL ran kernels on it), an image, or one smaller than the tensor's
+// `bytes` (kernels would read and write past its end).
+void check_user_buffer(const ocl_engine& eng, cl_mem mem, std::size_t bytes,
+                       const std::string& given_to) {
+  const std::string what = "the cl_mem given to " + given_to;
+  cl_context context = nullptr;
+  cl_mem_object_type type = 0;
+  std::size_t size = 0;
+  const cl_int err = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof context, &context, nullptr);
+  if (err == CL_INVALID_MEM_OBJECT) {
+    throw error(status::invalid_arguments,
+                what + " is not an OpenCL memory object (CL_INVALID_MEM_OBJECT)");
+  }
+  check(err, "clGetMemObjectInfo(CL_MEM_CONTEXT) of " + what);
+  check(clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof type, &type, nullptr),
+        "clGetMemObjectInfo(CL_MEM_TYPE) of " + what);
+  check(clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, nullptr),
+        "clGetMemObjectInfo(CL_MEM_SIZE) of " + what);
+  if (context != eng.context()) {
+    throw error(status::invalid_arguments,
+                what + " belongs to another OpenCL context than engine " + eng.describe() +
+                    "'s; its kernels and copies use only buffers of their own context");
+  }
+  if (type != CL_MEM_OBJECT_BUFFER) {
+    throw error(status::invalid_arguments, what + " is not a buffer (an image?)");
+  }
+  if (size < bytes) {
+    throw error(status::invalid_arguments, what + " holds " + std::to_string(size) +
+                                               " bytes; the memory descriptor needs " +
+                                               std::to_string(bytes));
+  }
+}
+
+}  // namespace
 
 buffer_storage::buffer_storage(const ocl_engine& eng, std::size_t bytes)
     : memory_storage(eng), ocl_(eng), bytes_(bytes), owned_(true) {
@@ -24,13 +64,19 @@ buffer_storage::buffer_storage(const ocl_engine& eng, std::size_t bytes)
 }
 
 buffer_storage::buffer_storage(const ocl_engine& eng, std::size_t bytes, cl_mem user)
-    : memory_storage(eng), ocl_(eng), bytes_(bytes), mem_(user), owned_(false) {}
+    : memory_storage(eng), ocl_(eng), bytes_(bytes), mem_(user), owned_(false) {
+  if (user != nullptr) check_user_buffer(eng, user, bytes, "memory(desc, engine, handle)");
+}
 
 buffer_storage::~buffer_storage() {
   if (owned_ && mem_ != nullptr) clReleaseMemObject(mem_);
 }
 
 void buffer_storage::set_handle(void* handle) {
+  // Checked before the current buffer is let go: a refused handle leaves it.
+  if (handle != nullptr) {
+    check_user_buffer(ocl_, static_cast<cl_mem>(handle), bytes_, "memory::set_data_handle");
+  }
   if (owned_ && mem_ != nullptr) clReleaseMemObject(mem_);
   mem_ = static_cast<cl_mem>(handle);
   owned_ = false;

@@ -1,13 +1,17 @@
 // ocl_storage.hpp — a device buffer (cl_mem) as a memory object's storage.
 //
 // Allocated buffers are released with the storage; wrapped ones (the
-// caller's cl_mem) are not retained and never released. map() is a blocking
+// caller's cl_mem) are not retained and never released. A wrapped buffer
+// (the constructor's or set_handle's) must be a buffer of the engine's
+// context holding at least the tensor's bytes (memory_desc::size_bytes);
+// anything else is refused with invalid_arguments naming the reason. map() is a blocking
 // clEnqueueMapBuffer of the whole buffer on the engine's service queue: the
 // caller waits for the streams writing the buffer first (stream::wait()), as
 // with any device memory. host_ptr() is nullptr.
 //
 // Thread-safety: as memory_storage's contract; map/unmap pairs may run from
-// several threads (the service queue is thread-safe).
+// several threads (the service queue is thread-safe). Exceptions:
+// primcache::error (out_of_memory, invalid_arguments, CL failures by name).
 #pragma once
 
 #include <CL/cl.h>
@@ -20,8 +24,9 @@ class ocl_engine;
 
 class buffer_storage final : public backend::memory_storage {
  public:
-  buffer_storage(const ocl_engine& eng, std::size_t bytes);               // allocates
-  buffer_storage(const ocl_engine& eng, std::size_t bytes, cl_mem user);  // wraps (may be null)
+  buffer_storage(const ocl_engine& eng, std::size_t bytes);  // allocates
+  // Wraps `user` (may be null), checked as above.
+  buffer_storage(const ocl_engine& eng, std::size_t bytes, cl_mem user);
   ~buffer_storage() override;
 
   void* handle() const noexcept override { return mem_; }

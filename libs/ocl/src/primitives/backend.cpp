@@ -4,6 +4,7 @@
 
 #include "device_list.hpp"
 #include "ocl_engine.hpp"
+#include "primcache/base/error.hpp"
 #include "primcache/base/export.hpp"
 #include "primcache/runtime/backend/registry.hpp"
 #include "primitives/registration.hpp"
@@ -11,12 +12,13 @@
 namespace primcache::ocl_internal {
 namespace {
 
+// The runtime asks for the count before it asks for an engine, and says
+// only "out of range (0 available)" when it is 0: where OpenCL queries
+// failed and left no device, the count throws their CL errors instead (no
+// ICD, no platform or no device is still 0).
 std::size_t device_count() {
-  try {
-    return engine_devices().size();
-  } catch (...) {
-    return 0;  // a broken ICD is no device
-  }
+  if (const auto& why = discovery_failure()) throw error(status::runtime_error, *why);
+  return engine_devices().size();
 }
 
 std::shared_ptr<const backend::engine_impl> create_engine(std::size_t index) {

@@ -13,6 +13,10 @@
 //   primcache::stream strm = primcache::ocl_interop::make_stream(eng, q);
 //   primcache::memory m(md, eng, my_cl_mem);   // wraps the user's buffer
 //
+// A wrapped cl_mem (memory's constructor, memory::set_data_handle) must be
+// a buffer of the engine's context holding at least the descriptor's
+// size_bytes(); any other is refused (invalid_arguments).
+//
 // Primitives are cached by device (platform, device, driver), never by
 // context: two engines of different contexts on one device share a cache
 // entry (kernel binaries), realized once per primitive in each context.
@@ -32,7 +36,11 @@
 namespace primcache::ocl_interop {
 
 // An engine on the user's device and context. The engine retains the
-// context; the user may release theirs.
+// context; the user may release theirs. Any device of the context is
+// accepted, listed by engine(gpu, i) or not (PRIMCACHE_OCL_DEVICE left it
+// out, a sub-device): its engine::get_index() is the device's index in
+// engine(gpu, i)'s list, else an index past that list which no other
+// device has in the process (engine(gpu, that index) is out of range).
 PRIMCACHE_API engine make_engine(cl_device_id device, cl_context context);
 // A stream of `eng` that enqueues on the user's in-order queue (retained;
 // the user may release theirs). A queue of another context or device, or
