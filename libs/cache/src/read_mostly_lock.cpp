@@ -16,32 +16,35 @@ namespace {
 
 // Hands out the smallest ordinal no live thread holds, so that the threads
 // alive at one time get distinct slots (up to the slot count) however many
-// threads have come and gone.
+// threads have come and gone. Lock-free (a bitmap of atomic words): there
+// is no lock a fork could copy held, nor one for a prepare handler to hold
+// while a thread-exit destructor waits for it. In a fork child the ordinals
+// of the threads it does not have stay taken: their slots are shared by the
+// child's threads, which costs speed, never safety.
 class ordinal_pool {
  public:
-  std::size_t acquire() PRIMCACHE_EXCLUDES(mu_) {
-    lock_guard g(mu_);
-    auto free = std::find(used_.begin(), used_.end(), false);
-    if (free == used_.end()) {
-      used_.push_back(true);
-      return used_.size() - 1;
+  std::size_t acquire() noexcept {
+    for (std::size_t w = 0; w < words; ++w) {
+      std::uint64_t bits = used_[w].load(std::memory_order_relaxed);
+      while (bits != ~std::uint64_t{0}) {
+        const std::uint64_t lowest_free = ~bits & (bits + 1);
+        if (used_[w].compare_exchange_weak(bits, bits | lowest_free, std::memory_order_relaxed)) {
+          return w * 64 + static_cast<std::size_t>(std::countr_zero(lowest_free));
+        }
+      }
     }
-    *free = true;
-    return static_cast<std::size_t>(free - used_.begin());
+    // More live threads than ordinals: past the bitmap, sharing slots.
+    return words * 64 + overflow_.fetch_add(1, std::memory_order_relaxed) % (words * 64);
   }
-  void release(std::size_t ordinal) PRIMCACHE_EXCLUDES(mu_) {
-    lock_guard g(mu_);
-    used_[ordinal] = false;
+  void release(std::size_t ordinal) noexcept {
+    if (ordinal >= words * 64) return;
+    used_[ordinal / 64].fetch_and(~(std::uint64_t{1} << (ordinal % 64)), std::memory_order_relaxed);
   }
-  // Held across fork(). The ordinals of the threads a child does not have
-  // stay taken there: their slots are shared by the child's threads, which
-  // costs speed, never safety.
-  void lock_for_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { mu_.lock(); }
-  void unlock_after_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { mu_.unlock(); }
 
  private:
-  mutex mu_;
-  std::vector<bool> used_ PRIMCACHE_GUARDED_BY(mu_);
+  static constexpr std::size_t words = 64;  // 4096 ordinals
+  std::atomic<std::uint64_t> used_[words] = {};
+  std::atomic<std::size_t> overflow_{0};
 };
 
 ordinal_pool& pool() {
@@ -79,6 +82,11 @@ struct fork_registry {
   // The thread that made the latest fork, in this process (written by the
   // child handler, before this process has any other thread).
   std::atomic<std::thread::id> forking_thread{};
+  // The first generation from which every fork into this process was made
+  // by forking_thread: a creation it started in an earlier generation was
+  // started by another thread, whatever its id says (a child's new threads
+  // can be given the ids of the threads it does not have).
+  std::atomic<std::uint64_t> lineage_start{0};
 };
 
 fork_registry& forks() {
@@ -89,24 +97,26 @@ fork_registry& forks() {
         []() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
           fork_registry& all = forks();
           all.mu.lock();
-          pool().lock_for_fork();
           for (read_mostly_lock* l : all.locks) l->lock_for_fork();
         },
         []() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
           fork_registry& all = forks();
           for (read_mostly_lock* l : all.locks) l->unlock_after_fork();
-          pool().unlock_after_fork();
           all.mu.unlock();
         },
         []() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
           fork_registry& all = forks();
-          all.forking_thread.store(std::this_thread::get_id(), std::memory_order_relaxed);
-          all.generation.fetch_add(1, std::memory_order_relaxed);
+          const std::thread::id self = std::this_thread::get_id();
+          const std::uint64_t parent = all.generation.load(std::memory_order_relaxed);
+          if (all.forking_thread.load(std::memory_order_relaxed) != self) {
+            all.lineage_start.store(parent, std::memory_order_relaxed);
+          }
+          all.forking_thread.store(self, std::memory_order_relaxed);
+          all.generation.store(parent + 1, std::memory_order_relaxed);
           for (read_mostly_lock* l : all.locks) {
             l->reset_in_child();
             l->unlock_after_fork();
           }
-          pool().unlock_after_fork();
           all.mu.unlock();
         });
     return made;
@@ -123,7 +133,8 @@ std::uint64_t fork_generation() noexcept {
 bool orphaned_by_fork(std::uint64_t generation, std::thread::id creator) noexcept {
   const fork_registry& all = forks();
   return generation != all.generation.load(std::memory_order_relaxed) &&
-         creator != all.forking_thread.load(std::memory_order_relaxed);
+         (creator != all.forking_thread.load(std::memory_order_relaxed) ||
+          generation < all.lineage_start.load(std::memory_order_relaxed));
 }
 
 read_mostly_lock::read_mostly_lock()
