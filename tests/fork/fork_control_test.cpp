@@ -7,11 +7,13 @@
 // at the point of interest, or races one for many rounds.
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
@@ -23,6 +25,8 @@
 #include "primcache/control/registry.hpp"
 #include "primcache/control/setting.hpp"
 #include "primcache/persist/blob_store.hpp"
+#include "primcache/persist/directory_store.hpp"
+#include "primcache/persist/tiered_store.hpp"
 #include "primcache/runtime/persistent_cache.hpp"
 #include "support/child_process.hpp"
 
@@ -129,6 +133,34 @@ TEST_CASE("a fork child replaces the persistent cache's store while a parent thr
   store->gate.open();
   flusher.join();
   primcache::set_persistent_cache(nullptr);
+  CHECK(status == 0);
+}
+
+// A store the application attached, with a thread of its own (the tiered
+// store's writer): a child detaching it must not destroy it there.
+TEST_CASE("a fork child detaches an attached tiered store without destroying it",
+          "[fork][control][persistent]") {
+  char dir_template[] = "/tmp/primcache_fork_detach_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  auto directory = [](const std::string& path) {
+    primcache::directory_store_options o;
+    o.path = path;
+    o.capacity_mb = 4;
+    o.format = {.library_version = "fork-test", .key = nullptr};
+    return primcache::directory_store::open(o);
+  };
+  primcache::set_persistent_cache(
+      primcache::tiered_store::open(directory(dir + "/local"), directory(dir + "/remote")));
+
+  // Before the fix the child destroyed the parent's store: its destructor
+  // woke and joined a writer thread the child does not have.
+  const int status = primcache_test::run_in_child(20, [] {
+    primcache::set_persistent_cache(nullptr);
+    return primcache::get_persistent_cache() == nullptr ? 0 : 1;
+  });
+  primcache::set_persistent_cache(nullptr);
+  std::filesystem::remove_all(dir);
   CHECK(status == 0);
 }
 

@@ -131,6 +131,11 @@ class attachment {
   attachment(std::shared_ptr<blob_store> s, bool env) : store(std::move(s)), from_env(env) {}
   std::shared_ptr<blob_store> store;
   bool from_env;
+  // Attached in the process this one was forked from (reset_in_child): its
+  // store's objects (a worker thread the child does not have, condition
+  // variables that count that thread as a waiter) must never be destroyed
+  // here, so detaching it in the child keeps it (retire).
+  bool from_parent = false;
   std::atomic<std::uint64_t> rejected{0};
   std::atomic<bool> detached{false};
   control_view view{*store, rejected};
@@ -403,20 +408,30 @@ class state {
   // would wait for them.
   void reset_in_child() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
     if (current_ && current_->from_env) {
-      static auto* abandoned = new std::vector<std::shared_ptr<attachment>>;
-      abandoned->push_back(std::move(current_));
-      inherited_ = abandoned->back().get();
+      abandoned().push_back(std::move(current_));
+      inherited_ = abandoned().back().get();
       current_ = nullptr;
       configured_ = false;
+    } else if (current_) {
+      current_->from_parent = true;
     }
   }
 
  private:
+  // The parent's attachments a fork child let go of: kept, never destroyed
+  // (reachable, so LeakSanitizer does not count them).
+  static std::vector<std::shared_ptr<attachment>>& abandoned() {
+    static auto* kept = new std::vector<std::shared_ptr<attachment>>;
+    return *kept;
+  }
+
   static void retire(const std::shared_ptr<attachment>& old) {
     if (!old) return;
     old->detached.store(true, std::memory_order_release);
     old->registration.reset();
     the_writer().flush();
+    // Serialized by config_mu_, which every caller holds.
+    if (old->from_parent) abandoned().push_back(old);
   }
 
   // In a fork child: the parent's environment store gives up the name
@@ -486,6 +501,12 @@ void fork_child();
 state& the_state() {
   static state* s = [] {
     auto* made = new state;  // never destroyed, as the primitive cache
+    // Control's atfork handlers first, so that its prepare runs after this
+    // one's (prepare handlers run in reverse order): a thread holding
+    // config_mu_ takes control's map lock (registering, unregistering), so
+    // control's prepare holding that lock first would leave this prepare
+    // waiting for config_mu_ for ever.
+    (void)control();
     ::pthread_atfork(fork_prepare, fork_parent, fork_child);
     return made;
   }();
