@@ -134,6 +134,34 @@ TEST_CASE("a primitive made from a cached impl after the last one went away load
   CHECK(after.binary_loads == before.binary_loads);
 }
 
+TEST_CASE("a cached impl keeps the programs of its latest contexts only", "[ocl][interop][cache]") {
+  // A program retains its context: an impl that kept every program would
+  // keep every context an application made per session.
+  set_primitive_cache_capacity(1024);
+  const float alpha = 0.46875f;  // a key of its own
+  const memory::desc md({3, 7}, data_type::f32, format_tag::ab);
+  const eltwise_forward::desc d(prop_kind::forward_inference, algorithm::eltwise_relu, md, alpha);
+  auto references = [](cl_context c) {
+    cl_uint n = 0;
+    REQUIRE(clGetContextInfo(c, CL_CONTEXT_REFERENCE_COUNT, sizeof n, &n, nullptr) == CL_SUCCESS);
+    return n;
+  };
+  auto run_in = [&](const user_context& c) {
+    const engine e = ocl_interop::make_engine(c.device, c.context);
+    stream s(e);
+    check_relu(eltwise_forward(eltwise_forward::primitive_desc(d, e)), e, s, alpha);
+  };
+  user_context first;
+  const cl_uint alone = references(first.context);
+  run_in(first);
+  CHECK(references(first.context) > alone);  // its program, kept by the impl
+  for (int i = 0; i < 6; ++i) {
+    user_context other;
+    run_in(other);
+  }
+  CHECK(references(first.context) == alone);
+}
+
 // Run by CTest with POCL_DEBUG (see CMakeLists.txt), which fails the test if
 // PoCL generates code between the markers: a primitive realized from a
 // cached binary and run once compiles nothing.

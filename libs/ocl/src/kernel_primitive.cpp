@@ -128,9 +128,11 @@ kernel_resource::kernel_resource(const engine& eng, const program_binary& binary
 
 void kernel_impl::hold(std::shared_ptr<const realized_program> program) const {
   lock_guard<mutex> lock(programs_mu_);
-  if (std::find(programs_.begin(), programs_.end(), program) == programs_.end()) {
-    programs_.push_back(std::move(program));
-  }
+  if (std::find(programs_.begin(), programs_.end(), program) != programs_.end()) return;
+  // The oldest goes first: an application that makes a context per session
+  // must not have every cached impl keep every context it ever ran in.
+  if (programs_.size() >= max_held_programs) programs_.erase(programs_.begin());
+  programs_.push_back(std::move(program));
 }
 
 void kernel_impl::create_resource(const engine& eng, backend::resource_mapper& mapper) const {

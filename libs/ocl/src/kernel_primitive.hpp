@@ -3,10 +3,11 @@
 //
 // kernel_pd keeps the resolved argument descriptors, the kernel_plan (source
 // with shapes and configuration baked in) and the op part of the key.
-// kernel_impl — what the global primitive cache holds — keeps only the
-// plan and the program BINARY: no cl_program, cl_kernel or context.
-// create_resource realizes the binary in the executing engine's context
-// (kernel_resource); execute enqueues on the stream's queue and returns.
+// kernel_impl — what the global primitive cache holds — keeps the plan,
+// the program BINARY, and the programs realized from it in the latest few
+// contexts it ran in (hold): no cl_kernel. create_resource finds or
+// realizes the binary in the executing engine's context (kernel_resource);
+// execute enqueues on the stream's queue and returns.
 //
 // Blobs (primitive::cache_blob, the persistent cache): serialize writes the
 // binary as a binary_record (device identity, source digest, binary) in the
@@ -14,9 +15,8 @@
 // the descriptor's source, realizes it in the engine's context without
 // compiling, and throws invalid_arguments when the driver refuses it (the
 // runtime then caches nothing: a persistent cache's entry is erased and
-// compiled afresh). The program realized there is kept by the impl until
-// its first create_resource, which takes it over, so a loaded blob is
-// realized once.
+// compiled afresh). The program realized there is kept by the impl, so a
+// loaded blob is realized once.
 //
 // Constant weights: when the plan has a packing kernel, execute takes the
 // weights packed into a device buffer from the constant tensor cache of the
@@ -109,11 +109,13 @@ class kernel_impl final : public backend::primitive_impl {
 
   void create_resource(const engine& eng, backend::resource_mapper& mapper) const override;
   // Keeps `program`, this impl's binary realized in one context and
-  // device, for the impl's life (a cached impl keeps its programs, and so
-  // their contexts, as long as it stays in the primitive cache): each
-  // primitive made from the impl afterwards finds it through the engine's
-  // program_for instead of loading and building the binary again.
+  // device, while the impl lives (a cached impl keeps its programs, and so
+  // their contexts, as long as it stays in the primitive cache), the
+  // max_held_programs latest: each primitive made from the impl afterwards
+  // finds it through the engine's program_for instead of loading and
+  // building the binary again.
   void hold(std::shared_ptr<const realized_program> program) const;
+  static constexpr std::size_t max_held_programs = 4;
   void execute(const backend::exec_ctx& ctx) const override;
   std::vector<std::uint8_t> serialize() const override;
   const program_binary& binary() const noexcept { return binary_; }
