@@ -1,8 +1,6 @@
 #include "primcache/const_cache/eviction_subscription.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdint>
 #include <new>
 #include <utility>
 #include <vector>
@@ -17,51 +15,6 @@ namespace {
 thread_local deferred_notifications* collecting = nullptr;
 
 }  // namespace
-
-// The innermost listener call this thread is making.
-thread_local listener::call_frame* listener::innermost_call_ = nullptr;
-
-listener::call_frame::call_frame(listener* l) noexcept : owner(l), outer(innermost_call_) {
-  innermost_call_ = this;
-}
-
-listener::call_frame::~call_frame() {
-  innermost_call_ = outer;
-  owner->leave();
-}
-
-std::uint32_t listener::calls_on_this_thread(const listener* l) noexcept {
-  std::uint32_t n = 0;
-  for (const call_frame* f = innermost_call_; f != nullptr; f = f->outer) {
-    if (f->owner == l) ++n;
-  }
-  return n;
-}
-
-bool listener::enter() noexcept {
-  // Counted first, checked after, in one read-modify-write of the word: a
-  // deactivate() that cleared the bit before this increment waits for the
-  // undo below, one after it waits for the call.
-  if ((state_.fetch_add(one_call, std::memory_order_acquire) & live_bit) != 0) return true;
-  leave();
-  return false;
-}
-
-void listener::leave() noexcept {
-  // Release: what the callback did happens before deactivate() sees the
-  // count drop, so its state may be destroyed once deactivate() returns.
-  const std::uint32_t after = state_.fetch_sub(one_call, std::memory_order_release) - one_call;
-  if ((after & live_bit) == 0) state_.notify_all();
-}
-
-void listener::deactivate() noexcept {
-  const std::uint32_t own = calls_on_this_thread(this) * one_call;
-  std::uint32_t seen = state_.fetch_and(~live_bit, std::memory_order_acq_rel) & ~live_bit;
-  while (seen > own) {
-    state_.wait(seen, std::memory_order_acquire);
-    seen = state_.load(std::memory_order_acquire);
-  }
-}
 
 deferred_notifications::deferred_notifications(listener_list& list) noexcept
     : list_(list), outer_(collecting) {

@@ -3,11 +3,11 @@
 // The list is copy-on-write: notify() copies the current vector's pointer
 // under a short lock and calls the listeners without it, so a callback may
 // subscribe or unsubscribe. No lock is held while a callback runs: each
-// listener counts the calls in progress in one atomic word with its live bit,
+// listener counts the calls in progress in a call_gate (base/call_gate.hpp),
 // so callbacks of different subscriptions on different threads never wait for
 // each other (a callback may remove tensors, whose notifications visit every
 // listener again), and a slow callback holds up no other thread. Unsubscribing
-// clears the live bit and waits until no call is in progress on another
+// closes the gate and waits until no call is in progress on another
 // thread; the calls in progress on its own thread (a callback resetting its
 // own subscription) are not waited for: that wait could never end.
 //
@@ -17,12 +17,11 @@
 // that callbacks never run under it.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "primcache/base/call_gate.hpp"
 #include "primcache/base/thread_annotations.hpp"
 #include "primcache/const_cache/constant_tensor_cache.hpp"
 #include "primcache/const_cache/eviction_subscription.hpp"
@@ -39,43 +38,17 @@ class listener {
   // Runs the callback, with no lock held, unless deactivate() has begun.
   void call(const constant_key& key, const constant_buffer* buffer,
             eviction_reason reason) noexcept {
-    if (!enter()) return;
-    call_frame frame(this);
-    callback_(key, buffer, reason);
+    gate_.call([&] { callback_(key, buffer, reason); });
   }
 
   // Stops new calls, then returns once no other thread is inside one; the
   // callback never runs again. Calls this thread itself is making are not
   // waited for.
-  void deactivate() noexcept;
+  void deactivate() noexcept { gate_.close(); }
 
  private:
-  // Marks a call in progress on this thread for its scope. Frames form a
-  // per-thread stack (the thread_local head in eviction_subscription.cpp),
-  // so deactivate() counts its own thread's calls without allocating.
-  class call_frame {
-   public:
-    explicit call_frame(listener* l) noexcept;
-    ~call_frame();
-    call_frame(const call_frame&) = delete;
-    call_frame& operator=(const call_frame&) = delete;
-
-    listener* const owner;
-    call_frame* const outer;
-  };
-  static std::uint32_t calls_on_this_thread(const listener* l) noexcept;
-  static thread_local call_frame* innermost_call_;
-
-  bool enter() noexcept;
-  void leave() noexcept;
-
   const constant_tensor_cache::eviction_callback callback_;
-  // Bit 0: live; the rest: calls in progress, two per call. deactivate()
-  // waits on it with std::atomic::wait; leave() wakes it once the bit is
-  // clear.
-  static constexpr std::uint32_t live_bit = 1;
-  static constexpr std::uint32_t one_call = 2;
-  std::atomic<std::uint32_t> state_{live_bit};
+  call_gate gate_;
 };
 
 class deferred_notifications;

@@ -4,14 +4,13 @@
 // Lock order: registry_state::mu, then a setting's value lock (only the
 // atfork prepare handler takes both); the event ring's lock is taken alone.
 // No lock is held while calling into a cache, so a cache may call back into
-// the registry from inside a call; a cache entry counts its calls in an
-// atomic word.
+// the registry from inside a call; a cache entry counts its calls in a
+// call_gate (primcache/base/call_gate.hpp).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +20,7 @@
 
 #include "event_ring.hpp"
 #include "metric_state.hpp"
+#include "primcache/base/call_gate.hpp"
 #include "primcache/base/thread_annotations.hpp"
 #include "primcache/control/cache_handle.hpp"
 #include "primcache/control/capacity_unit.hpp"
@@ -54,52 +54,23 @@ class cache_entry {
   // without running f once retire() has begun. f's exceptions propagate.
   template <typename F>
   bool call(F&& f) {
-    if (!enter()) return false;
-    call_frame frame(this);
-    std::forward<F>(f)(ops_);
-    return true;
+    return gate_.call([&] { std::forward<F>(f)(ops_); });
   }
 
   // Stops new calls, then waits until no other thread is inside one. Calls
   // the retiring thread itself is making (a cache unregistering itself from
   // one of its members) are not waited for: that wait could never end.
-  void retire() noexcept;
+  void retire() noexcept { gate_.close(); }
 
   // In a fork child: the calls in flight are the forking thread's own; the
   // other threads' calls ended with their threads.
-  void reset_in_child() noexcept;
+  void reset_in_child() noexcept { gate_.reset_in_child(); }
 
  private:
-  // Marks a call in flight for its scope. Frames form a per-thread stack (the
-  // thread_local head in cache_entry.cpp), so retire() can count the calls of
-  // its own thread without allocating.
-  class call_frame {
-   public:
-    explicit call_frame(cache_entry* e) noexcept;
-    ~call_frame();
-    call_frame(const call_frame&) = delete;
-    call_frame& operator=(const call_frame&) = delete;
-
-    cache_entry* entry;
-    call_frame* outer;
-  };
-  static std::uint32_t calls_on_this_thread(const cache_entry* e) noexcept;
-  static thread_local call_frame* innermost_call_;
-
-  bool enter() noexcept;
-  void leave() noexcept;
-
   const std::string name_;
   const capacity_unit unit_;
   const cache_ops ops_;
-
-  // Bit 0: live; the rest: calls in flight, two per call. One word and no
-  // lock, so a fork can never copy it half-changed or held, and a retiring
-  // thread waits on it with std::atomic::wait (a futex: no waiter list that
-  // a fork child would inherit).
-  static constexpr std::uint32_t live_bit = 1;
-  static constexpr std::uint32_t one_call = 2;
-  std::atomic<std::uint32_t> state_{live_bit};
+  call_gate gate_;
 };
 
 struct switch_entry {
