@@ -7,10 +7,16 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+
+// The listener below needs Catch2's event-listener interfaces.
+#define CATCH_CONFIG_EXTERNAL_INTERFACES
+#include <catch2/catch.hpp>
 
 extern char** environ;
 
@@ -25,14 +31,37 @@ std::string read_all(const std::string& path) {
   return s.str();
 }
 
+// Made on first use; empty until then.
+std::string made_temp_dir;
+
 const std::string& temp_dir() {
   static const std::string dir = [] {
     std::string tmpl = "/tmp/primcache-services-test-XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    made_temp_dir = tmpl;
     return tmpl;
   }();
   return dir;
 }
+
+// The temporary directory holds the children's stdout and stderr: removed
+// after a run in which everything passed, kept (and named) after a failure,
+// where it is what explains the failure.
+class temp_dir_cleanup : public Catch::TestEventListenerBase {
+ public:
+  using TestEventListenerBase::TestEventListenerBase;
+
+  void testRunEnded(const Catch::TestRunStats& stats) override {
+    if (made_temp_dir.empty()) return;
+    if (stats.totals.assertions.failed == 0 && stats.totals.testCases.failed == 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(made_temp_dir, ec);
+    } else {
+      std::cerr << "the children's output is kept in " << made_temp_dir << "\n";
+    }
+  }
+};
+CATCH_REGISTER_LISTENER(temp_dir_cleanup)
 
 }  // namespace
 
