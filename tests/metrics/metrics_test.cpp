@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 #include "primcache/metrics/control_collector.hpp"
 #include "primcache/metrics/render.hpp"
@@ -159,4 +160,42 @@ TEST_CASE("a registered metric whose name a built-in series uses is left out, no
     ++n;
   }
   CHECK(n == 1);
+}
+
+TEST_CASE("a label value that is not UTF-8 is refused at registration, so the scrape stays valid",
+          "[metrics][promtool][utf8]") {
+  primcache::control_registry r;
+  auto good = r.counter("primcache_graph_runs_total", "Graph executor runs",
+                        {{"graph", "r\xc3\xa9sum\xc3\xa9 \"one\" \\ two\nlines"}});
+  good.add();
+  CHECK_THROWS_AS(
+      r.counter("primcache_graph_runs_total", "Graph executor runs", {{"graph", "r\xe9sum\xe9"}}),
+      primcache::error);
+  const std::string text = primcache::render_metrics(r);
+  std::string output;
+  const int rc = promtool_check(text, output);
+  INFO(text);
+  INFO("promtool: " << output);
+  CHECK(rc == 0);
+  CHECK(has_line(
+      text,
+      "primcache_graph_runs_total{graph=\"r\xc3\xa9sum\xc3\xa9 \\\"one\\\" \\\\ two\\nlines\"} 1"));
+  CHECK(text.find("r\xe9sum\xe9") == std::string::npos);
+}
+
+TEST_CASE("help text with backslashes and newlines is escaped, so the scrape stays valid",
+          "[metrics][promtool]") {
+  primcache::control_registry r;
+  (void)r.counter("x_total", "one \\ two\nthree \\n four");
+  (void)r.gauge("y", "C:\\path\\\n");
+  (void)r.histogram("z_seconds", "\n\\", {}, {1.0});
+  const std::string text = primcache::render_metrics(r);
+  std::string output;
+  const int rc = promtool_check(text, output);
+  INFO(text);
+  INFO("promtool: " << output);
+  CHECK(rc == 0);
+  CHECK(has_line(text, R"(# HELP x_total one \\ two\nthree \\n four)"));
+  CHECK(has_line(text, R"(# HELP y C:\\path\\\n)"));
+  CHECK(has_line(text, R"(# HELP z_seconds \n\\)"));
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "primcache/base/error.hpp"
@@ -77,6 +79,63 @@ bool metric_char(char c, bool first) noexcept {
   return (c >= 'a' && c <= 'z') || c == '_' || (!first && c >= '0' && c <= '9');
 }
 
+// The offset of the first byte of `text` that does not begin a well-formed
+// UTF-8 sequence (Unicode, table 3-7), or npos: no overlong forms, no
+// surrogates (U+D800..U+DFFF), nothing past U+10FFFF, no sequence cut short
+// by the end or by a byte that does not continue it.
+std::size_t invalid_utf8_at(std::string_view text) noexcept {
+  const std::size_t n = text.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t length = 0;
+    unsigned char low = 0x80;  // the second byte's range; later bytes are 80..BF
+    unsigned char high = 0xbf;
+    if (lead >= 0xc2 && lead <= 0xdf) {
+      length = 2;
+    } else if (lead >= 0xe0 && lead <= 0xef) {
+      length = 3;
+      if (lead == 0xe0) low = 0xa0;   // below: overlong
+      if (lead == 0xed) high = 0x9f;  // above: surrogates
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+      length = 4;
+      if (lead == 0xf0) low = 0x90;   // below: overlong
+      if (lead == 0xf4) high = 0x8f;  // above: past U+10FFFF
+    } else {
+      return i;  // a continuation byte, C0/C1 (overlong) or F5..FF
+    }
+    if (n - i < length) return i;
+    const auto second = static_cast<unsigned char>(text[i + 1]);
+    if (second < low || second > high) return i;
+    for (std::size_t k = 2; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (next < 0x80 || next > 0xbf) return i;
+    }
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
+// Label values and help texts reach the Prometheus exposition as they are;
+// one that is not UTF-8 would make the whole scrape unparseable, so it is
+// refused before anything is registered. Throws error(invalid_arguments)
+// naming `what` ("metric", "info") `name` and `label` (empty: the help text).
+void check_utf8(std::string_view text, std::string_view what, std::string_view name,
+                std::string_view label) {
+  const std::size_t at = invalid_utf8_at(text);
+  if (at == std::string_view::npos) return;
+  constexpr std::size_t shown = 64;
+  std::string subject = std::string(what) + " " + quoted(name);
+  subject += label.empty() ? " help text " : " label " + quoted(label) + " value ";
+  throw error(status::invalid_arguments,
+              subject + quoted(text.substr(0, shown)) + (text.size() > shown ? "..." : "") +
+                  " is not valid UTF-8 (at byte " + std::to_string(at) + ")");
+}
+
 }  // namespace
 
 void check_metric_name(std::string_view what, std::string_view name) {
@@ -98,6 +157,7 @@ metric_series& get_series(control_internal::registry_state& st, std::string_view
                           std::string_view help, metric_kind kind, const metric_labels& labels,
                           std::vector<double> buckets) PRIMCACHE_REQUIRES(st.mu) {
   control_internal::check_metric_name("metric", name);
+  control_internal::check_utf8(help, "metric", name, "");
   metric_labels sorted = labels;
   std::sort(sorted.begin(), sorted.end());
   std::vector<std::string> names;
@@ -108,6 +168,7 @@ metric_series& get_series(control_internal::registry_state& st, std::string_view
       throw error(status::invalid_arguments,
                   "metric " + quoted(name) + " has label " + quoted(k) + " twice or reserved");
     }
+    control_internal::check_utf8(v, "metric", name, k);
     names.push_back(k);
     values.push_back(v);
   }
@@ -214,6 +275,7 @@ void control_registry::set_info(std::string_view name, std::string_view key,
                                 std::string_view value) {
   control_internal::check_metric_name("info", name);
   control_internal::check_metric_name("info label", key);
+  control_internal::check_utf8(value, "info", name, key);
   lock_guard g(state_->mu);
   state_->info[std::string(name)][std::string(key)] = std::string(value);
 }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -132,11 +133,32 @@ void cache_families(const control_registry& registry, std::vector<MetricFamily>&
   }
 }
 
+// `help` as a HELP line of the text format (0.0.4) holds it: a backslash as
+// \\, a newline as \n. prometheus-cpp 1.0.1's TextSerializer writes help
+// verbatim (it escapes label values only), and control accepts any UTF-8 help
+// text, so without this one help text with either would end its line early or
+// start an escape the format lacks, and the whole scrape would fail to parse.
+std::string escaped_help(std::string_view help) {
+  std::string out;
+  out.reserve(help.size());
+  for (const char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 void registered_families(const control_registry& registry, std::set<std::string>& taken,
                          std::vector<MetricFamily>& out) {
   for (const metric_family_info& f : registry.list_metrics()) {
     if (!taken.insert(f.name).second) continue;  // a built-in name wins
-    MetricFamily fam{f.name, f.help.empty() ? f.name : f.help, MetricType::Counter, {}};
+    MetricFamily fam{
+        f.name, f.help.empty() ? f.name : escaped_help(f.help), MetricType::Counter, {}};
     switch (f.kind) {
       case metric_kind::counter: fam.type = MetricType::Counter; break;
       case metric_kind::gauge: fam.type = MetricType::Gauge; break;

@@ -26,10 +26,16 @@
 // the values are statistics, read without any ordering against other data.
 //
 // Names: metric and label names are [a-z_][a-z0-9_]* (the Prometheus rules
-// within control's [a-z0-9_.-]); label values are any UTF-8 text. One name has
-// one kind, one label-name set and (histograms) one bucket list: asking again
-// with another kind throws error(already_exists), with other label names or
-// buckets error(invalid_arguments).
+// within control's [a-z0-9_.-]); label values and help texts are any UTF-8
+// text. A label value or help text that is not valid UTF-8 (a stray or
+// missing continuation byte, an overlong form, a surrogate, a code point past
+// U+10FFFF: Latin-1 "r\xe9sum\xe9", say) throws error(invalid_arguments)
+// naming the metric and the label, and registers nothing: the exposition
+// would otherwise fail to parse as a whole (set_info's values likewise). One
+// name has one kind, one label-name set and (histograms) one bucket list:
+// asking again with another kind throws error(already_exists), with other
+// label names or buckets error(invalid_arguments). The help text is the
+// first registration's; metrics escapes it for the exposition.
 //
 // Thread-safety: handles may be copied and used from any thread at once;
 // a default-constructed handle records nothing. Exceptions: registration

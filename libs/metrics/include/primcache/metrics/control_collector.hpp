@@ -4,7 +4,10 @@
 // Nothing is recorded on any hot path: every value is read when Collect()
 // runs, from the caches' own counters, control's sharded metrics, switches,
 // settings and info labels, and /proc for the process. The series and their
-// meaning are listed in docs/metrics.md; they are stable.
+// meaning are listed in docs/metrics.md; they are stable. Registered help
+// texts come escaped for the text format (backslash as \\, newline as \n),
+// since prometheus-cpp's TextSerializer writes help verbatim; label values
+// are left to the serializer, which escapes them.
 //
 //   primcache::control_collector collector;                 // primcache::control()
 //   std::vector<prometheus::MetricFamily> families = collector.Collect();
