@@ -2,15 +2,54 @@
 // device on CI): its output equals the all-CPU run's within tolerance, the
 // transforms between places run, and the device convolution's weights are
 // copied to the device once. Skipped with a warning without a device.
+#include <CL/cl.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "graph_test_util.hpp"
 #include "primcache/graph/graph_json.hpp"
 #include "primcache/graph/op_registry.hpp"
+#include "primcache/ocl/ocl.hpp"
 
 using namespace primcache;
 using namespace graph_test;
+
+namespace {
+
+// A context of the user's own on the device of gpu:0 (another context than
+// engine(gpu, 0)'s), released at the end.
+struct user_context {
+  cl_device_id device = nullptr;
+  cl_context context = nullptr;
+  user_context() {
+    device = ocl_interop::get_device(engine(engine_kind::gpu, 0));
+    cl_int err = CL_SUCCESS;
+    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
+    REQUIRE(err == CL_SUCCESS);
+  }
+  ~user_context() { clReleaseContext(context); }
+  user_context(const user_context&) = delete;
+  user_context& operator=(const user_context&) = delete;
+};
+
+// A constant `spec` (placed on gpu:0) whose data, made on the host from
+// `seed`, is in memory of `eng`. Returns the host data (plain f32).
+memory add_constant_on(graph& g, tensor_spec spec, const engine& eng, std::uint64_t seed) {
+  tensor_spec on_host = spec;
+  on_host.place.reset();
+  on_host.layout = layout();
+  const memory host = make_tensor_data(on_host, {.seed = seed});
+  const kernel_type want = declared_type(spec, library::jit());
+  const memory data(want.layout.desc_for(spec.dims, spec.type), eng);
+  execute_plan(*plan_transform(kernel_type::of(host, library::jit()), want), host, data);
+  const std::string name = spec.name;
+  g.add_tensor(std::move(spec));
+  g.set_data(name, data);
+  return host;
+}
+
+}  // namespace
 
 TEST_CASE("the mixed CPU/OpenCL graph equals the all-CPU run", "[graph][ocl]") {
   if (engine::get_count(engine_kind::gpu) == 0) {
@@ -161,5 +200,97 @@ TEST_CASE("the MLP on the OpenCL device equals the CPU run", "[graph][ocl][matmu
   for (const auto& t : s.transforms) {
     if (t.tensor == "x") CHECK(t.executions == 2);
     if (t.tensor == "w2") CHECK(t.steps.size() == 2);  // a copy and a relayout
+  }
+}
+
+TEST_CASE("a constant on a user's OpenCL context is transformed onto the op's engine",
+          "[graph][ocl][constant][interop]") {
+  if (engine::get_count(engine_kind::gpu) == 0) {
+    WARN("no OpenCL device: skipped");
+    return;
+  }
+  const user_context user;
+  const engine interop = ocl_interop::make_engine(user.device, user.context);
+  REQUIRE(place::of(interop) == place::gpu(0));
+  REQUIRE_FALSE(interop == engine(engine_kind::gpu, 0));
+
+  graph g("interop_weights");
+  const memory x = add_with_data(g, tensor("x", {6, 20}, tensor_role::input), 6);
+  // On gpu:0, in the user's context, stored transposed: the matmul wants ab,
+  // a relayout on the device.
+  tensor_spec w_spec = tensor("w", {20, 10}, tensor_role::constant, "ba");
+  w_spec.place = place::gpu(0);
+  const memory w = add_constant_on(g, w_spec, interop, 7);
+  g.add_tensor(produced("y"));
+  op_spec op{.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}};
+  op.place = place::gpu(0);
+  g.add_op(op);
+  const auto X = logical(x), W = logical(w);
+  std::vector<double> want(60);
+  for (int m = 0; m < 6; ++m) {
+    for (int n = 0; n < 10; ++n) {
+      double acc = 0;
+      for (int k = 0; k < 20; ++k) acc += double(X[m * 20 + k]) * W[k * 10 + n];
+      want[m * 10 + n] = acc;
+    }
+  }
+
+  executor device(g);
+  for (int run = 0; run < 3; ++run) check_close(logical(device.run({{"x", x}}).at("y")), want);
+  const auto s = device.stats();
+  std::map<std::string, transform_record> by_tensor;
+  for (const auto& t : s.transforms) by_tensor.emplace(t.tensor, t);
+  REQUIRE(by_tensor.count("w"));
+  CHECK(by_tensor["w"].constant);
+  CHECK(by_tensor["w"].executions == 1);
+  CHECK(s.constant_transforms == 1);
+  CHECK(s.constant_cache_hits == 2);
+
+  SECTION("another executor over the same data takes it from the cache") {
+    executor again(g);
+    check_close(logical(again.run({{"x", x}}).at("y")), want);
+    CHECK(again.stats().constant_transforms == 0);
+    CHECK(again.stats().constant_cache_hits == 1);
+  }
+  SECTION("an op on the CPU gets it through the host") {
+    executor on_cpu(g, {.ignore_op_places = true});
+    check_close(logical(on_cpu.run({{"x", x}}).at("y")), want);
+    CHECK(on_cpu.stats().constant_transforms == 1);
+  }
+}
+
+TEST_CASE("a constant on a user's OpenCL context that an op would read as given is refused",
+          "[graph][ocl][constant][interop]") {
+  if (engine::get_count(engine_kind::gpu) == 0) {
+    WARN("no OpenCL device: skipped");
+    return;
+  }
+  const user_context user;
+  const engine interop = ocl_interop::make_engine(user.device, user.context);
+  graph g("interop_as_given");
+  add_with_data(g, tensor("x", {6, 20}, tensor_role::input), 6);
+  // Already in the kernel type the matmul wants: no transform would move it
+  // to the op's engine.
+  tensor_spec w_spec = tensor("w", {20, 10}, tensor_role::constant);
+  w_spec.place = place::gpu(0);
+  add_constant_on(g, w_spec, interop, 7);
+  g.add_tensor(produced("y"));
+  op_spec op{.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}};
+  op.place = place::gpu(0);
+  g.add_op(op);
+  CHECK_THAT(error_of([&] { executor e(g); }),
+             Catch::StartsWith("op 'fc' (matmul) runs on gpu:0's default engine and reads "
+                               "constant 'w' as gpu:0/f32/ab/jit as given, but its data is on "
+                               "another engine of gpu:0"));
+  CHECK(status_of([&] { executor e(g); }) == status::invalid_arguments);
+  // On the default engine it runs.
+  SECTION("the same data on engine(gpu, 0) runs") {
+    graph ok("default_engine");
+    const memory x = add_with_data(ok, tensor("x", {6, 20}, tensor_role::input), 6);
+    add_constant_on(ok, w_spec, engine(engine_kind::gpu, 0), 7);
+    ok.add_tensor(produced("y"));
+    ok.add_op(op);
+    executor e(ok);
+    CHECK(e.run({{"x", x}}).at("y").get_desc().dims()[1] == 10);
   }
 }

@@ -308,6 +308,48 @@ TEST_CASE("registrations whose kernel types plans cannot use are refused", "[tra
   }
 }
 
+TEST_CASE("plan refuses an end that add refuses, naming which end", "[transform][plan]") {
+  transform_registry reg;
+  const auto good = kt("cpu/f32/abcd/jit");
+  const auto other = kt("cpu/f32/acdb/jit");
+  struct bad_end {
+    const char* what;
+    kernel_type type;
+    const char* why;
+  };
+  kernel_type empty_library = other;
+  empty_library.library = library{};
+  kernel_type slash_library = other;
+  slash_library.library = library{"my/lib"};
+  kernel_type no_layout = other;
+  no_layout.layout = layout(format_tag::any);
+  kernel_type no_type = other;
+  no_type.data_type = data_type::undef;
+  const auto bad = GENERATE_COPY(
+      bad_end{"an empty library", empty_library, ": the library name is empty"},
+      bad_end{"a '/' in the library", slash_library, ": the library name 'my/lib' contains '/'"},
+      bad_end{"layout any", no_layout, " has no concrete layout (any)"},
+      bad_end{"an undef data type", no_type, " is incomplete (no known data type)"});
+  for (const bool bad_is_actual : {true, false}) {
+    INFO(bad.what << (bad_is_actual ? " as the actual end" : " as the expected end"));
+    const std::string end = bad_is_actual ? "the actual kernel type " : "the expected kernel type ";
+    try {
+      if (bad_is_actual) {
+        (void)reg.plan(bad.type, good);
+      } else {
+        (void)reg.plan(good, bad.type);
+      }
+      FAIL_CHECK("planned");
+    } catch (const error& e) {
+      CHECK(e.code() == status::invalid_arguments);
+      // The same words add() uses for the same kernel type.
+      CHECK_THAT(e.message(), Catch::Contains(end + bad.type.to_string() + bad.why));
+    }
+  }
+  // A failed plan is not kept: a good pair still plans.
+  CHECK(kinds(*reg.plan(good, other)) == std::vector<tk>{tk::layout});
+}
+
 TEST_CASE("plans are cached", "[transform][plan]") {
   transform_registry reg;
   const auto a = kt("cpu/f32/abcd/jit"), b = kt("gpu:0/bf16/aBcd16b/jit");

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -59,7 +61,10 @@ struct site {
   bool moves_data = false;
   bool constant = false;
   std::optional<constant_key> key;  // constants
-  std::optional<engine> to_engine;  // constants: whose cache keeps it
+  // Constants: the engine the transformed tensor is written on and kept in
+  // the cache of (the engine the ops reading it run on), and its descriptor.
+  std::optional<engine> to_engine;
+  memory_desc to_desc;
   std::size_t size_bytes = 0;
   mutable std::atomic<std::uint64_t> executions{0};
   // control()'s series (default handles record nothing: metrics off)
@@ -111,12 +116,42 @@ struct executor::state {
   void register_metrics();
   memory run_site(const site& s, const memory& src) const;
   std::size_t add_site(std::size_t tensor, const std::string& op, const kernel_type& from,
-                       const kernel_type& to, transform_registry& transforms);
+                       const kernel_type& to, const engine& reader, transform_registry& transforms);
 };
 
+namespace {
+
+// The constant cache key bytes of constant `data` transformed to `to` (for
+// `dims`) and kept on `eng`. The memory id names the data, never an address;
+// the engine is named by its device object (kind, index and address), as
+// the OpenCL backend names the cl_context of its packed weights: two
+// engines of one device (the default one and a user's interop context)
+// never share an entry, whose buffer only its own engine's kernels read.
+// The cached memory holds its engine, so while the entry lives the address
+// cannot name another engine.
+std::string constant_key_bytes(const memory& data, const kernel_type& to, const engine& eng,
+                               const std::vector<std::int64_t>& dims) {
+  std::string bytes = "graph/";
+  const auto append = [&](std::uint64_t v) {
+    bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+  };
+  append(data.get_id());
+  bytes += "/engine/";
+  append(static_cast<std::uint64_t>(eng.get_kind()));
+  append(eng.get_index());
+  append(reinterpret_cast<std::uintptr_t>(&backend::impl_of(eng)));
+  bytes += "/" + to.to_string() + "/" + dims_string(dims);
+  return bytes;
+}
+
+}  // namespace
+
+// `reader`: the engine of the op that reads the tensor in `to` (constants
+// are written there; a delivered output, never a constant, passes its
+// writer's).
 std::size_t executor::state::add_site(std::size_t tensor, const std::string& op,
                                       const kernel_type& from, const kernel_type& to,
-                                      transform_registry& transforms) {
+                                      const engine& reader, transform_registry& transforms) {
   for (std::size_t i = 0; i < sites.size(); ++i) {
     if (sites[i]->tensor == tensor && sites[i]->to == to) return i;  // one per run
   }
@@ -139,13 +174,17 @@ std::size_t executor::state::add_site(std::size_t tensor, const std::string& op,
   }
   s->constant = t.role == tensor_role::constant;
   if (s->constant && s->moves_data) {
-    std::string bytes = "graph/";
-    const std::uint64_t id = t.data.get_id();
-    bytes.append(reinterpret_cast<const char*>(&id), sizeof id);
-    bytes += "/" + to.to_string() + "/" + dims_string(t.shape.dims);
-    s->key.emplace(graph_constant_backend_id, bytes);
-    s->to_engine.emplace(to.place.get_engine());
-    s->size_bytes = to.layout.desc_for(t.shape.dims, to.data_type).size_bytes();
+    // Written on the reader's engine, not where the plan would leave it: a
+    // plan within one place stays on the engine of the memory it reads,
+    // which for data on a user's OpenCL context (an interop engine) is not
+    // the engine the op runs on (its place's default one), and a kernel
+    // reads only memory of its own engine. execute_plan into memory of the
+    // reader's engine goes through the host between two contexts.
+    const engine eng = place::of(reader) == to.place ? reader : to.place.get_engine();
+    s->to_desc = to.layout.desc_for(t.shape.dims, to.data_type);
+    s->key.emplace(graph_constant_backend_id, constant_key_bytes(t.data, to, eng, t.shape.dims));
+    s->to_engine.emplace(eng);
+    s->size_bytes = s->to_desc.size_bytes();
   }
   sites.push_back(std::move(s));
   return sites.size() - 1;
@@ -160,7 +199,7 @@ memory executor::state::run_site(const site& s, const memory& src) const {
     s.count();
     return execute_plan(*s.plan, src);
   }
-  // Transformed once per device and data: the cache de-duplicates concurrent
+  // Transformed once per engine and data: the cache de-duplicates concurrent
   // first runs (one creator, the others wait for its buffer).
   constant_tensor_cache& cache = constant_tensor_cache_for(*s.to_engine);
   bool created = false;
@@ -168,7 +207,9 @@ memory executor::state::run_site(const site& s, const memory& src) const {
     created = true;
     s.count();
     constant_transforms_metric.add();
-    return std::make_shared<memory_buffer>(execute_plan(*s.plan, src));
+    memory out(s.to_desc, *s.to_engine);
+    execute_plan(*s.plan, src, out);
+    return std::make_shared<memory_buffer>(std::move(out));
   });
   if (!created) {
     constant_hits.fetch_add(1, std::memory_order_relaxed);
@@ -295,10 +336,22 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
       const tensor_state& t = st.tensors[ti];
       const kernel_type want = kernel->input_type(op, k, t.shape, type, t.type);
       if (want == t.type) {
+        // Read as given: a constant on another engine of the op's place (a
+        // user's OpenCL context) is memory the op's kernel cannot read.
+        if (t.role == tensor_role::constant && want.place == type.place &&
+            !(t.data.get_engine() == *s.eng)) {
+          fail(status::invalid_arguments,
+               where + " runs on " + type.place.to_string() +
+                   "'s default engine and reads constant '" + t.name + "' as " + want.to_string() +
+                   " as given, but its data is on another engine of " + type.place.to_string() +
+                   " (another OpenCL context): give the data on engine(" +
+                   std::string(to_string(type.place.kind)) + ", " +
+                   std::to_string(type.place.index) + ") or on the CPU");
+        }
         s.input_sites.emplace_back();
         in_descs.push_back(t.desc);
       } else {
-        s.input_sites.emplace_back(st.add_site(ti, op.name, t.type, want, transforms));
+        s.input_sites.emplace_back(st.add_site(ti, op.name, t.type, want, *s.eng, transforms));
         in_descs.push_back(want.layout.desc_for(t.shape.dims, want.data_type));
       }
       constant_inputs.push_back(t.role == tensor_role::constant);
@@ -339,7 +392,7 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
       } else {
         t.type = delivered;
         t.desc = delivered.layout.desc_for(shape.dims, delivered.data_type);
-        s.delivery_sites.emplace_back(st.add_site(ti, "", written, delivered, transforms));
+        s.delivery_sites.emplace_back(st.add_site(ti, "", written, delivered, *s.eng, transforms));
       }
     }
     try {

@@ -12,9 +12,10 @@
 // A platform or device whose OpenCL query fails (clGetDeviceIDs,
 // clGetDeviceInfo, clGetPlatformInfo) is left out and reported once on
 // stderr, naming it and the CL error; the others stay. When queries failed
-// and no device is left, discovery_failure() says why, and the backend's
-// engine count throws it (so engine(gpu, i) names the CL error instead of
-// "out of range (0 available)").
+// and no device is left, discovery_failure() says why: the backend's engine
+// count is 0 (as with no device at all) and its engine factory throws it
+// (so engine(gpu, i) names the CL error instead of "out of range (0
+// available)").
 //
 // Thread-safety: discovered once, on first use; the list is immutable.
 #pragma once

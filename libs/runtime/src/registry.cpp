@@ -183,6 +183,9 @@ std::shared_ptr<const engine_impl> make_engine_impl(engine_kind kind, std::size_
   }
   const std::size_t n = f.count();
   if (index >= n) {
+    // A backend that lists no device may know why (OpenCL discovery whose
+    // queries failed): its factory is asked and throws that reason.
+    if (n == 0) (void)f.create(index);
     throw error(status::invalid_arguments, std::string(to_string(kind)) + " engine index " +
                                                std::to_string(index) + " is out of range (" +
                                                std::to_string(n) + " available)");

@@ -121,6 +121,22 @@ void add_unique(std::vector<T>& v, const T& x) {
   if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
 }
 
+// Why `t` cannot be an end of a user transform or a plan, worded to follow
+// "kernel type <t>"; empty when it can. An end must be a node plan() can
+// reach and execute_plan can allocate (a known data type and a concrete
+// layout: `any` would fail only when a plan through it runs), and print
+// text that parses back (kernel_type::scale_problem, library::problem).
+std::string end_problem(const kernel_type& t) {
+  if (!is_known(t.data_type)) return " is incomplete (no known data type)";
+  if (t.layout.is_tag() &&
+      (t.layout.tag() == format_tag::undef || t.layout.tag() == format_tag::any)) {
+    return " has no concrete layout (" + t.layout.to_string() + ")";
+  }
+  if (auto why = t.scale_problem(); !why.empty()) return ": " + why;
+  if (auto why = t.library.problem(); !why.empty()) return ": " + why;
+  return {};
+}
+
 [[noreturn]] void no_path(const kernel_type& a, const kernel_type& e, const std::string& why) {
   throw error(status::unimplemented,
               "no transform from " + a.to_string() + " to " + e.to_string() + ": " + why);
@@ -142,18 +158,11 @@ transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
   transform_plan plan;
   plan.from = actual;
   plan.to = expected;
-  for (const kernel_type* t : {&actual, &expected}) {
-    if (!is_known(t->data_type)) {
+  // The checks add() makes of a transform's ends.
+  for (const auto& [end, t] : {std::pair{"actual", &actual}, std::pair{"expected", &expected}}) {
+    if (auto why = end_problem(*t); !why.empty()) {
       throw error(status::invalid_arguments,
-                  "kernel type " + t->to_string() + " has no known data type");
-    }
-    if (auto why = t->scale_problem(); !why.empty()) {
-      throw error(status::invalid_arguments, "kernel type " + t->to_string() + ": " + why);
-    }
-    if (t->layout.is_tag() &&
-        (t->layout.tag() == format_tag::undef || t->layout.tag() == format_tag::any)) {
-      throw error(status::invalid_arguments,
-                  "kernel type " + t->to_string() + " has no concrete layout");
+                  std::string("the ") + end + " kernel type " + t->to_string() + why);
     }
   }
   if (actual.layout.ndims() != expected.layout.ndims()) {
@@ -328,21 +337,11 @@ void transform_registry::add(const kernel_type& from, const kernel_type& to, std
     throw error(status::invalid_arguments,
                 "transform '" + name + "' goes from " + from.to_string() + " to itself");
   }
-  // Each end must be a node plan() can reach and execute_plan can allocate
-  // (a concrete layout: `any` would fail only when a plan through it runs),
-  // and print text that parses back.
   for (const kernel_type* t : {&from, &to}) {
-    const auto refuse = [&](const std::string& why) {
+    if (auto why = end_problem(*t); !why.empty()) {
       throw error(status::invalid_arguments,
                   "transform '" + name + "': kernel type " + t->to_string() + why);
-    };
-    if (!is_known(t->data_type)) refuse(" is incomplete (no known data type)");
-    if (t->layout.is_tag() &&
-        (t->layout.tag() == format_tag::undef || t->layout.tag() == format_tag::any)) {
-      refuse(" has no concrete layout (" + t->layout.to_string() + ")");
     }
-    if (auto why = t->scale_problem(); !why.empty()) refuse(": " + why);
-    if (auto why = t->library.problem(); !why.empty()) refuse(": " + why);
   }
   user_entry entry{std::move(name),
                    std::make_shared<const transform_function>(std::move(function))};

@@ -12,17 +12,22 @@
 namespace primcache::ocl_internal {
 namespace {
 
-// The runtime asks for the count before it asks for an engine, and says
-// only "out of range (0 available)" when it is 0: where OpenCL queries
-// failed and left no device, the count throws their CL errors instead (no
-// ICD, no platform or no device is still 0).
+// The devices engine(gpu, i) can pick: 0 when there are none, whether no
+// ICD, platform or device is there or the OpenCL queries failed (a count is
+// a question callers ask before making an engine; it never throws).
 std::size_t device_count() {
-  if (const auto& why = discovery_failure()) throw error(status::runtime_error, *why);
   return engine_devices().size();
 }
 
+// The runtime asks for an engine here when the index is in range, and also
+// when the count is 0 so that a backend can say why it has no device: where
+// OpenCL queries failed and left none, that is their CL errors
+// (discovery_failure) instead of "out of range (0 available)".
 std::shared_ptr<const backend::engine_impl> create_engine(std::size_t index) {
   const auto& devices = engine_devices();
+  if (devices.empty()) {
+    if (const auto& why = discovery_failure()) throw error(status::runtime_error, *why);
+  }
   if (index >= devices.size()) {
     throw error(status::invalid_arguments, "no OpenCL device " + std::to_string(index) + " (" +
                                                std::to_string(devices.size()) + " found)");

@@ -15,11 +15,15 @@
 // kernel type is transformed by the transform registry's plan (fewest bytes
 // moved; transform_registry.hpp) into memory that lives for that run; a
 // tensor read by several ops in one kernel type is transformed once per run.
-// Constant inputs are transformed once: the result is kept in the constant
-// tensor cache of the target device (constant_tensor_cache_for), keyed by
-// the constant's memory id and the target kernel type, so later runs (of
+// Constant inputs are transformed once: the result is written on the
+// engine of the op that reads it and kept in the constant tensor cache of
+// that engine's device (constant_tensor_cache_for), keyed by the constant's
+// memory id, that engine and the target kernel type, so later runs (of
 // this executor or another over the same data) take it from there; matmul
 // and convolution also get primitive_attr::set_constant_weights for them.
+// A constant whose data is on another engine of the op's place (a user's
+// OpenCL context) reaches the op's engine through its transform; one the op
+// would read as given is refused (invalid_arguments).
 // A produced tensor that declares a layout or place is delivered in it.
 //
 // Everything is decided when the executor is constructed: validation, shape
@@ -29,10 +33,10 @@
 // those it does), an op layout of another rank than its output, no kernel
 // for a kernel type (listing those registered), shapes that do not agree,
 // a tensor an op writes over max_tensor_bytes, an op or tensor placed on a
-// device the process does not have, a cycle, a missing constant's data, no
-// transform path (naming both kernel types). run() throws for a
-// missing or unknown input and for an input of the wrong descriptor or
-// place.
+// device the process does not have, a cycle, a missing constant's data, a
+// constant on an engine its op cannot read, no transform path (naming both
+// kernel types). run() throws for a missing or unknown input and for an
+// input of the wrong descriptor or place.
 //
 // Metrics. Unless options.export_metrics is false, the executor registers in
 // primcache::control() (at construction, so they read 0 before the first

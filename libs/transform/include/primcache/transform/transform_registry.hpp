@@ -38,8 +38,10 @@
 // an exclusive lock held for the map update only; plan never holds it
 // while searching. Exceptions: plan throws primcache::error(unimplemented)
 // naming both kernel types when no chain joins them, invalid_arguments
-// for an undef data type or layout or a scale that does not fit its type
-// (kernel_type::scale_problem).
+// naming the end (actual or expected) that add() would refuse as well, in
+// the words add() uses: an unknown data type, a layout that is undef or
+// `any`, a scale that does not fit its type (kernel_type::scale_problem),
+// a library name that is empty or has a '/' (library::problem).
 #pragma once
 
 #include <cstddef>
@@ -78,6 +80,7 @@ class PRIMCACHE_API transform_registry {
   bool remove(const kernel_type& from, const kernel_type& to);
 
   // The cheapest chain by bytes read plus written per logical element.
+  // Throws invalid_arguments for an end add() would refuse (see above).
   std::shared_ptr<const transform_plan> plan(const kernel_type& actual,
                                              const kernel_type& expected);
   // The same for a tensor of `dims`, weighing each step by the bytes it

@@ -61,6 +61,10 @@ struct implementation_entry {
 
 PRIMCACHE_API void register_implementation(const implementation_entry& entry);
 
+// `count` says how many devices the backend lists (it should not throw:
+// engine::get_count returns it). `create` makes device `index`; it is also
+// called when count() is 0, so that a backend can throw why it has no
+// device (what it returns then is dropped, and the index is out of range).
 using engine_count_fn = std::size_t (*)();
 using engine_factory_fn = std::shared_ptr<const engine_impl> (*)(std::size_t index);
 PRIMCACHE_API void register_engine_factory(engine_kind kind, engine_count_fn count,
