@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
-#include <unordered_set>
+#include <utility>
 #include <vector>
 
-#include <boost/json/basic_parser_impl.hpp>
-#include <boost/json/value_stack.hpp>
+#include <boost/json/parser.hpp>
 
 #include "primcache/base/error.hpp"
+#include "primcache/base/json_keys.hpp"
 
 namespace primcache::primcached {
 
@@ -53,125 +53,41 @@ std::string float_range_text() {
   return text;
 }
 
-// Boost.JSON's parser handler (boost/json/detail/handler.hpp: the same
-// value_stack calls) that also refuses a key given twice in one object:
-// boost::json::object keeps the last silently, so {"threads": 1,
-// "threads": 1024} would run 1024 threads. Each open object's keys are kept
-// in a set, reused from one object to the next at the same depth.
-struct value_builder {
-  static constexpr std::size_t max_object_size = boost::json::object::max_size();
-  static constexpr std::size_t max_array_size = boost::json::array::max_size();
-  static constexpr std::size_t max_key_size = boost::json::string::max_size();
-  static constexpr std::size_t max_string_size = boost::json::string::max_size();
-
-  using error_code = boost::system::error_code;
-  using string_view = boost::json::string_view;
-
-  boost::json::value_stack values;
-  std::vector<std::unordered_set<std::string>> keys;  // [depth]: the open objects' keys
-  std::size_t depth = 0;                              // open objects
-  std::string key;                                    // the key being read, in parts
-  std::optional<std::string> duplicate;               // a key given twice ("" is a key too)
-
-  bool on_document_begin(error_code&) { return true; }
-  bool on_document_end(error_code&) { return true; }
-  bool on_object_begin(error_code&) {
-    if (keys.size() == depth) keys.emplace_back();
-    keys[depth++].clear();
-    return true;
-  }
-  bool on_object_end(std::size_t n, error_code&) {
-    --depth;
-    values.push_object(n);
-    return true;
-  }
-  bool on_array_begin(error_code&) { return true; }
-  bool on_array_end(std::size_t n, error_code&) {
-    values.push_array(n);
-    return true;
-  }
-  bool on_key_part(string_view s, std::size_t, error_code&) {
-    key.append(s.data(), s.size());
-    values.push_chars(s);
-    return true;
-  }
-  bool on_key(string_view s, std::size_t, error_code& ec) {
-    key.append(s.data(), s.size());
-    if (!keys[depth - 1].insert(key).second) {
-      duplicate = key;
-      // Any error stops the parser; parse_json_text words it from `duplicate`.
-      ec = boost::json::error::syntax;
-      return false;
+// The line of byte `at` in `text`, and its column.
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t at) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
     }
-    key.clear();
-    values.push_key(s);
-    return true;
   }
-  bool on_string_part(string_view s, std::size_t, error_code&) {
-    values.push_chars(s);
-    return true;
-  }
-  bool on_string(string_view s, std::size_t, error_code&) {
-    values.push_string(s);
-    return true;
-  }
-  bool on_number_part(string_view, error_code&) { return true; }
-  bool on_int64(std::int64_t i, string_view, error_code&) {
-    values.push_int64(i);
-    return true;
-  }
-  bool on_uint64(std::uint64_t u, string_view, error_code&) {
-    values.push_uint64(u);
-    return true;
-  }
-  bool on_double(double d, string_view, error_code&) {
-    values.push_double(d);
-    return true;
-  }
-  bool on_bool(bool b, error_code&) {
-    values.push_bool(b);
-    return true;
-  }
-  bool on_null(error_code&) {
-    values.push_null();
-    return true;
-  }
-  bool on_comment_part(string_view, error_code&) { return true; }
-  bool on_comment(string_view, error_code&) { return true; }
-};
+  return {line, column};
+}
 
 }  // namespace
 
 boost::json::value parse_json_text(std::string_view text, const std::string& file) {
-  boost::json::basic_parser<value_builder> parser(boost::json::parse_options{});
-  parser.handler().values.reset();
+  boost::json::parser parser;
   boost::system::error_code ec;
-  // more = false: the text is the whole document.
-  std::size_t consumed = parser.write_some(false, text.data(), text.size(), ec);
-  if (!ec && consumed < text.size()) ec = boost::json::error::extra_data;
+  // The whole document: text after its end is extra_data.
+  const std::size_t consumed = parser.write(text.data(), text.size(), ec);
   if (ec) {
-    const std::size_t at = std::min(consumed, text.size());
-    std::size_t line = 1, column = 1;
-    for (std::size_t i = 0; i < at; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    const std::optional<std::string>& duplicate = parser.handler().duplicate;
-    if (duplicate) {
-      // The parser stops just after the key: its line (a key has no newline).
-      throw error(status::invalid_arguments, file + ": line " + std::to_string(line) +
-                                                 ": duplicate key \"" + *duplicate +
-                                                 "\" (a key may appear once in an object)");
-    }
+    const auto [line, column] = line_and_column(text, consumed);
     throw error(status::invalid_arguments, file + ": line " + std::to_string(line) + ", column " +
                                                std::to_string(column) + ": not valid JSON (" +
                                                ec.message() + ")");
   }
-  return parser.handler().values.release();
+  // boost::json::object keeps the last of a key given twice, so {"threads":
+  // 1, "threads": 1024} would run 1024 threads.
+  if (const std::optional<duplicate_json_key> d = find_duplicate_json_key(text)) {
+    throw error(status::invalid_arguments,
+                file + ": line " + std::to_string(line_and_column(text, d->offset).first) +
+                    ": duplicate key \"" + d->key + "\" (a key may appear once in an object)");
+  }
+  return parser.release();
 }
 
 json_field::json_field(const boost::json::value& root, const std::string& file)

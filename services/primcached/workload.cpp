@@ -426,7 +426,8 @@ std::shared_ptr<const graph> load_graph_at(const std::string& where, std::string
 // A graph file's graph. Read here, not by load_graph_file (libs/graph), so
 // that it is read as the workload is (input_file.hpp: a regular file of at
 // most 16 MiB); its errors are worded as load_graph_file's ("graph file
-// PATH: cannot be read", "PATH: graph JSON ..."), prefixed with `where`.
+// PATH: cannot be read", "PATH: graph JSON ...", a key given twice
+// included), prefixed with `where`.
 std::shared_ptr<const graph> load_graph_file_at(const std::string& where, const std::string& path) {
   std::string text;
   try {
@@ -434,12 +435,7 @@ std::shared_ptr<const graph> load_graph_file_at(const std::string& where, const 
   } catch (const error& e) {
     throw error(e.code(), where + ": " + e.message());
   }
-  std::shared_ptr<const graph> g = load_graph_at(where + ": " + path, text);
-  // libs/graph keeps the last of a key given twice, as Boost.JSON does;
-  // refused here as in the workload (whose inline graphs parse_json_text
-  // has already checked).
-  parse_json_text(text, where + ": " + path);
-  return g;
+  return load_graph_at(where + ": " + path, text);
 }
 
 std::string join_path(const std::string& base_dir, const std::string& path) {

@@ -100,6 +100,35 @@ TEST_CASE_METHOD(handler_fixture, "bad capacities are refused with 400 and a rea
   CHECK(primitive.capacity() == 1024);
 }
 
+TEST_CASE_METHOD(handler_fixture,
+                 "a body with a key given twice is refused with 400 naming the key",
+                 "[admin][handler]") {
+  // Boost.JSON keeps the last: this set the capacity to 2.
+  auto res = run(http::verb::post, "/api/v1/caches/primitive/capacity",
+                 R"({"capacity": 8, "capacity": 2})");
+  CHECK(res.result() == http::status::bad_request);
+  CHECK(res[http::field::content_type] == "application/json");
+  CHECK(error_of(res) == "the body has the key \"capacity\" twice");
+  CHECK(primitive.capacity() == 1024);
+  // Compared unescaped; in any object of the body; for every POST that reads one.
+  res = run(http::verb::post, "/api/v1/caches/primitive/capacity",
+            R"({"capacity": 8, "\u0063apacity": 2})");
+  CHECK(error_of(res) == "the body has the key \"capacity\" twice");
+  res = run(http::verb::post, "/api/v1/caches/primitive/capacity",
+            R"({"capacity": 8, "note": {"by": "a", "by": "b"}})");
+  CHECK(res.result() == http::status::bad_request);
+  CHECK(error_of(res) == "the body has the key \"by\" twice (in /note)");
+  CHECK(primitive.capacity() == 1024);
+  res = run(http::verb::post, "/api/v1/switches/tune", R"({"on": true, "on": false})");
+  CHECK(res.result() == http::status::bad_request);
+  CHECK(error_of(res) == "the body has the key \"on\" twice");
+  CHECK_FALSE(tune.on());
+  res = run(http::verb::post, "/api/v1/settings/threads", R"({"value": 8, "value": 9})");
+  CHECK(res.result() == http::status::bad_request);
+  CHECK(error_of(res) == "the body has the key \"value\" twice");
+  CHECK(threads.int_value() == 4);
+}
+
 TEST_CASE_METHOD(handler_fixture, "flush reports how many entries went", "[admin][handler]") {
   const auto res = run(http::verb::post, "/api/v1/caches/primitive/flush");
   REQUIRE(res.result() == http::status::ok);

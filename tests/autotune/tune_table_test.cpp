@@ -343,6 +343,50 @@ TEST_CASE("a corrupt table is reported and changes nothing", "[autotune][table]"
   }
 }
 
+TEST_CASE("a table with a key given twice in one object is corrupt", "[autotune][table]") {
+  const std::string head =
+      R"({"format":"primcache-tune-table","format_version":1,"library_version":"0.1.0","entries":[)";
+  const std::string fields = R"("device":"cpu","key":"0a0b","implementation":"jit:matmul",)"
+                             R"("config":"{}","time_ns":5)";
+  auto message_of = [&](const std::string& text) {
+    tune_table t;
+    t.put("cpu:avx2", make_key(9), entry(1));
+    auto r = t.merge_json(text, "0.1.0");
+    REQUIRE_FALSE(r);
+    CHECK(r.why().code == status::corrupt_data);
+    CHECK(t.size() == 1);  // the table is as it was
+    return r.why().message;
+  };
+  // Boost.JSON keeps the last: these loaded with a time of 1e9 ns, device
+  // "gpu" and library version 0.2.0 (skipped as another version's).
+  CHECK(message_of(head + "{" + fields + R"(,"time_ns":1e9}]})") ==
+        "tune table: entry 0: \"time_ns\" is given twice");
+  CHECK(message_of(head + "{" + fields + "},{" + fields + R"(,"device":"gpu"}]})") ==
+        "tune table: entry 1: \"device\" is given twice");
+  CHECK(message_of(head + "]," + R"("library_version":"0.2.0"})") ==
+        "tune table: \"library_version\" is given twice");
+  // Compared unescaped; in an object the format does not read.
+  CHECK(message_of(head + "{" + fields + R"(,"\u0074ime_ns":1e9}]})") ==
+        "tune table: entry 0: \"time_ns\" is given twice");
+  CHECK(message_of(head + R"(],"extra":{"a/b":{"x":1,"x":2}}})") ==
+        "tune table: /extra/a~1b: \"x\" is given twice");
+  // The same keys in every entry are no duplicate.
+  tune_table t;
+  REQUIRE(t.merge_json(head + "{" + fields + R"(},{"device":"cpu","key":"0c",)" +
+                           R"("implementation":"x","config":"{}","time_ns":5}]})",
+                       "0.1.0"));
+  CHECK(t.size() == 2);
+  SECTION("from a file: the message names the path") {
+    temp_dir d;
+    const std::string path = d.file("twice.json");
+    write(path, head + "{" + fields + R"(,"time_ns":1e9}]})");
+    auto r = t.load_file(path, "0.1.0");
+    REQUIRE_FALSE(r);
+    CHECK(r.why().code == status::corrupt_data);
+    CHECK(r.why().message == path + ": tune table: entry 0: \"time_ns\" is given twice");
+  }
+}
+
 TEST_CASE("loading a missing or unreadable table fails as a value", "[autotune][table]") {
   temp_dir d;
   tune_table t;

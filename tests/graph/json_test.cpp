@@ -202,6 +202,36 @@ TEST_CASE("bad JSON is refused with where and why", "[graph][json][errors]") {
         "graph file /nonexistent/g.json: cannot be read: No such file or directory");
 }
 
+TEST_CASE("a key given twice in one object is refused, naming the object and the line",
+          "[graph][json][errors]") {
+  auto msg = [](const std::string& text) { return error_of([&] { load_graph_json(text); }); };
+  const std::string once = " (a key may appear once in an object)";
+  // Boost.JSON keeps the last: each of these loaded, the last value taken.
+  CHECK(msg(R"({"tensors": [], "ops": [], "ops": []})") ==
+        "graph JSON /: duplicate key \"ops\" at line 1, column 28" + once);
+  CHECK(msg(R"({"tensors": [{"name": "x", "shape": [4], "type": "f32", "role": "input"},
+                            {"name": "y", "role": "output"}],
+    "ops": [{"name": "act", "kind": "eltwise", "inputs": ["x"], "outputs": ["y"],
+             "attributes": {"algorithm": "relu", "algorithm": "tanh"}}]})") ==
+        "graph JSON /ops/0/attributes: duplicate key \"algorithm\" at line 4, column 50" + once);
+  CHECK(msg(doc(R"(, "init": {"kind": "fill", "value": 1, "value": 2})")) ==
+        "graph JSON /tensors/0/init: duplicate key \"value\" at line 2, column 105" + once);
+  // Keys compare unescaped.
+  CHECK(msg(doc(R"(, "r\u006fle": "input")"))
+            .find("graph JSON /tensors/0: duplicate key \"role\" "
+                  "at line 2, column 68") == 0);
+  // A file's message starts with its path.
+  const std::string path = std::filesystem::temp_directory_path() /
+                           ("primcache_graph_twice_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << doc("", R"(, "name": "g")");
+  CHECK(error_of([&] { load_graph_file(path); }) ==
+        path + ": graph JSON /ops/0: duplicate key \"name\" at line 5, column 49" + once);
+  std::remove(path.c_str());
+  // The same key in different objects is no duplicate (every doc() has
+  // "name" in the top level, a tensor and an op).
+  CHECK_NOTHROW(load_graph_json(doc()));
+}
+
 TEST_CASE("init values that are not finite as floats are refused at load",
           "[graph][json][errors]") {
   auto msg = [](const std::string& text) { return error_of([&] { load_graph_json(text); }); };

@@ -217,7 +217,7 @@ TEST_CASE("A workload with a key given twice in one object is refused naming it 
                 "  \"shapes\": {\"src\": [4, 8], \"weights\": [8, 2],\n"
                 "             \"src\": [4, 4]}}]}") ==
         "workload.json: line 3: duplicate key \"src\" (a key may appear once in an object)");
-  // In a graph file too (libs/graph's reader would keep the last).
+  // In a graph file too: libs/graph's loader refuses it, naming the object.
   const std::string graph = primcache::test::temp_path("twice-graph.json");
   primcache::test::write_text(
       graph, R"({"tensors": [{"name": "x", "shape": [4, 8], "type": "f32", "role": "input"},
@@ -226,7 +226,8 @@ TEST_CASE("A workload with a key given twice in one object is refused naming it 
              "attributes": {"algorithm": "relu", "algorithm": "tanh"}}]})");
   CHECK(refusal(R"({"graphs": [{"file": ")" + graph + R"("}]})") ==
         "workload.json: graphs[0].file: " + graph +
-            ": line 4: duplicate key \"algorithm\" (a key may appear once in an object)");
+            ": graph JSON /ops/0/attributes: duplicate key \"algorithm\" at line 4, column 50 (a "
+            "key may appear once in an object)");
   // The same key in different objects is no duplicate.
   CHECK(load_workload(R"({"primitives": [)" + mm + "," + mm + "]}", "workload.json")
             .primitives.size() == 2);

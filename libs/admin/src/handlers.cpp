@@ -12,6 +12,7 @@
 #include <boost/json/value.hpp>
 
 #include "primcache/base/error.hpp"
+#include "primcache/base/json_keys.hpp"
 #include "primcache/metrics/render.hpp"
 
 namespace primcache::admin_internal {
@@ -102,6 +103,13 @@ json::value body_field(const call& c, const char* key) {
   boost::system::error_code ec;
   json::value v = json::parse(c.request.body(), ec);
   if (ec) throw refusal{status::bad_request, "the body is not valid JSON: " + ec.message()};
+  // Boost.JSON keeps the last of a key given twice: which one the sender
+  // meant is not ours to guess.
+  if (const auto d = find_duplicate_json_key(c.request.body())) {
+    throw refusal{status::bad_request,
+                  "the body has the key \"" + d->key + "\" twice" +
+                      (d->object_pointer.empty() ? "" : " (in " + d->object_pointer + ")")};
+  }
   const json::object* o = v.if_object();
   if (o == nullptr) throw refusal{status::bad_request, "the body must be a JSON object"};
   const json::value* f = o->if_contains(key);

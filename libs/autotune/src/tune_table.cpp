@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "primcache/base/json_keys.hpp"
 #include "primcache/base/regular_file.hpp"
 
 namespace primcache {
@@ -73,6 +74,18 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// Where a key is given twice, as the other messages name places: "" for
+// the top level, "entry 3: " for /entries/3, else the JSON pointer.
+std::string duplicate_place(const std::string& pointer) {
+  if (pointer.empty()) return "";
+  constexpr std::string_view entries = "/entries/";
+  if (pointer.starts_with(entries) && pointer.size() > entries.size() &&
+      pointer.find_first_not_of("0123456789", entries.size()) == std::string::npos) {
+    return "entry " + pointer.substr(entries.size()) + ": ";
+  }
+  return pointer + ": ";
+}
+
 struct parsed_entry {
   std::string device;
   std::vector<std::byte> key;
@@ -89,6 +102,10 @@ result<parsed_file> parse(std::string_view text) {
   boost::system::error_code ec;
   boost::json::value doc = boost::json::parse(text, ec);
   if (ec) return corrupt("not JSON (" + ec.message() + ")");
+  // Boost.JSON would keep the last of a key given twice: corrupt too.
+  if (const auto d = find_duplicate_json_key(text)) {
+    return corrupt(duplicate_place(d->object_pointer) + "\"" + d->key + "\" is given twice");
+  }
   const auto* root = doc.if_object();
   if (!root) return corrupt("the top level is not an object");
   const auto* format = root->if_contains("format");

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "primcache/base/error.hpp"
+#include "primcache/base/json_keys.hpp"
 #include "primcache/base/regular_file.hpp"
 
 namespace primcache {
@@ -295,6 +296,12 @@ graph load_graph_json(std::string_view text) {
   if (ec) {
     throw error(status::invalid_arguments,
                 "graph JSON " + position(text, used) + ": " + ec.message());
+  }
+  // Boost.JSON keeps the last of a key given twice; the format has no
+  // object where that could be meant.
+  if (const auto d = find_duplicate_json_key(text)) {
+    fail(d->object_pointer, "duplicate key \"" + d->key + "\" at " + position(text, d->offset) +
+                                " (a key may appear once in an object)");
   }
   const json::value doc = p.release();
   const auto& root = as_object(doc, "");

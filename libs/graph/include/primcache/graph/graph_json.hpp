@@ -7,8 +7,9 @@
 //   auto out = exec.run(primcache::make_inputs(g));
 //
 // Loading checks the text completely: malformed JSON (with its line and
-// column), a key the format does not know, a value of the wrong type or
-// range, an unknown data type, layout, place or role — each an
+// column), a key the format does not know, a key given twice in one
+// object, a value of the wrong type or range, an unknown data type,
+// layout, place or role — each an
 // error(invalid_arguments) whose message starts "graph JSON" and names the
 // place in the document as a JSON pointer ("/ops/2/inputs/0"). Constants
 // get their data from "init" (default: uniform in [-1, 1), seed 1). The
