@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -15,12 +16,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
 
 #include "binary_record.hpp"
+#include "cl_error.hpp"
 #include "host_reference.hpp"
 #include "kernel_primitive.hpp"
 #include "ocl_engine.hpp"
@@ -29,6 +32,31 @@
 #include "primcache/runtime/backend/primitive_impl.hpp"
 
 using namespace primcache;
+
+namespace {
+
+// The OpenCL error the next clCreateProgramWithBinary returns instead of
+// loading (CL_SUCCESS: none), then back to CL_SUCCESS.
+std::atomic<cl_int> fail_next_binary_load{CL_SUCCESS};
+
+}  // namespace
+
+// The backend's objects are linked into this program, so their calls reach
+// this definition instead of the ICD loader's (hidden: nothing outside the
+// program sees it); it fails one load as told, the way a device out of
+// resources would, and passes every other call on to the loader.
+extern "C" cl_program clCreateProgramWithBinary(cl_context context, cl_uint num_devices,
+                                                const cl_device_id* devices, const size_t* lengths,
+                                                const unsigned char** binaries,
+                                                cl_int* binary_status, cl_int* errcode_ret) {
+  static const auto real = reinterpret_cast<decltype(&clCreateProgramWithBinary)>(
+      ::dlsym(RTLD_NEXT, "clCreateProgramWithBinary"));
+  if (const cl_int e = fail_next_binary_load.exchange(CL_SUCCESS); e != CL_SUCCESS) {
+    if (errcode_ret != nullptr) *errcode_ret = e;
+    return nullptr;
+  }
+  return real(context, num_devices, devices, lengths, binaries, binary_status, errcode_ret);
+}
 
 namespace {
 
@@ -449,6 +477,47 @@ TEST_CASE("a blob whose binary the OpenCL driver refuses is refused and caches n
   }
 }
 
+TEST_CASE("a blob whose binary the device cannot load now fails with the device's status",
+          "[ocl][persist][blob][errors]") {
+  // Only the driver's verdict on the binary makes the blob bad
+  // (invalid_arguments: a store erases it); a device out of resources or
+  // memory says nothing about the blob (a store keeps it).
+  set_primitive_cache_capacity(1024);
+  engine eng(engine_kind::gpu, 0);
+  // A shape no other test uses: the key starts cold.
+  const memory::desc from({1, 5, 3, 7}, data_type::f32, format_tag::nchw);
+  const memory::desc to({1, 5, 3, 7}, data_type::f32, format_tag::nhwc);
+  const auto pd = reorder::primitive_desc(eng, from, eng, to);
+  std::vector<std::uint8_t> blob;
+  {
+    primitive fresh(pd);
+    blob = fresh.cache_blob();
+  }
+  const auto [code, want] = GENERATE(table<cl_int, status>({
+      {CL_OUT_OF_RESOURCES, status::runtime_error},
+      {CL_OUT_OF_HOST_MEMORY, status::out_of_memory},
+      {CL_DEVICE_NOT_AVAILABLE, status::runtime_error},
+      {CL_INVALID_BINARY, status::invalid_arguments},
+  }));
+  INFO(ocl_internal::cl_error_name(code));
+  empty_primitive_cache();
+  fail_next_binary_load.store(code);
+  try {
+    primitive p(pd, blob);
+    FAIL("the blob was loaded");
+  } catch (const error& e) {
+    INFO(e.what());
+    CHECK(fail_next_binary_load.load() == CL_SUCCESS);  // the load met the failure
+    CHECK(e.code() == want);
+    CHECK_THAT(e.message(), Catch::Contains(std::string(ocl_internal::cl_error_name(code))));
+  }
+  fail_next_binary_load.store(CL_SUCCESS);
+  CHECK_FALSE(primitive_cache_contains(pd));
+  // The same blob loads once the device can.
+  primitive p(pd, blob);
+  CHECK(p.cache_blob() == blob);
+}
+
 TEST_CASE("binary records refuse every malformed form", "[ocl][persist][record]") {
   const ocl_internal::device_identity id{"P", "D", "1.0"};
   const ocl_internal::program_binary binary = {1, 2, 3, 4};
@@ -582,6 +651,55 @@ TEST_CASE("OpenCL primitives go through the runtime's directory store", "[ocl][p
     primitive again(pd);
     CHECK(get_persistent_cache_stats().hits == s0.hits + 1);
     CHECK(ocl_interop::get_program_counts().source_builds == c1.source_builds);
+    CHECK(same_bits(run(s, again, eng), fresh_out));
+  }
+  SECTION(
+      "a well-formed entry whose binary the device cannot load now is kept, and the primitive "
+      "compiled") {
+    const subject s = subjects()[3];
+    const primitive_desc pd = s.make_pd(eng);
+    const auto id = pd.cache_blob_id();
+    auto store = get_persistent_cache();
+    empty_primitive_cache();
+    store->erase(std::as_bytes(std::span(id)));
+    std::vector<float> fresh_out;
+    {
+      primitive fresh(pd);
+      fresh_out = run(s, fresh, eng);
+    }
+    flush_persistent_cache_writes();
+    const auto entry = store->get(std::as_bytes(std::span(id)));
+    REQUIRE(entry);
+    for (const cl_int code : {CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY}) {
+      INFO(ocl_internal::cl_error_name(code));
+      empty_primitive_cache();
+      const auto s0 = get_persistent_cache_stats();
+      const auto c0 = ocl_interop::get_program_counts();
+      fail_next_binary_load.store(code);
+      {
+        primitive p(pd);
+        CHECK(fail_next_binary_load.load() == CL_SUCCESS);  // the load met the failure
+        fail_next_binary_load.store(CL_SUCCESS);
+        const auto s1 = get_persistent_cache_stats();
+        CHECK(s1.load_failed == s0.load_failed + 1);
+        CHECK(s1.rejected == s0.rejected);
+        CHECK(s1.hits == s0.hits);
+        CHECK(s1.writes_queued == s0.writes_queued);  // nothing written over the entry
+        CHECK(ocl_interop::get_program_counts().source_builds == c0.source_builds + 1);
+        CHECK(same_bits(run(s, p, eng), fresh_out));
+      }
+      flush_persistent_cache_writes();
+      const auto kept = store->get(std::as_bytes(std::span(id)));
+      REQUIRE(kept);
+      CHECK(*kept == *entry);
+    }
+    // Once the device can, the entry loads: nothing built from source.
+    empty_primitive_cache();
+    const auto s2 = get_persistent_cache_stats();
+    const auto c2 = ocl_interop::get_program_counts();
+    primitive again(pd);
+    CHECK(get_persistent_cache_stats().hits == s2.hits + 1);
+    CHECK(ocl_interop::get_program_counts().source_builds == c2.source_builds);
     CHECK(same_bits(run(s, again, eng), fresh_out));
   }
   detach_persistent_cache();

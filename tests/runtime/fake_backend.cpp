@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "primcache/base/error.hpp"
@@ -15,6 +16,8 @@ std::atomic<int> last_nested_outcome{-1};
 std::atomic<int> stream_waits{0};
 std::atomic<int> identity_setting{0};
 std::atomic<int> factory_calls_17{0};
+std::atomic<int> load_failure{0};
+std::atomic<int> loads{0};
 
 namespace {
 
@@ -52,6 +55,10 @@ class copy_pd_impl final : public primitive_desc_impl {
   std::shared_ptr<const primitive_impl> create_impl(const engine& eng) const override;
   const reorder_op& op() const { return op_; }
 
+ protected:
+  std::shared_ptr<const primitive_impl> load_impl(const engine& eng,
+                                                  const impl_blob& blob) const override;
+
  private:
   reorder_op op_;
 };
@@ -83,10 +90,42 @@ class copy_impl final : public primitive_impl {
     if (!nested_) return {};
     return {nested_.get()};
   }
+  std::vector<std::uint8_t> serialize() const override {
+    if (pd().arg_md(PRIMCACHE_ARG_FROM).dims()[0] != 19) return primitive_impl::serialize();
+    impl_blob b;
+    b.name = pd().name();
+    const auto k = pd().cache_key().bytes();
+    b.key_bytes.assign(k.begin(), k.end());
+    b.config = config();
+    b.object = fake_object();
+    return b.encode();
+  }
+
+  // The object code of a serializable copy.
+  static std::vector<std::byte> fake_object() {
+    const char text[] = "fake copy";
+    const auto* p = reinterpret_cast<const std::byte*>(text);
+    return {p, p + sizeof text};
+  }
 
  private:
   std::shared_ptr<const primitive_impl> nested_;
 };
+
+std::shared_ptr<const primitive_impl> copy_pd_impl::load_impl(const engine& eng,
+                                                              const impl_blob& blob) const {
+  if (op_.src.dims()[0] != 19) return primitive_desc_impl::load_impl(eng, blob);
+  loads.fetch_add(1);
+  if (const int failure = load_failure.load(); failure == -1) {
+    throw std::bad_alloc();
+  } else if (failure != 0) {
+    throw error(static_cast<status>(failure), "fake loader failed as told");
+  }
+  if (blob.object != copy_impl::fake_object()) {
+    throw error(status::corrupt_data, "fake loader: not a fake copy's object");
+  }
+  return std::make_shared<const copy_impl>(shared_from_this(), nullptr);
+}
 
 std::shared_ptr<const primitive_impl> copy_pd_impl::create_impl(const engine& eng) const {
   creations.fetch_add(1);

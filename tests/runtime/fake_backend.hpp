@@ -9,6 +9,9 @@
 //   dims[0] == 7    create_impl creates a nested reorder of dims {8, ...}
 //                   through the global cache and records how that went
 //   dims[0] == 11   create_impl creates a nested reorder of its own key
+//   dims[0] == 19   the impl serializes (an impl blob with a fake object),
+//                   and load_impl loads it back — or fails as
+//                   load_failure says (persistent-cache tests)
 //   dims[0] >= 100  create_impl sleeps 2 ms (a slow compile)
 // Output scales (mask 0) multiply the copy, read at run time.
 #pragma once
@@ -35,6 +38,12 @@ extern std::atomic<int> identity_setting;
 extern std::atomic<int> factory_calls_17;
 // The outcome of the last nested creation.
 extern std::atomic<int> last_nested_outcome;
+// How load_impl of a dims[0] == 19 blob fails: 0, it does not (it loads);
+// a primcache::status value, it throws error(that status); -1, it throws
+// std::bad_alloc. Tests set it back to 0.
+extern std::atomic<int> load_failure;
+// How many times load_impl ran (loaded or failed), over the process.
+extern std::atomic<int> loads;
 
 primcache::reorder::primitive_desc copy_pd(std::int64_t d0, std::int64_t d1 = 4);
 

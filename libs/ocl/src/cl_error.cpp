@@ -73,6 +73,18 @@ std::string_view cl_error_name(cl_int code) noexcept {
   }
 }
 
+bool refuses_binary(cl_int code) noexcept {
+  switch (code) {
+    case CL_INVALID_BINARY:
+    case CL_BUILD_PROGRAM_FAILURE:
+    case CL_INVALID_PROGRAM:
+    case CL_INVALID_PROGRAM_EXECUTABLE:
+    case CL_INVALID_KERNEL_NAME:
+    case CL_INVALID_KERNEL_DEFINITION: return true;
+    default: return false;
+  }
+}
+
 void throw_cl_error(cl_int code, std::string_view what, std::string_view detail) {
   std::string msg(what);
   msg += " failed: ";
@@ -85,7 +97,7 @@ void throw_cl_error(cl_int code, std::string_view what, std::string_view detail)
   const status s = (code == CL_OUT_OF_HOST_MEMORY || code == CL_MEM_OBJECT_ALLOCATION_FAILURE)
                        ? status::out_of_memory
                        : status::runtime_error;
-  throw error(s, std::move(msg));
+  throw cl_failure(s, std::move(msg), code);
 }
 
 }  // namespace primcache::ocl_internal

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cl_error.hpp"
 #include "ocl_engine.hpp"
 #include "ocl_storage.hpp"
 #include "ocl_stream.hpp"
@@ -65,7 +66,11 @@ namespace {
 // The driver has the last word on a binary (one of another driver build,
 // or altered): a refusal must throw here, where the runtime counts the blob
 // as rejected and caches nothing, not at create_resource, after the impl was
-// filed in the primitive cache and failed every later creation.
+// filed in the primitive cache and failed every later creation. Only a
+// refusal (refuses_binary) is invalid_arguments, which makes a store erase
+// the entry; any other failure (the device out of resources or memory, not
+// available) keeps its status, out_of_memory or runtime_error, so that one
+// process's trouble does not erase an entry a fleet shares.
 std::shared_ptr<const realized_program> realize_loaded_binary(const ocl_engine& ocl,
                                                               const program_binary& binary,
                                                               const kernel_plan& plan,
@@ -77,8 +82,12 @@ std::shared_ptr<const realized_program> realize_loaded_binary(const ocl_engine& 
       const realized_kernel packing_kernel(program, plan.packing->name);
     }
     return program;
-  } catch (const error& e) {
-    if (e.code() == status::out_of_memory) throw;  // the device's state, not the blob's
+  } catch (const cl_failure& e) {
+    if (!refuses_binary(e.cl_code())) {
+      throw error(e.code(), who + ": the OpenCL driver of " + ocl.describe() +
+                                " could not load the blob's program binary now (" + e.message() +
+                                ")");
+    }
     throw error(status::invalid_arguments, who + ": the OpenCL driver of " + ocl.describe() +
                                                " refuses the blob's program binary (" +
                                                e.message() + ")");

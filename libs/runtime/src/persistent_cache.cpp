@@ -15,6 +15,7 @@
 #include <future>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,18 +57,20 @@ std::span<const std::byte> as_bytes(const std::vector<std::uint8_t>& v) {
 
 // Process-wide counters (persistent_cache_stats), relaxed.
 struct counters {
-  std::atomic<std::uint64_t> hits{0}, misses{0}, rejected{0}, queued{0}, stored{0}, exists{0},
-      refused{0}, failed{0}, dropped{0}, unserializable{0};
+  std::atomic<std::uint64_t> hits{0}, misses{0}, rejected{0}, load_failed{0}, queued{0}, stored{0},
+      exists{0}, refused{0}, failed{0}, dropped{0}, unserializable{0};
 };
 counters& counts() {
   static counters* c = new counters;  // never destroyed: written during exit
   return *c;
 }
 
-// primcache_persistent_cache_writes_total{result}, registered on first
-// attachment.
+// primcache_persistent_cache_writes_total{result} and
+// primcache_persistent_cache_load_failures_total{result}, registered on
+// first attachment.
 struct write_metrics {
   metric_counter stored, exists, refused, failed, dropped, unserializable;
+  metric_counter load_rejected, load_kept;
 };
 const write_metrics& writes_metric() {
   static const write_metrics* m = [] {
@@ -83,20 +86,56 @@ const write_metrics& writes_metric() {
     w->failed = make("failed");
     w->dropped = make("dropped");
     w->unserializable = make("unserializable");
+    auto load = [](const char* result) {
+      return control().counter(
+          "primcache_persistent_cache_load_failures_total",
+          "Blobs the persistent cache returned that did not load: rejected (the entry was bad: "
+          "erased, compiled, written again) or kept (a failure outside the entry: compiled)",
+          {{"result", result}});
+    };
+    w->load_rejected = load("rejected");
+    w->load_kept = load("kept");
     return w;
   }();
   return *m;
 }
 
+// Whether a blob that failed to load with `s` is itself bad — true for
+// what blob loaders say of the bytes: corrupt_data (altered, truncated,
+// not a blob), invalid_arguments (another descriptor's, device's or ISA's
+// blob; a program binary the OpenCL driver refuses), unimplemented (a
+// format or record version this build does not read; code for an ISA
+// above this host's), not_found (code without a symbol it must define),
+// permission_denied (code that calls what kernels may not). Anything else
+// (out_of_memory, runtime_error: a driver or JIT failure) is this
+// process's state at the time: the entry may be good, and other processes
+// sharing it (a fleet's Redis) may load it.
+bool entry_is_bad(status s) {
+  switch (s) {
+    case status::corrupt_data:
+    case status::invalid_arguments:
+    case status::unimplemented:
+    case status::not_found:
+    case status::permission_denied: return true;
+    case status::success:
+    case status::out_of_memory:
+    case status::already_exists:
+    case status::runtime_error: return false;
+  }
+  return false;  // a status this build does not know says nothing of the entry
+}
+
 class attachment;
 
 // What control's "persistent" cache shows: the store, with the blobs it
-// returned that the runtime could not load moved from hits to misses and
-// counted as corrupt entries.
+// returned that the runtime could not load moved from hits to misses, and
+// those that were bad (rejected, not load_failed) counted as corrupt
+// entries.
 class control_view final : public blob_store {
  public:
-  control_view(blob_store& store, const std::atomic<std::uint64_t>& rejected)
-      : store_(store), rejected_(rejected) {}
+  control_view(blob_store& store, const std::atomic<std::uint64_t>& rejected,
+               const std::atomic<std::uint64_t>& load_failed)
+      : store_(store), rejected_(rejected), load_failed_(load_failed) {}
   std::optional<std::vector<std::byte>> get(std::span<const std::byte> key) override {
     return store_.get(key);
   }
@@ -111,8 +150,9 @@ class control_view final : public blob_store {
   blob_store_stats stats() const override {
     blob_store_stats s = store_.stats();
     const std::uint64_t r = std::min(rejected_.load(std::memory_order_relaxed), s.hits);
-    s.hits -= r;
-    s.misses += r;
+    const std::uint64_t f = std::min(load_failed_.load(std::memory_order_relaxed), s.hits - r);
+    s.hits -= r + f;
+    s.misses += r + f;
     s.corrupt_entries += r;
     return s;
   }
@@ -122,6 +162,7 @@ class control_view final : public blob_store {
  private:
   blob_store& store_;
   const std::atomic<std::uint64_t>& rejected_;
+  const std::atomic<std::uint64_t>& load_failed_;
 };
 
 // One attached store. Creators hold it while they use it; detaching marks
@@ -137,8 +178,9 @@ class attachment {
   // here, so detaching it in the child keeps it (retire).
   bool from_parent = false;
   std::atomic<std::uint64_t> rejected{0};
+  std::atomic<std::uint64_t> load_failed{0};
   std::atomic<bool> detached{false};
-  control_view view{*store, rejected};
+  control_view view{*store, rejected, load_failed};
   blob_store_registration registration;
 };
 
@@ -585,6 +627,8 @@ persistent_created create_through_persistent_cache(const backend::primitive_desc
     }
   }
   if (blob) {
+    // Why the blob did not load, when it did not.
+    std::optional<error> failure;
     try {
       const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(blob->data()),
                                                 blob->size());
@@ -592,16 +636,34 @@ persistent_created create_through_persistent_cache(const backend::primitive_desc
       c.hits.fetch_add(1, std::memory_order_relaxed);
       return {std::move(impl), persistent_outcome::hit};
     } catch (const error& e) {
-      // Never loaded: counted, removed, compiled afresh (and written again).
-      c.rejected.fetch_add(1, std::memory_order_relaxed);
-      a->rejected.fetch_add(1, std::memory_order_relaxed);
-      try {
-        a->store->erase(as_bytes(id));
-      } catch (const std::exception&) {
-      }
+      failure = e;
+    } catch (const std::bad_alloc&) {
+      failure = error(status::out_of_memory, "out of memory while loading the blob");
+    }
+    if (!entry_is_bad(failure->code())) {
+      // Not the entry's fault: kept (other processes, a fleet sharing it,
+      // may load it), compiled, and nothing queued to write over it.
+      c.load_failed.fetch_add(1, std::memory_order_relaxed);
+      a->load_failed.fetch_add(1, std::memory_order_relaxed);
+      writes_metric().load_kept.add();
       if (verbose_level() >= 1) {
-        verbose_print("primcache_verbose,persistent:rejected," + who(pd) + "," + e.message());
+        verbose_print("primcache_verbose,persistent:load_failed," + who(pd) + "," +
+                      std::string(failure->what()));
       }
+      c.misses.fetch_add(1, std::memory_order_relaxed);
+      blob.reset();  // its bytes are not needed while compiling (memory may be short)
+      return {pd.create_impl(eng), persistent_outcome::miss};
+    }
+    // Bad: counted, removed, compiled afresh (and written again).
+    c.rejected.fetch_add(1, std::memory_order_relaxed);
+    a->rejected.fetch_add(1, std::memory_order_relaxed);
+    writes_metric().load_rejected.add();
+    try {
+      a->store->erase(as_bytes(id));
+    } catch (const std::exception&) {
+    }
+    if (verbose_level() >= 1) {
+      verbose_print("primcache_verbose,persistent:rejected," + who(pd) + "," + failure->message());
     }
   }
   c.misses.fetch_add(1, std::memory_order_relaxed);
@@ -673,6 +735,7 @@ persistent_cache_stats get_persistent_cache_stats() {
   s.hits = c.hits.load(std::memory_order_relaxed);
   s.misses = c.misses.load(std::memory_order_relaxed);
   s.rejected = c.rejected.load(std::memory_order_relaxed);
+  s.load_failed = c.load_failed.load(std::memory_order_relaxed);
   s.writes_queued = c.queued.load(std::memory_order_relaxed);
   s.writes_stored = c.stored.load(std::memory_order_relaxed);
   s.writes_exists = c.exists.load(std::memory_order_relaxed);

@@ -13,7 +13,10 @@ namespace primcache::runtime_internal {
 enum class persistent_outcome {
   none,  // no store attached
   hit,   // loaded from the store: nothing compiled
-  miss,  // the store had nothing usable: compiled, the write queued
+  // The store had nothing usable: compiled, the write queued — unless a
+  // blob failed to load for a reason outside it (out of memory, a driver
+  // failure): then its entry is kept and nothing is written over it.
+  miss,
 };
 
 struct persistent_created {
@@ -22,8 +25,9 @@ struct persistent_created {
 };
 
 // Creates pd's impl on a primitive-cache miss: from the attached store when
-// it holds a blob that loads, else by compiling (and queueing the write).
-// Throws what create_impl throws.
+// it holds a blob that loads, else by compiling (and queueing the write). A
+// blob that fails to load is erased only when the failure's status says
+// the blob is bad (persistent_cache.hpp). Throws what create_impl throws.
 persistent_created create_through_persistent_cache(const backend::primitive_desc_impl& pd,
                                                    const engine& eng);
 

@@ -21,8 +21,14 @@
 //
 // On a miss of the in-memory primitive cache the store is asked for the
 // descriptor's cache_blob_id(): a blob that loads is the primitive (no
-// compilation; creation source "persistent"); a blob that fails to load is
-// counted (corrupt_entries), erased from the store and compiled afresh;
+// compilation; creation source "persistent"); a blob that fails to load
+// because it is bad (the failure's status is corrupt_data,
+// invalid_arguments, unimplemented, not_found or permission_denied) is
+// counted (rejected; corrupt_entries), erased from the store and compiled
+// afresh; one that fails for a reason outside it (out_of_memory, also
+// std::bad_alloc, runtime_error: a driver or JIT failure) is counted
+// (load_failed) and compiled, and its entry kept, with no write queued over
+// it (other processes sharing the store may load it);
 // none: the primitive is compiled and handed to a bounded write-behind
 // queue — the creator pays only for the hand-off; when the queue is full the
 // write is dropped and counted. One background thread serializes and puts
@@ -93,8 +99,11 @@ PRIMCACHE_API std::shared_ptr<blob_store> open_persistent_cache_dir(const std::s
 // The store's own counters are its stats() (and control's "persistent").
 struct persistent_cache_stats {
   std::uint64_t hits = 0;            // misses served by the store (no compilation)
-  std::uint64_t misses = 0;          // store asked, nothing there: compiled
-  std::uint64_t rejected = 0;        // a blob the store gave failed to load: erased, compiled
+  std::uint64_t misses = 0;          // store asked, nothing usable there: compiled
+  std::uint64_t rejected = 0;        // of misses: the store's blob was bad: erased, compiled
+  std::uint64_t load_failed = 0;     // of misses: the store's blob failed to load for a reason
+                                     // outside it (out of memory, a driver or JIT failure):
+                                     // kept, compiled, nothing written over it
   std::uint64_t writes_queued = 0;   // compilations handed to the write-behind queue
   std::uint64_t writes_stored = 0;   // put() stored them
   std::uint64_t writes_exists = 0;   // put() found an entry already there
