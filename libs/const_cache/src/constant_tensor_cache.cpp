@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "fork_handlers.hpp"
 #include "listener_list.hpp"
 #include "primcache/base/error.hpp"
 
@@ -43,9 +44,12 @@ constant_tensor_cache::constant_tensor_cache(std::string device)
   backing_cache& first = backing(cache_policy::no_evict);
   first.set_capacity(bytes_of(unlimited));
   active_.store(&first, std::memory_order_release);
+  const_cache_internal::fork_handlers::add(*this);
 }
 
-constant_tensor_cache::~constant_tensor_cache() = default;
+constant_tensor_cache::~constant_tensor_cache() {
+  const_cache_internal::fork_handlers::remove(*this);
+}
 
 constant_tensor_cache::backing_cache& constant_tensor_cache::backing(cache_policy policy) const {
   const auto i = static_cast<std::size_t>(policy);
@@ -114,17 +118,19 @@ bool constant_tensor_cache::flushes(std::uint64_t megabytes, cache_policy policy
 // the removals they cause are collected (`later`, declared before the guard)
 // and heard once config_ is released, before the call returns. So a callback
 // may flush or preview this cache, directly or through control, without
-// taking config_ twice on one thread.
+// taking config_ twice on one thread. They take config_ through a
+// holder_guard, which records the holder for the fork handlers
+// (fork_handlers.hpp).
 
 void constant_tensor_cache::set_capacity(std::uint64_t megabytes) {
   const_cache_internal::deferred_notifications later(*listeners_);
-  lock_guard<mutex> guard(config_);
+  const_cache_internal::holder_guard guard(config_, config_holder_);
   set_capacity_locked(megabytes, policy());
 }
 
 void constant_tensor_cache::set_capacity(std::uint64_t megabytes, cache_policy policy) {
   const_cache_internal::deferred_notifications later(*listeners_);
-  lock_guard<mutex> guard(config_);
+  const_cache_internal::holder_guard guard(config_, config_holder_);
   set_capacity_locked(megabytes, policy);
 }
 
@@ -190,7 +196,7 @@ capacity_change_effect constant_tensor_cache::preview_locked(std::uint64_t megab
 
 void constant_tensor_cache::flush() {
   const_cache_internal::deferred_notifications later(*listeners_);
-  lock_guard<mutex> guard(config_);
+  const_cache_internal::holder_guard guard(config_, config_holder_);
   active_.load(std::memory_order_relaxed)->clear();
 }
 

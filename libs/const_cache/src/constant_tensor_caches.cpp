@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "fork_handlers.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/names.hpp"
 
@@ -85,9 +86,12 @@ struct constant_tensor_caches::slot {
   cache_registration registration;
 };
 
-constant_tensor_caches::constant_tensor_caches(control_registry& registry) : registry_(registry) {}
+constant_tensor_caches::constant_tensor_caches(control_registry& registry) : registry_(registry) {
+  const_cache_internal::fork_handlers::add(*this);
+}
 
 constant_tensor_caches::~constant_tensor_caches() {
+  const_cache_internal::fork_handlers::remove(*this);
   // Unregistered before any cache goes, and outside mutex_: an unregistration
   // waits for control's calls in flight, which never take mutex_ anyway.
   std::map<std::string, std::unique_ptr<slot>, std::less<>> slots;
@@ -173,7 +177,7 @@ void constant_tensor_caches::set_kind(std::string_view kind, std::uint64_t megab
                 "constant tensor cache kind '" + std::string(kind) + "': policy " +
                     std::to_string(static_cast<int>(*policy)) + " does not exist");
   }
-  lock_guard<mutex> applying(apply_);
+  const_cache_internal::holder_guard applying(apply_, applier_);
   std::vector<constant_tensor_cache*> targets;
   cache_policy resolved = cache_policy::no_evict;
   {

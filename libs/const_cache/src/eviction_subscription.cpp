@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "fork_handlers.hpp"
 #include "listener_list.hpp"
 
 namespace primcache {
@@ -34,6 +35,14 @@ void deferred_notifications::deliver() noexcept {
     list_.notify(p.key, p.buffer.get(), p.reason);
     p.buffer.reset();  // the cache's hold on it ends with its notification
   }
+}
+
+listener_list::listener_list() {
+  fork_handlers::add(*this);
+}
+
+listener_list::~listener_list() {
+  fork_handlers::remove(*this);
 }
 
 eviction_subscription listener_list::add(constant_tensor_cache::eviction_callback callback) {

@@ -46,6 +46,10 @@ class listener {
   // waited for.
   void deactivate() noexcept { gate_.close(); }
 
+  // In a fork child: the calls in progress are the forking thread's own;
+  // the other threads' calls ended with their threads.
+  void reset_in_child() noexcept { gate_.reset_in_child(); }
+
  private:
   const constant_tensor_cache::eviction_callback callback_;
   call_gate gate_;
@@ -57,6 +61,12 @@ class listener_list : public std::enable_shared_from_this<listener_list> {
  public:
   using snapshot = std::shared_ptr<const std::vector<std::shared_ptr<listener>>>;
 
+  // On the fork handlers' list for its lifetime (fork_handlers.hpp).
+  listener_list();
+  ~listener_list();
+  listener_list(const listener_list&) = delete;
+  listener_list& operator=(const listener_list&) = delete;
+
   eviction_subscription add(constant_tensor_cache::eviction_callback callback);
   void remove(const std::shared_ptr<listener>& l) noexcept;
   // Calls every listener now.
@@ -67,6 +77,19 @@ class listener_list : public std::enable_shared_from_this<listener_list> {
   // kept for it (the buffer held until it is delivered).
   void evicted(const constant_key& key, const constant_tensor_cache::buffer_ptr* buffer,
                eviction_reason reason) noexcept;
+
+  // fork(): the lock is held across the fork (nothing is waited for under
+  // it), so the child copies no list in the middle of a change. In the
+  // child, reset_in_child() (lock held) forgets the calls other threads had
+  // in progress in the listed callbacks. A listener no longer listed has
+  // none: it was deactivated, waiting for them, before it left the list.
+  void lock_for_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { mutex_.lock(); }
+  void unlock_after_fork() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS { mutex_.unlock(); }
+  void reset_in_child() noexcept PRIMCACHE_REQUIRES(mutex_) {
+    if (listeners_) {
+      for (const auto& l : *listeners_) l->reset_in_child();
+    }
+  }
 
  private:
   mutex mutex_;

@@ -58,6 +58,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -77,6 +78,7 @@
 namespace primcache {
 
 namespace const_cache_internal {
+class fork_handlers;
 class listener_list;
 }  // namespace const_cache_internal
 
@@ -195,6 +197,7 @@ class PRIMCACHE_API constant_tensor_cache {
   [[nodiscard]] eviction_subscription on_eviction(eviction_callback callback);
 
  private:
+  friend class const_cache_internal::fork_handlers;  // holds config_ across fork()
   using backing_cache = concurrent_cache<constant_key, buffer_ptr>;
 
   static void check_created(const constant_key& key, std::size_t size, const constant_buffer* made);
@@ -213,6 +216,10 @@ class PRIMCACHE_API constant_tensor_cache {
   // eviction callback runs: their notifications are delivered after it is
   // released (deferred_notifications, listener_list.hpp).
   mutable mutex config_;
+  // The thread holding config_ in a capacity change or a flush, if any: a
+  // fork made from under it (a callback heard under config_ for lack of
+  // memory) neither waits for it nor releases it (src/fork_handlers.hpp).
+  std::atomic<std::thread::id> config_holder_{};
   // One backing cache per policy primcache::cache offers, indexed by the
   // policy's value, all built at construction and kept until destruction;
   // all but the active one have capacity 0.

@@ -40,12 +40,14 @@
 // std::bad_alloc.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "primcache/base/export.hpp"
@@ -56,6 +58,10 @@
 #include "primcache/control/registry.hpp"
 
 namespace primcache {
+
+namespace const_cache_internal {
+class fork_handlers;
+}  // namespace const_cache_internal
 
 class PRIMCACHE_API constant_tensor_caches {
  public:
@@ -99,6 +105,7 @@ class PRIMCACHE_API constant_tensor_caches {
   static std::string_view kind_of(std::string_view device) noexcept;
 
  private:
+  friend class const_cache_internal::fork_handlers;  // fork(): mutex_ and apply_
   struct kind_setting {
     std::uint64_t megabytes = constant_tensor_cache::unlimited;
     cache_policy policy = cache_policy::no_evict;
@@ -118,6 +125,11 @@ class PRIMCACHE_API constant_tensor_caches {
   // Serializes kind settings, from resolving a kept policy to the last
   // device's change (callbacks included; outside mutex_).
   mutex apply_;
+  // The thread holding apply_, if any: a fork child remakes apply_ that a
+  // thread it does not have held, never one its own thread holds (it forked
+  // from a callback of that setting). mutex_ is held across fork()
+  // (src/fork_handlers.hpp).
+  std::atomic<std::thread::id> applier_{};
   mutable mutex mutex_;
   std::map<std::string, std::unique_ptr<slot>, std::less<>> slots_ PRIMCACHE_GUARDED_BY(mutex_);
   std::map<std::string, kind_setting, std::less<>> kinds_ PRIMCACHE_GUARDED_BY(mutex_);
