@@ -1,5 +1,7 @@
 #include "jit/jit_module.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "jit/object_check.hpp"
 #include "jit/object_symbols.hpp"
 #include "jit/process_jit.hpp"
 #include "text.hpp"
@@ -29,6 +32,17 @@ std::string joined(std::span<const std::string_view> names) {
   std::string out;
   for (std::string_view n : names) out.append(out.empty() ? "" : ", ").append(n);
   return out;
+}
+
+// Whether `bytes` lie in the image (the shared library or the executable)
+// that holds this code: the shape-generic objects compiled into the backend
+// when it was built (tiered/generic_code.hpp), never bytes read at run time,
+// which live on the heap.
+bool built_into_this_image(const void* bytes) noexcept {
+  Dl_info here{};
+  Dl_info there{};
+  return ::dladdr(reinterpret_cast<const void*>(&built_into_this_image), &here) != 0 &&
+         ::dladdr(bytes, &there) != 0 && here.dli_fbase == there.dli_fbase;
 }
 
 result<bool> check_imports(std::string_view name, std::span<const std::byte> object) {
@@ -85,10 +99,28 @@ result<std::unique_ptr<jit_module>> jit_module::load(std::string_view name,
   return link(name, std::move(object), effective_isa());
 }
 
+result<std::unique_ptr<jit_module>> jit_module::load(std::string_view name,
+                                                     std::span<const std::byte> object) {
+  // A built-in object is chosen for a descriptor's ISA, bound when the
+  // descriptor was made (generic_isa_for): a cap lowered since must not
+  // refuse it, as it does not refuse the same descriptor's fresh code
+  // (compile() links against the ISA it compiled for). tiered/generic_code.cpp
+  // keeps a failed link for the life of the process, so refusing here would
+  // turn tiered creation off at that ISA for good.
+  const cpu_isa cap = built_into_this_image(object.data()) ? detected_isa() : effective_isa();
+  return link(name, std::vector<std::byte>(object.begin(), object.end()), cap);
+}
+
 result<std::unique_ptr<jit_module>> jit_module::link(std::string_view name,
                                                      std::vector<std::byte> object, cpu_isa cap) {
   auto jit = process_jit();
   if (!jit) return jit.why();
+  // RuntimeDyld trusts its input (a relocation it does not implement aborts,
+  // one outside its section writes outside it), and the ISA is read below
+  // from wherever primcache_isa points: check the object first.
+  if (auto bad = check_object(object)) {
+    return failure{bad->code, "object of kernel " + quoted(name) + ": " + bad->message};
+  }
   if (auto ok = check_imports(name, object); !ok) return ok.why();
 
   llvm::orc::LLJIT& lljit = *jit.value().jit;
@@ -136,6 +168,7 @@ result<std::unique_ptr<jit_module>> jit_module::link(std::string_view name,
   }
   std::sort(module->symbols_.begin(), module->symbols_.end());
   // The ISA the object was compiled for; nothing of it has run yet.
+  // check_object() placed primcache_isa inside a loaded data section.
   auto recorded = module->lookup(isa_symbol);
   if (!recorded) {
     return failure{status::corrupt_data, "object of kernel " + quoted(name) +

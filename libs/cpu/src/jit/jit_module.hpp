@@ -57,17 +57,22 @@ class jit_module {
                                                      ir_builder build);
 
   // Links an object produced by compile_object() (here or in another
-  // process). Refuses (permission_denied) an object that needs a symbol
-  // outside the allowlist of object_symbols.hpp, and (corrupt_data) bytes
-  // that are not an object for this host or record no ISA, and
-  // (unimplemented) an object compiled for an ISA above effective_isa() —
-  // the host's best or the cap — naming both.
+  // process). Refuses (corrupt_data) bytes that check_object() refuses
+  // (jit/object_check.hpp: not an object of the kind the code generation
+  // makes, e.g. a crafted cache entry) or that record no ISA, (permission_denied)
+  // an object that needs a symbol outside the allowlist of
+  // object_symbols.hpp, and (unimplemented) an object compiled for an ISA
+  // above effective_isa() — the host's best or the cap — naming both.
   static result<std::unique_ptr<jit_module>> load(std::string_view name,
                                                   std::vector<std::byte> object);
+  // The same, except for an object built into this program (bytes in the
+  // image of the library or executable holding the backend: the
+  // shape-generic kernels, tiered/generic_code.hpp), which is refused only
+  // above detected_isa(): it is chosen for a descriptor's ISA, bound before
+  // any later cap, and the cap does not refuse that descriptor's fresh code
+  // either.
   static result<std::unique_ptr<jit_module>> load(std::string_view name,
-                                                  std::span<const std::byte> object) {
-    return load(name, std::vector<std::byte>(object.begin(), object.end()));
-  }
+                                                  std::span<const std::byte> object);
 
   ~jit_module();
   jit_module(const jit_module&) = delete;
