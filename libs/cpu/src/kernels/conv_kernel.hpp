@@ -58,7 +58,8 @@ struct conv_problem {
   // (OC, IC, KH, KW) when groups == 1, else (G, OC/G, IC/G, KH, KW); any
   // resolved layout.
   memory_desc weights;
-  // Empty (no bias) or 1-D (OC), dense.
+  // Empty (no bias) or 1-D (OC), dense. Its offset0 is not the kernel's:
+  // conv_args::bias points at element 0 (the primitive applies it).
   memory_desc bias;
   // (N, OC, OH, OW): plain layout or nChw16c, independent of src's.
   memory_desc dst;
@@ -110,9 +111,14 @@ struct conv_config {
 struct conv_args {
   const void* src = nullptr;
   const void* weights = nullptr;  // in problem.weights' layout
-  const void* bias = nullptr;     // null when problem.bias is empty
+  // Element 0 of the bias (its offset0 already applied); null when
+  // problem.bias is empty. src, weights and dst are buffer starts: the
+  // kernel adds their descriptors' offset0.
+  const void* bias = nullptr;
   void* dst = nullptr;
-  // Indexed by binary_add_op::arg_index; a `none` operand is laid out as dst.
+  // Indexed by binary_add_op::arg_index; a `none` operand is laid out as
+  // dst (its buffer start: read at dst's offset, offset0 included), a
+  // per_channel or scalar one points at its element 0.
   const float* const* binary_operands = nullptr;
   // When set: the weights already packed by pack_weights() (packed_bytes()
   // bytes); execute() reads them and skips packing (weights is unused).

@@ -122,6 +122,7 @@ result<conv_geometry> analyze_conv(const conv_problem& p) {
       return invalid("bias " + b.to_string() + " must be 1-D with OC = " + std::to_string(g.oc) +
                      " elements");
     }
+    // Any offset0: the primitive passes the bias from its element 0.
     if (!b.is_plain() || b.strides()[0] != 1) {
       return unimplemented("bias " + b.to_string() + " must be dense");
     }

@@ -100,6 +100,10 @@ enumerated_configs<matmul_config> matmul_config_candidates(const matmul_problem&
 // different code: what the kernel tests compile.
 std::vector<matmul_config> matmul_config_variants(const matmul_problem& p, cpu_isa isa);
 
+// Every pointer is a tensor's element 0 (the primitive applies the
+// descriptors' offset0; the problem has none): src, weights, bias and dst
+// from there by the problem's strides, each binary operand too (a `none`
+// one by dst's strides).
 struct matmul_args {
   const float* src = nullptr;
   const float* weights = nullptr;

@@ -51,7 +51,10 @@ struct eltwise_op {
 };
 
 // dst += operand. The operand is an f32 tensor; `broadcast` says which of
-// dst's elements share an operand element.
+// dst's elements share an operand element. A kernel gets a pointer per
+// operand: a per_channel or scalar operand's element 0 (the primitive
+// applies its offset0), a `none` operand as the kernel's dst pointer is
+// (see each kernel's args).
 enum class binary_broadcast : std::uint8_t {
   none,         // same shape as dst, dense in dst's layout
   per_channel,  // one value per output channel (matmul: per column n; conv: per oc)

@@ -76,15 +76,24 @@ struct conv_traits {
   // generic one does (the same layouts are read in place), the same bytes.
   static std::size_t specialized_scratchpad_bytes(const config&) { return 0; }
   // Kernel: conv_kernel or generic_conv_kernel (null: the reference).
+  //
+  // Every tier adds the offset0 of src, weights and dst itself (the
+  // problem's descriptors carry them); the bias, a dense vector read from
+  // its first element, is advanced here by its offset0, before any tier
+  // runs, as are per-channel and scalar binary operands.
   template <class Kernel>
   static void execute(const kernel_pd<conv_traits>& pd, const exec_ctx& ctx, const Kernel* k) {
     const conv_problem& p = pd.problem();
-    const auto operands = collect_binary_operands(ctx, p.post_ops, "convolution");
+    const auto operands =
+        collect_binary_operands(ctx, pd.attr().get_post_ops(), p.post_ops,
+                                dst_addressing::kernel_adds_offset0, "convolution");
     conv_args args;
     args.src = required_arg(ctx, PRIMCACHE_ARG_SRC, "convolution", "src");
     args.weights = required_arg(ctx, PRIMCACHE_ARG_WEIGHTS, "convolution", "weights");
-    args.bias =
-        p.bias.is_zero() ? nullptr : required_arg(ctx, PRIMCACHE_ARG_BIAS, "convolution", "bias");
+    args.bias = p.bias.is_zero() ? nullptr
+                                 : static_cast<const float*>(required_arg(ctx, PRIMCACHE_ARG_BIAS,
+                                                                          "convolution", "bias")) +
+                                       p.bias.offset0();
     args.dst = required_arg(ctx, PRIMCACHE_ARG_DST, "convolution", "dst");
     args.binary_operands = operands.data();
     if (!k) {

@@ -75,14 +75,17 @@ result<post_op_chain> translate_post_ops(const primitive_attr& attr, const memor
       }
       if (all_one) {
         op.binary.broadcast = binary_broadcast::scalar;
-      } else if (per_channel && src1.is_plain()) {
+      } else if (per_channel && src1.is_plain() && src1.strides()[channel_dim] == 1) {
+        // The kernels read the channels' values as consecutive floats: one
+        // with a channel stride is refused below, never read as if dense.
         op.binary.broadcast = binary_broadcast::per_channel;
       } else if (same && src1 == dst.with_data_type(data_type::f32)) {
         op.binary.broadcast = binary_broadcast::none;
       } else {
         return unimplemented("binary post-op operand " + src1.to_string() +
-                             " is neither a scalar, per channel, nor laid out as dst " +
-                             dst.to_string());
+                             " is neither a scalar, a dense per-channel vector, nor laid out as "
+                             "dst " +
+                             dst.to_string() + " (offset0 included)");
       }
     }
     chain.push_back(op);
@@ -90,8 +93,15 @@ result<post_op_chain> translate_post_ops(const primitive_attr& attr, const memor
   return chain;
 }
 
-binary_operand_array collect_binary_operands(const backend::exec_ctx& ctx,
-                                             const post_op_chain& chain, const char* what) {
+binary_operand_array collect_binary_operands(const backend::exec_ctx& ctx, const post_ops& ops,
+                                             const post_op_chain& chain, dst_addressing dst,
+                                             const char* what) {
+  const auto& entries = ops.entries();
+  if (entries.size() != chain.size()) {
+    throw error(status::runtime_error,
+                std::string(what) + ": the post-op chain has " + std::to_string(chain.size()) +
+                    " entries, its attribute " + std::to_string(entries.size()));
+  }
   binary_operand_array operands{};
   for (std::size_t i = 0; i < chain.size(); ++i) {
     if (chain[i].what != post_op::kind::binary_add) continue;
@@ -103,7 +113,14 @@ binary_operand_array collect_binary_operands(const backend::exec_ctx& ctx,
                       " (PRIMCACHE_ARG_ATTR_MULTIPLE_POST_OP(" + std::to_string(i) +
                       ") | PRIMCACHE_ARG_SRC_1) was not passed");
     }
-    operands[static_cast<std::size_t>(chain[i].binary.arg_index)] = static_cast<const float*>(p);
+    const auto* operand = static_cast<const float*>(p);
+    // The execution checked the memory's descriptor against the
+    // attribute's (offset0 included), so the buffer holds element 0 there.
+    if (chain[i].binary.broadcast != binary_broadcast::none ||
+        dst == dst_addressing::caller_advances) {
+      operand += entries[i].src1.offset0();
+    }
+    operands[static_cast<std::size_t>(chain[i].binary.arg_index)] = operand;
   }
   return operands;
 }

@@ -47,18 +47,36 @@ result<std::shared_ptr<const backend::primitive_desc_impl>> make_jit_matmul_pd_w
     const backend::kernel_config& cfg);
 
 // The attribute's post-ops as kernel post-ops. Binary operands are matched
-// against dst: same dims and strides (none), one value per channel/column
-// `channel_dim` (per_channel) or one value (scalar); anything else is
-// unimplemented.
+// against dst: dst's descriptor exactly, offset0 included (none); one value
+// per channel/column `channel_dim`, the values consecutive (per_channel: a
+// plain layout whose stride along channel_dim is 1); or one value (scalar).
+// Any offset0 of a per_channel or scalar operand is honoured
+// (collect_binary_operands); anything else is unimplemented.
 result<post_op_chain> translate_post_ops(const primitive_attr& attr, const memory_desc& dst,
                                          int channel_dim);
+
+// How a kernel finds a `none` binary operand, which is laid out as dst,
+// offset0 included (translate_post_ops).
+enum class dst_addressing {
+  // At dst's physical offset, dst's offset0 included (convolution,
+  // eltwise): the operand's buffer start serves.
+  kernel_adds_offset0,
+  // Relative to dst's element 0, the primitive having advanced dst by its
+  // offset0 before the kernel runs (matmul): the operand is advanced alike.
+  caller_advances,
+};
 
 // Up to this many binary post-ops per primitive.
 inline constexpr int max_binary_post_ops = 8;
 using binary_operand_array = std::array<const float*, max_binary_post_ops>;
 // The operands of the chain's binary post-ops from the execution arguments.
-binary_operand_array collect_binary_operands(const backend::exec_ctx& ctx,
-                                             const post_op_chain& chain, const char* what);
+// `ops` is the attribute the chain was translated from (one chain entry per
+// entry, in order): a per_channel or scalar operand is advanced by its
+// descriptor's offset0, so the kernels read one from its element 0; a
+// `none` one as `dst` says.
+binary_operand_array collect_binary_operands(const backend::exec_ctx& ctx, const post_ops& ops,
+                                             const post_op_chain& chain, dst_addressing dst,
+                                             const char* what);
 
 // The buffer of a required argument; throws invalid_arguments naming it.
 void* required_arg(const backend::exec_ctx& ctx, int arg, const char* what, const char* name);

@@ -82,7 +82,10 @@ struct eltwise_traits {
   template <class Kernel>
   static void execute(const kernel_pd<eltwise_traits>& pd, const exec_ctx& ctx, const Kernel* k) {
     const eltwise_problem& p = pd.problem();
-    const auto operands = collect_binary_operands(ctx, p.post_ops, "eltwise");
+    // src's and dst's offset0 are the kernels' (the walk adds them); the
+    // per-channel and scalar operands' are applied here.
+    const auto operands = collect_binary_operands(ctx, pd.attr().get_post_ops(), p.post_ops,
+                                                  dst_addressing::kernel_adds_offset0, "eltwise");
     eltwise_args args;
     args.src = required_arg(ctx, PRIMCACHE_ARG_SRC, "eltwise", "src");
     args.dst = required_arg(ctx, PRIMCACHE_ARG_DST, "eltwise", "dst");

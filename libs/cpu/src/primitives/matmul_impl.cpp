@@ -88,19 +88,30 @@ struct matmul_traits {
     return matmul_pack_slot_bytes(c) * static_cast<std::size_t>(c.thr_m * c.thr_n);
   }
   // Kernel: matmul_kernel or generic_matmul_kernel (null: the reference).
+  //
+  // The kernels and the reference address every tensor from its element 0
+  // (matmul_problem has strides, no offsets): each pointer is advanced here
+  // by its descriptor's offset0, before any tier runs. The offsets are in
+  // the descriptors, hence in the key; the code does not depend on them.
   template <class Kernel>
   static void execute(const kernel_pd<matmul_traits>& pd, const exec_ctx& ctx, const Kernel* k) {
     const matmul_problem& p = pd.problem();
-    const auto operands = collect_binary_operands(ctx, p.post_ops, "matmul");
+    const matmul_op& op = pd.desc().op;
+    const auto operands = collect_binary_operands(ctx, pd.attr().get_post_ops(), p.post_ops,
+                                                  dst_addressing::caller_advances, "matmul");
     matmul_args args;
-    args.src = static_cast<const float*>(required_arg(ctx, PRIMCACHE_ARG_SRC, "matmul", "src"));
+    args.src = static_cast<const float*>(required_arg(ctx, PRIMCACHE_ARG_SRC, "matmul", "src")) +
+               op.src.offset0();
     args.weights =
-        static_cast<const float*>(required_arg(ctx, PRIMCACHE_ARG_WEIGHTS, "matmul", "weights"));
+        static_cast<const float*>(required_arg(ctx, PRIMCACHE_ARG_WEIGHTS, "matmul", "weights")) +
+        op.weights.offset0();
     args.bias =
         p.with_bias
-            ? static_cast<const float*>(required_arg(ctx, PRIMCACHE_ARG_BIAS, "matmul", "bias"))
+            ? static_cast<const float*>(required_arg(ctx, PRIMCACHE_ARG_BIAS, "matmul", "bias")) +
+                  op.bias.offset0()
             : nullptr;
-    args.dst = static_cast<float*>(required_arg(ctx, PRIMCACHE_ARG_DST, "matmul", "dst"));
+    args.dst = static_cast<float*>(required_arg(ctx, PRIMCACHE_ARG_DST, "matmul", "dst")) +
+               op.dst.offset0();
     args.binary_operands = operands.data();
     if (!k) {
       matmul_reference(p, args);
@@ -114,9 +125,18 @@ struct matmul_traits {
     // Constant weights: packed once into the constant tensor cache (or for
     // this call when the cache keeps nothing); held until the call returns.
     const matmul_packing packing = matmul_packing::of(p, k->config());
+    // The packed bytes are those of the weights from their element 0: the
+    // offset joins the packing key (written only when there is one).
+    const std::int64_t wei_offset0 = op.weights.offset0();
     const auto packed = packed_constant_weights(
-        ctx, "matmul", packing.bytes(), [&](key_writer& w) { packing.write_key(w); },
-        [&](const float* user, float* out) { matmul_pack_weights(packing, user, out, pool); },
+        ctx, "matmul", packing.bytes(),
+        [&](key_writer& w) {
+          packing.write_key(w);
+          if (wei_offset0 != 0) w.str("offset0").i64(wei_offset0);
+        },
+        [&](const float* user, float* out) {
+          matmul_pack_weights(packing, user + wei_offset0, out, pool);
+        },
         when_not_kept::pack_for_this_call);
     args.weights = packed->template data_as<const float>();
     k->execute(args, ctx.scratchpad, pool);
