@@ -44,6 +44,49 @@ TEST_CASE("sums in another order stay within the tolerance", "[autotune][output_
   }
 }
 
+TEST_CASE("sums of multiples of a power of two are exact up to 2^24 quanta",
+          "[autotune][output_check]") {
+  // Tune mode's inputs: multiples of 1/4 in [-1, 1]; products are
+  // multiples of 1/16 of at most 1, and sums of up to 2^20 of them exact.
+  CHECK(accumulation_tolerance(0, 1, 1.0 / 16) == 0);
+  CHECK(accumulation_tolerance(4097, 1, 1.0 / 16) == 0);
+  CHECK(accumulation_tolerance(11009, 1, 1.0 / 16) == 0);
+  CHECK(accumulation_tolerance(1 << 20, 1, 1.0 / 16) == 0);
+  // Beyond, or with a quantum that is not a power of two: Higham's bound.
+  const std::int64_t big = (1 << 20) + 1;
+  CHECK(accumulation_tolerance(big, 1, 1.0 / 16) ==
+        Approx(reordered_sum_tolerance(big) * static_cast<double>(big)));
+  CHECK(accumulation_tolerance(4097, 1, 0.1) == Approx(reordered_sum_tolerance(4097) * 4097));
+  CHECK(accumulation_tolerance(4097, 1, 0) == Approx(reordered_sum_tolerance(4097) * 4097));
+  CHECK(accumulation_tolerance(100, 2, 1.0 / 16) == 0);
+  CHECK(accumulation_tolerance(1 << 24, 1, 1.0 / 16) == std::numeric_limits<double>::infinity());
+
+  // On real float sums: forward, backward and blocked orders of the same
+  // products of multiples of 1/4 agree bit for bit; one product dropped
+  // is seen with the tolerance 0.
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> quarter(-4, 4);
+  for (int n : {7, 4096, 11008, 100000}) {
+    std::vector<float> terms(static_cast<std::size_t>(n));
+    for (float& t : terms) t = (quarter(rng) * 0.25f) * (quarter(rng) * 0.25f);
+    float forward = 0, backward = 0, blocked = 0, dropped = 0;
+    for (float t : terms) forward += t;
+    for (auto it = terms.rbegin(); it != terms.rend(); ++it) backward += *it;
+    for (int b = 0; b < 16; ++b) {
+      float part = 0;
+      for (int i = b; i < n; i += 16) part += terms[static_cast<std::size_t>(i)];
+      blocked += part;
+    }
+    for (std::size_t i = 0; i + 1 < terms.size(); ++i) dropped += terms[i];
+    const double tol = accumulation_tolerance(n, 1, 1.0 / 16);
+    CHECK(tol == 0);
+    const std::vector<float> ref{forward};
+    CHECK(compare_outputs(ref, std::vector<float>{backward}, tol).ok);
+    CHECK(compare_outputs(ref, std::vector<float>{blocked}, tol).ok);
+    CHECK(compare_outputs(ref, std::vector<float>{dropped}, tol).ok == (terms.back() == 0));
+  }
+}
+
 TEST_CASE("outputs are compared element by element", "[autotune][output_check]") {
   const std::vector<float> ref{1.f, 2.f, 3.f, 4.f};
   SECTION("equal within the tolerance") {

@@ -292,22 +292,65 @@ TEST_CASE("the device's own time replaces the clock's where it gives one",
     cb.device_time = [&](std::size_t i) -> std::optional<std::int64_t> { return device_ns[i]; };
     const tune_result r = tune(cb, fake_options(clk));
     CHECK(r.winner == 2);
+    CHECK(r.device_timed);
     CHECK(r.default_ns == 800);
     CHECK(r.winner_ns == 300);
     CHECK(r.candidates[1].min_ns == 700);
+    REQUIRE(r.confirmations.size() == 1);
+    CHECK(r.confirmations[0].device_timed);
     // 5 runs of 3 candidates, the default's 5 again, 10 timed runs each of
     // the default and the winner in the confirmation.
     CHECK(r.device_timed_runs == 40);
   }
-  SECTION("nullopt keeps the clock's time for that run") {
+  SECTION("a run without a device time puts every run of the tuning on the clock") {
     cb.device_time = [&](std::size_t i) -> std::optional<std::int64_t> {
       if (i == 1) return std::nullopt;
       return device_ns[i];
     };
     const tune_result r = tune(cb, fake_options(clk));
-    CHECK(r.candidates[1].min_ns == 600);  // the clock's
+    // Never the device's 300 against the clock's 600: the clock's for all.
+    CHECK_FALSE(r.device_timed);
+    CHECK(r.candidates[0].min_ns == 1000);
+    CHECK(r.candidates[1].min_ns == 600);
+    CHECK(r.candidates[2].min_ns == 900);
+    CHECK(r.winner == 1);
+    CHECK(r.device_timed_runs == 0);
+  }
+  SECTION("a default the device cannot time is never beaten by a device-timed candidate") {
+    // The default timed by the clock (launch and wait: 20 us), a candidate
+    // 25% slower by the clock whose kernels the device times at 1 us.
+    scripted_candidates slow(clk, {{20'000}, {25'000}});
+    tuning_callbacks c2 = slow.callbacks();
+    c2.device_time = [&](std::size_t i) -> std::optional<std::int64_t> {
+      if (i == 0) return std::nullopt;
+      return 1'000;
+    };
+    const tune_result r = tune(c2, fake_options(clk));
+    CHECK(r.winner == 0);
+    CHECK_FALSE(r.default_replaced());
+    CHECK(r.default_ns == 20'000);
+    CHECK(r.candidates[1].min_ns == 25'000);
+    CHECK(r.device_timed_runs == 0);
+  }
+  SECTION("a confirmation run without a device time puts that confirmation on the clock") {
+    // The cold runs are all timed by the device (candidate 2 wins them);
+    // in the confirmation the default's runs have no device time, so both
+    // sides are compared by the clock, where candidate 2 is still faster
+    // (900 against 1000).
+    int default_runs = 0;
+    cb.device_time = [&](std::size_t i) -> std::optional<std::int64_t> {
+      if (i == 0 && ++default_runs > 10) return std::nullopt;  // after its 10 cold runs
+      return device_ns[i];
+    };
+    const tune_result r = tune(cb, fake_options(clk));
+    CHECK(r.device_timed);
+    REQUIRE(r.confirmations.size() == 1);
+    const confirmation_report& conf = r.confirmations[0];
+    CHECK_FALSE(conf.device_timed);
+    CHECK(conf.default_min_ns == 1000);  // the clock's, as the candidate's
+    CHECK(conf.candidate_min_ns == 900);
     CHECK(r.winner == 2);
-    CHECK(r.device_timed_runs == 35);
+    CHECK(r.device_timed_runs == 20);  // the cold runs only
   }
   SECTION("without the callback the clock times every run") {
     const tune_result r = tune(cb, fake_options(clk));

@@ -13,6 +13,18 @@ double reordered_sum_tolerance(std::int64_t n, double unit_roundoff) {
   return 2 * nu / (1 - nu);
 }
 
+double accumulation_tolerance(std::int64_t n, double max_term, double quantum) {
+  if (n <= 0) return 0;
+  int exponent = 0;
+  const bool power_of_two = quantum > 0 && std::isfinite(quantum) &&
+                            std::frexp(quantum, &exponent) == 0.5 && quantum >= 0x1p-126;
+  // Every partial sum is an integer multiple of quantum of magnitude at
+  // most n * max_term / quantum; f32 holds every integer up to 2^24, and
+  // scaling by a power of two (a normal one) is exact.
+  if (power_of_two && static_cast<double>(n) * max_term / quantum <= 0x1p24) return 0;
+  return reordered_sum_tolerance(n) * static_cast<double>(n) * max_term;
+}
+
 output_check compare_outputs(std::span<const float> expected, std::span<const float> got,
                              double abs_tolerance) {
   output_check out;

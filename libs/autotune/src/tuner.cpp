@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -30,6 +31,12 @@ std::string what_of(std::exception_ptr e) {
     return "an exception that is not a std::exception";
   }
 }
+
+// One candidate's timed runs by the clock, and by the device where it
+// gave a time for each of them (device.size() == clock.size() then).
+struct run_times {
+  std::vector<double> clock, device;
+};
 
 // "450 ns", "422.5 ns".
 std::string ns_text(double ns) {
@@ -92,6 +99,8 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
                 "tune: confirm_max_block must be at least 1 and confirm_block_ns not negative");
   }
   const tune_clock clock = opt.clock ? opt.clock : steady_tune_clock();
+  // The default flusher uses the process's buffer (cold_cache.hpp):
+  // nothing is allocated here after the process's first tuning.
   std::optional<cold_cache> flusher;
   std::function<void()> flush = opt.flush;
   if (!flush && opt.cold_cache) {
@@ -101,23 +110,26 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
   const std::int64_t started = clock();
 
   tune_result r;
-  // One run of candidate i, timed by the device when it can say, else by
-  // the clock.
-  auto timed_run = [&](std::size_t i) {
+  // One run of candidate i, appended to `into`: the clock's time always,
+  // the device's when it gives one. Times of one comparison are taken by
+  // one clock (tuner.hpp): a run without a device time clears *by_device,
+  // and every run of that comparison is then compared by the clock's.
+  auto timed_run = [&](std::size_t i, run_times& into, bool* by_device) {
     const std::int64_t t0 = clock();
     cb.run(i);
     const std::int64_t t1 = clock();
-    if (cb.device_time) {
-      if (const std::optional<std::int64_t> d = cb.device_time(i)) {
-        if (*d < 0) {
-          throw error(status::runtime_error,
-                      "the device reported a negative time (" + std::to_string(*d) + " ns)");
-        }
-        ++r.device_timed_runs;
-        return static_cast<double>(*d);
-      }
+    into.clock.push_back(static_cast<double>(t1 - t0));
+    std::optional<std::int64_t> d;
+    if (cb.device_time) d = cb.device_time(i);
+    if (d && *d < 0) {
+      throw error(status::runtime_error,
+                  "the device reported a negative time (" + std::to_string(*d) + " ns)");
     }
-    return static_cast<double>(t1 - t0);
+    if (d) {
+      into.device.push_back(static_cast<double>(*d));
+    } else {
+      *by_device = false;
+    }
   };
   auto describe = [&](std::size_t i) { return cb.describe ? cb.describe(i) : std::string(); };
   auto release = [&](std::size_t i) {
@@ -152,7 +164,24 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     for (auto& p : pruned) r.candidates.push_back(std::move(p));
   }
 
-  double best_ns = 0;
+  // The cold measurement's runs, per slot, by both clocks; whether every
+  // one of them had a device time (then the device's times are compared,
+  // else the clock's, for every candidate).
+  std::vector<run_times> cold(order.size());
+  bool cold_by_device = static_cast<bool>(cb.device_time);
+  // Candidate reports' times, minimums and medians from the clock in use
+  // (measured or won candidates; a failed one keeps its runs, no minimum).
+  auto settle = [&](std::size_t slot) {
+    candidate_report& c = r.candidates[slot];
+    const std::vector<double>& t = cold_by_device ? cold[slot].device : cold[slot].clock;
+    c.times_ns = t;
+    if (c.outcome == candidate_outcome::failed || t.empty()) return;
+    c.min_ns = *std::min_element(t.begin(), t.end());
+    c.median_ns = median_of(t);
+  };
+  auto settle_all = [&] {
+    for (std::size_t slot = 0; slot < order.size(); ++slot) settle(slot);
+  };
   for (std::size_t slot = 0; slot < order.size(); ++slot) {
     const std::size_t i = order[slot];
     candidate_report& c = r.candidates[slot];
@@ -164,10 +193,11 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
       step = "run";
       for (int k = 0; k < opt.runs; ++k) {
         if (flush) flush();
-        c.times_ns.push_back(timed_run(i));
+        const bool was_by_device = cold_by_device;
+        timed_run(i, cold[slot], &cold_by_device);
+        if (was_by_device && !cold_by_device) settle_all();  // the earlier ones to the clock
       }
-      c.min_ns = *std::min_element(c.times_ns.begin(), c.times_ns.end());
-      c.median_ns = median_of(c.times_ns);
+      settle(slot);
       if (i != 0 && cb.compare) {
         step = "compare";
         output_check check = cb.compare(i);
@@ -179,6 +209,7 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     } catch (...) {
       c.outcome = candidate_outcome::failed;
       c.message = step + ": " + what_of(std::current_exception());
+      settle(slot);  // the runs it made, no minimum
     }
     try {
       release(i);
@@ -192,11 +223,15 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     }
     if (c.outcome == candidate_outcome::wrong_output) ++r.wrong;
     if (c.outcome == candidate_outcome::failed) ++r.failed;
-    if (c.outcome == candidate_outcome::measured) {
-      ++r.measured;
-      if (best_ns == 0 || c.min_ns < best_ns) best_ns = c.min_ns;
-    }
+    if (c.outcome == candidate_outcome::measured) ++r.measured;
     if (opt.on_progress) {
+      // The fastest so far by the clock in use (it may have changed).
+      double best_ns = 0;
+      for (std::size_t j = 0; j <= slot; ++j) {
+        const candidate_report& m = r.candidates[j];
+        if (m.outcome != candidate_outcome::measured) continue;
+        if (best_ns == 0 || m.min_ns < best_ns) best_ns = m.min_ns;
+      }
       try {
         opt.on_progress(tune_progress{slot + 1, order.size(), &c, r.candidates[0].min_ns, best_ns});
       } catch (...) {
@@ -210,27 +245,39 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
   // two measurements, and drift counts as noise.
   double drift_ns = 0;
   if (opt.remeasure_default && order.size() > 1) {
-    std::vector<double> again;
+    const run_times first = cold[0];
+    bool again_by_device = cold_by_device;
+    bool ok = true;
     try {
       cb.build(0);
       for (int k = 0; k < opt.runs; ++k) {
         if (flush) flush();
-        again.push_back(timed_run(0));
+        timed_run(0, cold[0], &again_by_device);
       }
     } catch (...) {
-      again.clear();  // the first measurement stands alone
+      ok = false;  // the first measurement stands alone
     }
     try {
       release(0);
     } catch (...) {
     }
-    if (!again.empty()) {
-      candidate_report& d = r.candidates[0];
-      drift_ns = std::fabs(*std::min_element(again.begin(), again.end()) - d.min_ns);
-      d.times_ns.insert(d.times_ns.end(), again.begin(), again.end());
-      d.min_ns = *std::min_element(d.times_ns.begin(), d.times_ns.end());
-      d.median_ns = median_of(d.times_ns);
+    if (!ok) {
+      cold[0] = first;
+    } else {
+      if (cold_by_device && !again_by_device) {
+        cold_by_device = false;
+        settle_all();
+      }
+      settle(0);
+      const std::vector<double>& all = cold_by_device ? cold[0].device : cold[0].clock;
+      const auto split = all.begin() + static_cast<std::ptrdiff_t>(first.clock.size());
+      drift_ns =
+          std::fabs(*std::min_element(split, all.end()) - *std::min_element(all.begin(), split));
     }
+  }
+  r.device_timed = cold_by_device;
+  if (cold_by_device) {
+    for (const run_times& t : cold) r.device_timed_runs += t.device.size();
   }
 
   // Runs per timed visit of the confirmation: about confirm_block_ns by
@@ -250,6 +297,10 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     bool candidate_tried = false;
     bool on_default = true;  // whose step is under way
     std::string step = "build";
+    // Each visit's runs by both clocks: the device's are compared only if
+    // the cold measurement was and every run here has one.
+    std::vector<run_times> default_visits, candidate_visits;
+    conf.device_timed = r.device_timed;
     try {
       cb.build(0);
       on_default = false;
@@ -261,10 +312,8 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
           on_default = (k % 2 == 0) == first;
           const std::size_t j = on_default ? 0 : i;
           cb.run(j);  // untimed: that candidate's own data into cache
-          double sum = 0;
-          for (int b = 0; b < block_runs; ++b) sum += timed_run(j);
-          (on_default ? conf.default_times_ns : conf.candidate_times_ns)
-              .push_back(sum / block_runs);
+          run_times& visit = (on_default ? default_visits : candidate_visits).emplace_back();
+          for (int b = 0; b < block_runs; ++b) timed_run(j, visit, &conf.device_timed);
         }
       }
     } catch (...) {
@@ -281,7 +330,27 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
         // As after a measurement: the figures stand.
       }
     }
+    if (!conf.message.empty()) conf.device_timed = false;  // the visits made, by the clock
+    // A visit's time: the mean of its block's runs (of those it made, when
+    // a run threw).
+    auto visit_times = [&](const std::vector<run_times>& visits) {
+      std::vector<double> out;
+      for (const run_times& v : visits) {
+        const std::vector<double>& t = conf.device_timed ? v.device : v.clock;
+        if (t.empty()) continue;
+        double sum = 0;
+        for (const double x : t) sum += x;
+        out.push_back(sum / static_cast<double>(t.size()));
+      }
+      return out;
+    };
+    conf.default_times_ns = visit_times(default_visits);
+    conf.candidate_times_ns = visit_times(candidate_visits);
     if (!conf.message.empty()) return conf;
+    if (conf.device_timed) {
+      r.device_timed_runs +=
+          2 * static_cast<std::size_t>(opt.confirm_runs) * static_cast<std::size_t>(block_runs);
+    }
     conf.default_min_ns =
         *std::min_element(conf.default_times_ns.begin(), conf.default_times_ns.end());
     conf.default_median_ns = median_of(conf.default_times_ns);

@@ -230,8 +230,9 @@ std::int64_t accumulation_length(const backend::primitive_desc_impl& pd) {
 }
 
 // Synthetic inputs are multiples of 1/4 in [-1, 1]: every product is a
-// multiple of 1/16 and every partial sum of fewer than 2^20 of them is
-// exact in f32, so correct configurations agree exactly before post-ops.
+// multiple of 1/16 and every partial sum of at most 2^20 of them is exact
+// in f32, so correct configurations agree exactly before post-ops (the
+// output tolerance, output_tolerance, is built on it).
 void fill_input(float* p, std::size_t n, int seed) {
   std::uint32_t x = 0x9e3779b9u * static_cast<std::uint32_t>(seed + 1);
   for (std::size_t i = 0; i < n; ++i) {
@@ -240,6 +241,94 @@ void fill_input(float* p, std::size_t n, int seed) {
     x ^= x << 5;
     p[i] = static_cast<float>(static_cast<int>(x % 9) - 4) * 0.25f;
   }
+}
+
+// How far a correct candidate's output may be from the default's, for K
+// products per output element (accumulation_length) and the post-ops.
+//
+// Before post-ops: every product of fill_input's values is a multiple of
+// 1/16 of at most 1, the bias and binary post-ops' operands multiples of
+// 1/4 of at most 1, so the n = K + 1 + (binary post-ops before the first
+// eltwise) terms sum exactly in f32 in any order while 16 n <= 2^24
+// (accumulation_tolerance gives 0): every correct configuration, of this
+// implementation or another (alternative_descs: the same engine kind,
+// f32 accumulation throughout), writes the same bits, and a candidate off
+// by one term (a skipped bias in a tail block, a dropped K step: at least
+// 1/16) is caught at any K below 2^20. Beyond, Higham's reordering bound
+// (output_check.hpp). Only f32 arguments are tuned (tune_primitive
+// refuses others): were bf16/f16 arguments taken, the inputs would still
+// be exact (multiples of 1/4 in [-1, 1] need 3 significant bits) but an
+// f16 accumulation or destination would not hold the sums (11 bits), and
+// s8 cannot hold 1/4 at all; this bound would have to change with them.
+//
+// Then each post-op maps v, |v| <= m, the two outputs differing by e, to
+//   e' = L e + own + (e > 0 ? 2 u m' : 0),   m' its output bound,
+// with L its slope bound and `own` what two implementations of it may
+// differ by at equal inputs: 0 for relu, clip and binary add (selects and
+// single roundings, deterministic); for linear the rounding of alpha v
+// (fused with the add or not) and of each side's result; for gelu, tanh and logistic kFunctionUlps
+// ulp of the output's scale (m for gelu, whose error is relative to v; 1 for tanh and logistic).
+// Candidates of one engine kind share their post-op code (CPU: emit_eltwise's polynomials, a few
+// ulp; OpenCL: the built-ins, which the OpenCL spec bounds at 16 ulp for erf, 5 for tanh, 3 for
+// exp, and a vectorized and a scalar variant of one kernel may take different ones), so 64 ulp, 32
+// per side, covers them with margin; the last term is the rounding of each side's result when the
+// inputs already differ. A post-op's scale multiplies both. At K = 4096 a gelu's allowance is 64 *
+// 2^-24 * 4097 = 0.016, still below the 1/16 of one dropped product.
+double output_tolerance(std::int64_t k, const post_ops& ops) {
+  constexpr double u = 0x1p-24;         // f32's unit roundoff
+  constexpr double kFunctionUlps = 64;  // two implementations of a function (above)
+  const std::vector<post_ops::entry>& entries = ops.entries();
+  std::int64_t n = k + 1;
+  std::size_t first = 0;
+  for (; first < entries.size() && entries[first].kind == post_ops::kind::binary; ++first) ++n;
+  double m = static_cast<double>(n);  // every term is at most 1 in magnitude
+  double e = accumulation_tolerance(n, 1.0, 1.0 / 16);
+  for (std::size_t i = first; i < entries.size(); ++i) {
+    const post_ops::entry& p = entries[i];
+    const double alpha = std::fabs(static_cast<double>(p.alpha));
+    const double beta = std::fabs(static_cast<double>(p.beta));
+    double slope = 1, out = m, own = 0;
+    if (p.kind == post_ops::kind::binary) {
+      out = m + 1;  // the operand: a multiple of 1/4 of at most 1
+    } else {
+      switch (p.alg) {
+        case algorithm::eltwise_relu:
+          slope = std::max(1.0, alpha);
+          out = slope * m;
+          break;
+        case algorithm::eltwise_clip: out = std::max(alpha, beta); break;
+        case algorithm::eltwise_linear:
+          slope = alpha;
+          out = alpha * m + beta;
+          own = u * (alpha * m + 2 * out);  // alpha v rounded or fused, then each result
+          break;
+        case algorithm::eltwise_gelu_erf:
+        case algorithm::eltwise_gelu_tanh:
+          slope = 1.13;  // the largest slope of x Phi(x) (1.129 at x = 1.41)
+          own = kFunctionUlps * u * m;
+          break;
+        case algorithm::eltwise_tanh:
+          out = std::min(m, 1.0);
+          own = kFunctionUlps * u;
+          break;
+        case algorithm::eltwise_logistic:
+          slope = 0.25;
+          out = 1;
+          own = kFunctionUlps * u;
+          break;
+        default:  // exp (never tuned: no usable bound) or an unknown one
+          return std::numeric_limits<double>::infinity();
+      }
+    }
+    e = slope * e + own + (e > 0 ? 2 * u * out : 0);
+    if (p.kind == post_ops::kind::eltwise && p.scale != 1.f) {
+      const double scale = std::fabs(static_cast<double>(p.scale));
+      out *= scale;
+      e = scale * e + (e > 0 ? 2 * u * out : 0);
+    }
+    m = out;
+  }
+  return e;
 }
 
 void fill_nan(float* p, std::size_t n) {
@@ -347,16 +436,7 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
     std::copy(host.data(), host.data() + dst_count, got.begin());
   };
 
-  // The tolerance: sums of K + 1 terms (products and the bias) of magnitude
-  // at most 1, each post-op's slope bounded by its scale and alpha.
-  const std::int64_t k = accumulation_length(pdi) + 1;
-  double slope = 1;
-  for (const post_ops::entry& e : pdi.attr().get_post_ops().entries()) {
-    if (e.kind == post_ops::kind::eltwise) {
-      slope *= std::fabs(e.scale) * std::max({1.13, static_cast<double>(std::fabs(e.alpha))});
-    }
-  }
-  const double tolerance = reordered_sum_tolerance(k) * static_cast<double>(k) * slope;
+  const double tolerance = output_tolerance(accumulation_length(pdi), pdi.attr().get_post_ops());
 
   // The candidates: this implementation's default (candidate 0) and its
   // space, then each other implementation's that accepts the op with the
@@ -435,7 +515,11 @@ void tune_primitive(const primitive_desc& pd, const stream& strm) {
   };
   cb.device_time = [&](std::size_t) -> std::optional<std::int64_t> {
     const std::optional<std::int64_t> ns = s.profiled_ns();
-    // No kernel timed (a CPU stream, or nothing launched): the clock's time.
+    // No kernel timed (a CPU stream, nothing launched, or kernels whose
+    // events all ended where they started): no device time for this run,
+    // and the tuner then compares every candidate by the clock (tuner.hpp:
+    // one clock per comparison), never this run's clock time against
+    // another's device time.
     if (!ns || *ns == 0) return std::nullopt;
     return ns;
   };

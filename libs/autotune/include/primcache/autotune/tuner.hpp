@@ -19,12 +19,22 @@
 // The procedure, for each candidate the search picks (at most
 // max_nconfigs, the default included): build it; run it `runs` times, each
 // run preceded by a cold-cache flush (untimed) and timed alone by the clock
-// — or, when the device_time callback gives one, by the device's own time
+// and, when the device_time callback gives one, by the device's own time
 // for that run (OpenCL profiling events: the kernels alone, without the
 // launch and the wait); keep the minimum and the median; compare its output (after its last run)
-// with the default's; release it. A candidate whose build, run or compare
-// throws is reported (failed) and skipped; one whose output differs is
-// reported (wrong_output) and can never win.
+// with the default's (only through the compare callback: without one no
+// output is checked at all, see tuning_callbacks); release it. A candidate
+// whose build, run or compare throws is reported (failed) and skipped; one
+// whose output differs is reported (wrong_output) and can never win.
+//
+// One clock per comparison: the device's times are compared only when
+// every timed run of the cold measurement (every candidate's, the
+// default's second measurement included) had one; if any run lacks one,
+// every candidate's times are the clock's (launch to wait), so a default
+// the device could not time never stands against a candidate's kernels
+// alone (tune_result::device_timed says which). Each warm confirmation
+// decides the same way for its own runs, and uses the device's times only
+// when the cold measurement did (confirmation_report::device_timed).
 //
 // Then the default is measured once more (remeasure_default), its runs
 // joining the first ones.
@@ -68,12 +78,13 @@
 //
 // Thread-safety: tune() keeps no state between calls; any number of
 // threads may tune different problems at once (the callbacks must allow
-// what they share). The default flusher is made per call. Exceptions: tune
-// throws primcache::error (runtime_error) when the default itself cannot be
-// built, run, or measured (nothing to compare against), with its message;
-// invalid_arguments for count 0, runs < 1 or max_nconfigs 0, and with
-// confirm for confirm_runs < 1, max_confirmations 0, confirm_max_block < 1
-// or a negative confirm_block_ns.
+// what they share). The default flusher writes the process's one flush
+// buffer, allocated by the first tuning that flushes (cold_cache.hpp).
+// Exceptions: tune throws primcache::error (runtime_error) when the
+// default itself cannot be built, run, or measured (nothing to compare
+// against), with its message; invalid_arguments for count 0, runs < 1 or
+// max_nconfigs 0, and with confirm for confirm_runs < 1, max_confirmations
+// 0, confirm_max_block < 1 or a negative confirm_block_ns.
 #pragma once
 
 #include <cstddef>
@@ -95,15 +106,26 @@ using tune_clock = std::function<std::int64_t()>;
 PRIMCACHE_API tune_clock steady_tune_clock();
 
 struct tuning_callbacks {
-  std::size_t count = 0;                             // candidates, the default (0) included
-  std::function<void(std::size_t)> build;            // required
-  std::function<void(std::size_t)> run;              // required; one execution
-  std::function<output_check(std::size_t)> compare;  // candidate i's output vs the default's
+  std::size_t count = 0;                   // candidates, the default (0) included
+  std::function<void(std::size_t)> build;  // required
+  std::function<void(std::size_t)> run;    // required; one execution
+  // Candidate i's output (after its last run) against the default's.
+  //
+  // OPTIONAL, AND WITHOUT IT NOTHING IS CHECKED: when compare is empty,
+  // no candidate's output is looked at, a candidate that computes garbage
+  // (skips a tail, drops a term, writes nothing) is timed like any other
+  // and can win, and tune_result::wrong stays 0. Only a caller that checks
+  // correctness some other way (every candidate verified beforehand, or a
+  // test of the timing rules alone) may leave it out; tune mode in the
+  // runtime always sets it.
+  std::function<output_check(std::size_t)> compare;
   std::function<void(std::size_t)> release;          // optional
   std::function<std::string(std::size_t)> describe;  // optional, for reports
   // Optional: called after each timed run of candidate i, the time the
   // device measured for that run in nanoseconds; nullopt (or no callback):
-  // the clock's time stands. A throw fails the candidate like a run's.
+  // that run has no device time, and the comparison it belongs to is made
+  // by the clock for every candidate (above). A throw fails the candidate
+  // like a run's.
   std::function<std::optional<std::int64_t>(std::size_t)> device_time;
 };
 
@@ -180,6 +202,9 @@ struct confirmation_report {
   // A build or run threw during the confirmation: the default's, or the
   // candidate's (then it is failed, not rejected).
   bool default_failed = false, candidate_failed = false;
+  // The times above are the device's (every run of this confirmation and
+  // of the cold measurement had one), else the clock's.
+  bool device_timed = false;
 };
 
 struct PRIMCACHE_API tune_result {
@@ -196,7 +221,12 @@ struct PRIMCACHE_API tune_result {
   // measured: correct and timed (the rejected included; a candidate whose
   // confirmation threw counts as failed instead).
   std::size_t measured = 0, wrong = 0, failed = 0, pruned = 0;
-  std::size_t device_timed_runs = 0;         // runs timed by device_time rather than the clock
+  // The cold measurement was compared by the device's times (every run had
+  // one), else by the clock's.
+  bool device_timed = false;
+  // Runs whose device time was compared: the cold measurement's when
+  // device_timed, plus each confirmation's that was device_timed.
+  std::size_t device_timed_runs = 0;
   double tuning_ns = 0;                      // the whole tuning, by the clock (builds included)
   std::vector<candidate_report> candidates;  // the default first, then in measurement order
   bool default_replaced() const noexcept { return winner != 0; }
