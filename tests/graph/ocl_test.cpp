@@ -11,27 +11,13 @@
 #include "primcache/graph/graph_json.hpp"
 #include "primcache/graph/op_registry.hpp"
 #include "primcache/ocl/ocl.hpp"
+#include "support/ocl_user_context.hpp"
 
 using namespace primcache;
 using namespace graph_test;
+using primcache::test::ocl_user_context;
 
 namespace {
-
-// A context of the user's own on the device of gpu:0 (another context than
-// engine(gpu, 0)'s), released at the end.
-struct user_context {
-  cl_device_id device = nullptr;
-  cl_context context = nullptr;
-  user_context() {
-    device = ocl_interop::get_device(engine(engine_kind::gpu, 0));
-    cl_int err = CL_SUCCESS;
-    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
-    REQUIRE(err == CL_SUCCESS);
-  }
-  ~user_context() { clReleaseContext(context); }
-  user_context(const user_context&) = delete;
-  user_context& operator=(const user_context&) = delete;
-};
 
 // A constant `spec` (placed on gpu:0) whose data, made on the host from
 // `seed`, is in memory of `eng`. Returns the host data (plain f32).
@@ -209,7 +195,7 @@ TEST_CASE("a constant on a user's OpenCL context is transformed onto the op's en
     WARN("no OpenCL device: skipped");
     return;
   }
-  const user_context user;
+  const ocl_user_context user;
   const engine interop = ocl_interop::make_engine(user.device, user.context);
   REQUIRE(place::of(interop) == place::gpu(0));
   REQUIRE_FALSE(interop == engine(engine_kind::gpu, 0));
@@ -265,7 +251,7 @@ TEST_CASE("a constant on a user's OpenCL context that an op would read as given 
     WARN("no OpenCL device: skipped");
     return;
   }
-  const user_context user;
+  const ocl_user_context user;
   const engine interop = ocl_interop::make_engine(user.device, user.context);
   graph g("interop_as_given");
   add_with_data(g, tensor("x", {6, 20}, tensor_role::input), 6);

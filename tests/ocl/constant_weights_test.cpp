@@ -12,8 +12,10 @@
 #include "kernel_primitive.hpp"
 #include "primcache/ocl/ocl.hpp"
 #include "primitives/matmul_impl.hpp"
+#include "support/ocl_user_context.hpp"
 
 using namespace primcache;
+using primcache::test::ocl_user_context;
 
 namespace {
 
@@ -54,19 +56,6 @@ std::vector<float> execute(const primitive& prim, stream& strm, const memory& a,
 bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
-
-// A fresh context and queue on gpu engine 0's device.
-struct user_context {
-  cl_device_id device = nullptr;
-  cl_context context = nullptr;
-  user_context() {
-    device = ocl_interop::get_device(engine(engine_kind::gpu, 0));
-    cl_int err = CL_SUCCESS;
-    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
-    REQUIRE(err == CL_SUCCESS);
-  }
-  ~user_context() { clReleaseContext(context); }
-};
 
 }  // namespace
 
@@ -148,7 +137,7 @@ TEST_CASE("OpenCL constant weights with a local-tiled configuration and batches"
 TEST_CASE("OpenCL constant weights: two contexts on one device never share a buffer",
           "[ocl][constant][interop]") {
   set_constant_tensor_cache_capacity(engine_kind::gpu, constant_tensor_cache_unlimited);
-  user_context u1, u2;
+  ocl_user_context u1, u2;
   engine e1 = ocl_interop::make_engine(u1.device, u1.context);
   engine e2 = ocl_interop::make_engine(u2.device, u2.context);
   REQUIRE(&gpu_cache(e1) == &gpu_cache(e2));  // one device, one cache

@@ -15,25 +15,12 @@
 #include "primcache/runtime/reorder.hpp"
 #include "primcache/runtime/stream.hpp"
 #include "primcache/transform/transform_registry.hpp"
+#include "support/ocl_user_context.hpp"
 
 using namespace primcache;
+using primcache::test::ocl_user_context;
 
 namespace {
-
-// A context of the user's own on the device of gpu:0, released at the end.
-struct user_context {
-  cl_device_id device = nullptr;
-  cl_context context = nullptr;
-  user_context() {
-    device = ocl_interop::get_device(engine(engine_kind::gpu, 0));
-    cl_int err = CL_SUCCESS;
-    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
-    REQUIRE(err == CL_SUCCESS);
-  }
-  ~user_context() { clReleaseContext(context); }
-  user_context(const user_context&) = delete;
-  user_context& operator=(const user_context&) = delete;
-};
 
 // The f32 buffer of an OpenCL memory, read on a queue of its own engine.
 std::vector<float> read_buffer(const memory& m) {
@@ -108,7 +95,7 @@ TEST_CASE("plans run on the engine of the user's OpenCL context", "[transform][o
     WARN("no OpenCL device: skipped");
     return;
   }
-  const user_context user;
+  const ocl_user_context user;
   const engine mine = ocl_interop::make_engine(user.device, user.context);
   REQUIRE_FALSE(mine == engine(engine_kind::gpu, 0));
   REQUIRE(place::of(mine) == place::gpu(0));
@@ -170,7 +157,7 @@ TEST_CASE("plans run on the engine of the user's OpenCL context", "[transform][o
     CHECK(logical_f32(again) == logical_f32(h));
   }
   SECTION("from one user context into another") {
-    const user_context other;
+    const ocl_user_context other;
     const engine theirs = ocl_interop::make_engine(other.device, other.context);
     const kernel_type dev_acdb = kt("gpu:0/f32/acdb/jit");
     memory dst(dev_acdb.layout.desc_for(dims, data_type::f32), theirs);
