@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "error_from.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 
@@ -19,6 +20,7 @@ using primcache::cache_registration;
 using primcache::capacity_unit;
 using primcache::control_registry;
 using primcache::status;
+using primcache::test::error_from;
 
 namespace {
 
@@ -79,15 +81,6 @@ class toy_cache {
 };
 
 // What primcache::error a callable throws (status::success when none).
-template <typename F>
-primcache::error error_from(F&& f) {
-  try {
-    f();
-  } catch (const primcache::error& e) {
-    return e;
-  }
-  return primcache::error(status::success, "nothing thrown");
-}
 
 // The creation time as a std::chrono duration rather than an integer.
 struct chrono_stats {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "error_from.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 
@@ -16,18 +17,9 @@ using primcache::setting_spec;
 using primcache::setting_type;
 using primcache::setting_value;
 using primcache::status;
+using primcache::test::error_from;
 
 namespace {
-
-template <typename F>
-primcache::error error_from(F&& f) {
-  try {
-    f();
-  } catch (const primcache::error& e) {
-    return e;
-  }
-  return primcache::error(status::success, "nothing thrown");
-}
 
 struct plain_stats {
   std::uint64_t hits = 1, misses = 2, evictions = 3;

@@ -5,23 +5,15 @@
 
 #include <string>
 
+#include "error_from.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 
 using primcache::control_registry;
 using primcache::status;
+using primcache::test::error_from;
 
 namespace {
-
-template <typename F>
-primcache::error error_from(F&& f) {
-  try {
-    f();
-  } catch (const primcache::error& e) {
-    return e;
-  }
-  return primcache::error(status::success, "nothing thrown");
-}
 
 bool listed(const control_registry& r, const std::string& name) {
   for (const auto& f : r.list_metrics()) {

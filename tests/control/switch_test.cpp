@@ -3,24 +3,14 @@
 #include <string>
 #include <utility>
 
+#include "error_from.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
 
 using primcache::control_registry;
 using primcache::status;
 using primcache::switch_registration;
-
-namespace {
-template <typename F>
-primcache::error error_from(F&& f) {
-  try {
-    f();
-  } catch (const primcache::error& e) {
-    return e;
-  }
-  return primcache::error(status::success, "nothing thrown");
-}
-}  // namespace
+using primcache::test::error_from;
 
 TEST_CASE("a registered switch starts in its initial state and is flipped by name",
           "[control][switch]") {
