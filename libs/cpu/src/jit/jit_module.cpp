@@ -1,7 +1,5 @@
 #include "jit/jit_module.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -32,17 +30,6 @@ std::string joined(std::span<const std::string_view> names) {
   std::string out;
   for (std::string_view n : names) out.append(out.empty() ? "" : ", ").append(n);
   return out;
-}
-
-// Whether `bytes` lie in the image (the shared library or the executable)
-// that holds this code: the shape-generic objects compiled into the backend
-// when it was built (tiered/generic_code.hpp), never bytes read at run time,
-// which live on the heap.
-bool built_into_this_image(const void* bytes) noexcept {
-  Dl_info here{};
-  Dl_info there{};
-  return ::dladdr(reinterpret_cast<const void*>(&built_into_this_image), &here) != 0 &&
-         ::dladdr(bytes, &there) != 0 && here.dli_fbase == there.dli_fbase;
 }
 
 result<bool> check_imports(std::string_view name, std::span<const std::byte> object) {
@@ -99,16 +86,15 @@ result<std::unique_ptr<jit_module>> jit_module::load(std::string_view name,
   return link(name, std::move(object), effective_isa());
 }
 
-result<std::unique_ptr<jit_module>> jit_module::load(std::string_view name,
-                                                     std::span<const std::byte> object) {
+result<std::unique_ptr<jit_module>> jit_module::load_built_in(std::string_view name,
+                                                              std::span<const std::byte> object) {
   // A built-in object is chosen for a descriptor's ISA, bound when the
   // descriptor was made (generic_isa_for): a cap lowered since must not
   // refuse it, as it does not refuse the same descriptor's fresh code
   // (compile() links against the ISA it compiled for). tiered/generic_code.cpp
   // keeps a failed link for the life of the process, so refusing here would
   // turn tiered creation off at that ISA for good.
-  const cpu_isa cap = built_into_this_image(object.data()) ? detected_isa() : effective_isa();
-  return link(name, std::vector<std::byte>(object.begin(), object.end()), cap);
+  return link(name, std::vector<std::byte>(object.begin(), object.end()), detected_isa());
 }
 
 result<std::unique_ptr<jit_module>> jit_module::link(std::string_view name,

@@ -65,14 +65,16 @@ class jit_module {
   // above effective_isa() — the host's best or the cap — naming both.
   static result<std::unique_ptr<jit_module>> load(std::string_view name,
                                                   std::vector<std::byte> object);
-  // The same, except for an object built into this program (bytes in the
-  // image of the library or executable holding the backend: the
-  // shape-generic kernels, tiered/generic_code.hpp), which is refused only
-  // above detected_isa(): it is chosen for a descriptor's ISA, bound before
-  // any later cap, and the cap does not refuse that descriptor's fresh code
-  // either.
   static result<std::unique_ptr<jit_module>> load(std::string_view name,
-                                                  std::span<const std::byte> object);
+                                                  std::span<const std::byte> object) {
+    return load(name, std::vector<std::byte>(object.begin(), object.end()));
+  }
+  // The same for an object built into the backend (the shape-generic
+  // kernels, tiered/generic_code.hpp), refused only above detected_isa():
+  // it is chosen for a descriptor's ISA, bound before any later cap, and the
+  // cap does not refuse that descriptor's fresh code either.
+  static result<std::unique_ptr<jit_module>> load_built_in(std::string_view name,
+                                                           std::span<const std::byte> object);
 
   ~jit_module();
   jit_module(const jit_module&) = delete;

@@ -68,10 +68,10 @@ result<void*> generic_symbol(generic_kernel kernel, cpu_isa isa, const char* sym
   }
   if (l.failed) return *l.failed;
   if (!l.module) {
-    auto m =
-        jit_module::load("generic_" + std::string(to_string(isa)),
-                         std::span<const std::byte>(
-                             reinterpret_cast<const std::byte*>(l.object->bytes), l.object->size));
+    auto m = jit_module::load_built_in(
+        "generic_" + std::string(to_string(isa)),
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(l.object->bytes),
+                                   l.object->size));
     if (!m) {
       l.failed = m.why();
       return m.why();
