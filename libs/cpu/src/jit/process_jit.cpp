@@ -1,5 +1,7 @@
 #include "jit/process_jit.hpp"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -16,6 +18,7 @@
 
 #include "jit/object_symbols.hpp"
 #include "jit/target.hpp"
+#include "primcache/base/thread_annotations.hpp"
 #include "primcache/cpu/cpu.hpp"
 
 namespace primcache::cpu_internal {
@@ -88,6 +91,52 @@ void use_greedy_allocator_at_level_none() {
   it->second->addOccurrence(0, "optimize-regalloc", "true");
 }
 
+// The JIT, published with release order once created (a failure too);
+// null before. Written once, under g_create_mu.
+constinit std::atomic<const jit_state*> g_state{nullptr};
+// Held while the JIT is created (LLVM's target initialization, the LLJIT,
+// the runtime-symbols JITDylib), and by the fork handlers across a fork, so
+// that a fork waits for a creation in progress. A mutex, not a
+// function-local static: a static's initialization guard cannot be taken by
+// a pthread_atfork handler, and a child forked while another thread held it
+// waited for that thread forever in __cxa_guard_acquire. Constant-
+// initialized and trivially destroyed: usable at any point of the process's
+// life, exit included.
+constinit mutex g_create_mu;
+
+// The locks hold_across_fork() named, by rank, and those the prepare
+// handler took (read by the parent and child handlers, which run on the
+// forking thread; glibc runs one fork's handlers at a time).
+constexpr int k_fork_locks = static_cast<int>(jit_fork_lock::count);
+constinit std::atomic<mutex*> g_fork_locks[k_fork_locks] = {};
+constinit mutex* g_fork_taken[k_fork_locks] = {};
+
+void fork_prepare() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
+  // Outermost first: a thread holding a lower rank may be waiting for a
+  // higher one (the tile cache's lock is held across a link that takes the
+  // generic registry's, which may create the JIT).
+  for (int i = 0; i < k_fork_locks; ++i) {
+    mutex* mu = g_fork_locks[i].load(std::memory_order_acquire);
+    if (mu != nullptr) mu->lock();
+    g_fork_taken[i] = mu;
+  }
+  g_create_mu.lock();
+}
+
+// In the parent and in the child alike: the child's only thread is the one
+// that took the locks, and nothing it guards was left half done (each lock
+// was taken between its holders' critical sections).
+void fork_release() PRIMCACHE_NO_THREAD_SAFETY_ANALYSIS {
+  g_create_mu.unlock();
+  for (int i = k_fork_locks - 1; i >= 0; --i) {
+    if (g_fork_taken[i] != nullptr) g_fork_taken[i]->unlock();
+    g_fork_taken[i] = nullptr;
+  }
+}
+
+// At the library's load, before any thread of its own exists.
+[[maybe_unused]] const bool k_fork_handlers = (register_jit_fork_handlers(), true);
+
 jit_state* create_jit() {
   auto* state = new jit_state;  // never destroyed: see the header
   if (llvm::InitializeNativeTarget() || llvm::InitializeNativeTargetAsmPrinter()) {
@@ -100,17 +149,19 @@ jit_state* create_jit() {
     state->error = jtmb.why().message;
     return state;
   }
-  static auto* mapper = new counting_memory_mapper;  // used by every memory manager, forever
+  // Used by every memory manager, forever; made once (under g_create_mu).
+  auto* mapper = new counting_memory_mapper;
 
   llvm::orc::LLJITBuilder builder;
   builder.setJITTargetMachineBuilder(jtmb.value())
       .setNumCompileThreads(0)  // compile on the creating thread: creations run in parallel
       .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
       .setObjectLinkingLayerCreator(
-          [](llvm::orc::ExecutionSession& es, const llvm::Triple&) noexcept
+          [mapper](llvm::orc::ExecutionSession& es, const llvm::Triple&) noexcept
           -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
-            return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
-                es, []() noexcept { return std::make_unique<llvm::SectionMemoryManager>(mapper); });
+            return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(es, [mapper]() noexcept {
+              return std::make_unique<llvm::SectionMemoryManager>(mapper);
+            });
           })
       .setCompileFunctionCreator(
           [](llvm::orc::JITTargetMachineBuilder jtmb) noexcept
@@ -140,12 +191,37 @@ jit_state* create_jit() {
   return state;
 }
 
+// The slow path of process_jit(): the first callers, one of which creates.
+const jit_state* created_jit() {
+  lock_guard guard(g_create_mu);
+  const jit_state* state = g_state.load(std::memory_order_relaxed);  // written under the lock
+  if (state == nullptr) {
+    state = create_jit();
+    g_state.store(state, std::memory_order_release);
+  }
+  return state;
+}
+
 }  // namespace
 
 result<process_jit_handle> process_jit() {
-  static const jit_state* state = create_jit();
+  // Acquire: the JIT and its state were complete before their publication.
+  const jit_state* state = g_state.load(std::memory_order_acquire);
+  if (state == nullptr) state = created_jit();
   if (!state->error.empty()) return failure{status::runtime_error, state->error};
   return state->handle;
+}
+
+void register_jit_fork_handlers() noexcept {
+  // Registered at the library's load (k_fork_handlers): later calls find the
+  // initialization done and take no lock.
+  static const bool registered = ::pthread_atfork(fork_prepare, fork_release, fork_release) == 0;
+  (void)registered;
+}
+
+void hold_across_fork(jit_fork_lock which, mutex& mu) noexcept {
+  register_jit_fork_handlers();
+  g_fork_locks[static_cast<int>(which)].store(&mu, std::memory_order_release);
 }
 
 std::size_t code_bytes_in_use() noexcept {

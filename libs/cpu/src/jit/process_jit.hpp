@@ -17,17 +17,30 @@
 //   if (!jit) return jit.why();
 //   llvm::orc::ExecutionSession& es = jit.value().jit->getExecutionSession();
 //
-// Thread-safety: process_jit() may be called from any thread (a function-
-// local static creates the JIT once); ORC's ExecutionSession is thread-safe.
-// The counters are relaxed atomics. Exceptions: none; the callbacks handed to
-// LLVM are noexcept, so an allocation failure inside one ends the process
-// as LLVM's own allocation failures do, instead of unwinding through LLVM
-// frames built without exception tables.
+// Thread-safety: process_jit() may be called from any thread: the first
+// callers create the JIT once, under a mutex; every later call is one
+// acquire load. ORC's ExecutionSession is thread-safe. The counters are
+// relaxed atomics.
+//
+// fork(): pthread_atfork handlers (registered when the library loads) take
+// the JIT's creation lock before a fork and release it after, in the parent
+// and in the child, so a fork waits for a creation in progress instead of
+// giving the child a lock that no thread of its own will release (the
+// child's first creation waited forever). The locks this library holds
+// while it links into the JIT (the generic code's registry, the generic
+// convolution's tile cache) are held across a fork the same way, outermost
+// first: their owners name them with hold_across_fork().
+//
+// Exceptions: none; the callbacks handed to LLVM are noexcept, so an
+// allocation failure inside one ends the process as LLVM's own allocation
+// failures do, instead of unwinding through LLVM frames built without
+// exception tables.
 #pragma once
 
 #include <cstddef>
 
 #include "primcache/base/result.hpp"
+#include "primcache/base/thread_annotations.hpp"
 
 namespace llvm::orc {
 class LLJIT;
@@ -44,6 +57,28 @@ struct process_jit_handle {
 // The process's JIT; a failure (e.g. no native target) is remembered and
 // returned to every caller.
 result<process_jit_handle> process_jit();
+
+// Locks held while linking into the JIT, by rank: a lock is taken before
+// those of a higher rank, never while one of them is held.
+enum class jit_fork_lock : int {
+  generic_conv_tiles = 0,  // kernels/generic_conv_kernel.cpp, held across generic_symbol
+  generic_code = 1,        // tiered/generic_code.cpp, held across jit_module::load
+  count
+};
+
+// Holds `mu` across every later fork(): the prepare handler takes it (after
+// every lock of a lower rank, before the JIT's creation lock) and both the
+// parent's and the child's handler release it. Call once, where the object
+// that owns `mu` is made; `mu` must live for the rest of the process.
+void hold_across_fork(jit_fork_lock which, mutex& mu) noexcept;
+
+// Registers the handlers above (once; done when the library loads). A
+// component whose own fork handlers wait for work that may take these locks
+// (the background compiler waits for a compilation in progress) calls this
+// before it registers its own, so that its prepare handler, registered
+// later, runs first: glibc runs prepare handlers in the reverse order of
+// their registration.
+void register_jit_fork_handlers() noexcept;
 
 // Bytes and blocks of JIT memory (code, read-only and read-write data of
 // every loaded kernel) mapped right now.

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "jit/process_jit.hpp"
 #include "kernels/conv_config.hpp"
 #include "kernels/conv_validation.hpp"
 #include "kernels/integer_math.hpp"
@@ -24,15 +25,34 @@ failure unimplemented(const std::string& message) {
 
 // The tile functions looked up so far, for the life of the process (the
 // built-in code is never unloaded): a creation looks up at most 4 x its
-// ow_block symbols once per process instead of on every creation.
+// ow_block symbols once per process instead of on every creation. Its lock
+// is held across the first lookup's link, and so across fork()
+// (process_jit.hpp): a child forked during that link would otherwise wait
+// for it forever.
 struct tile_cache {
   mutex mu;
   std::map<std::pair<int, std::string>, generic_conv_function*> fns PRIMCACHE_GUARDED_BY(mu);
 };
 
+// Made when the library loads (k_tiles_made), before any thread of the
+// process can fork: a function-local static's initialization guard, held
+// while it allocates, would be held across a fork that caught it waiting
+// for the allocator, and the child's first convolution would wait for it
+// for ever.
+tile_cache& tiles() {
+  static tile_cache* cache = [] {
+    auto* made = new tile_cache;
+    hold_across_fork(jit_fork_lock::generic_conv_tiles, made->mu);
+    return made;
+  }();
+  return *cache;
+}
+
+[[maybe_unused]] const bool k_tiles_made = (tiles(), true);
+
 // The tile function `symbol` (generic_conv_symbol or generic_dw_symbol).
 result<generic_conv_function*> tile_function(cpu_isa isa, const std::string& symbol) {
-  static tile_cache* cache = new tile_cache;
+  tile_cache* cache = &tiles();
   lock_guard guard(cache->mu);
   auto key = std::make_pair(static_cast<int>(isa), symbol);
   if (auto it = cache->fns.find(key); it != cache->fns.end()) return it->second;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "jit/jit_module.hpp"
+#include "jit/process_jit.hpp"
 #include "primcache/base/thread_annotations.hpp"
 
 namespace primcache::cpu_internal {
@@ -21,16 +22,29 @@ struct loaded {
 };
 
 // Never destroyed: generic code runs until the process ends (primitives
-// released during exit included).
+// released during exit included). Its lock is held across fork()
+// (process_jit.hpp): a child forked while another thread linked a kernel
+// here would otherwise wait for that thread's lock forever.
 struct registry {
   mutex mu;
   loaded table[k_kernels][k_isas] PRIMCACHE_GUARDED_BY(mu);
 };
 
+// Made at the first call, which comes when the library loads (the generated
+// objects' static initializer, or k_registry_made below), before any thread
+// of the process can fork: a function-local static's initialization guard,
+// held while it allocates, would be held across a fork that caught it
+// waiting for the allocator, and the child would wait for it for ever.
 registry& the_registry() {
-  static registry* r = new registry;
+  static registry* r = [] {
+    auto* made = new registry;
+    hold_across_fork(jit_fork_lock::generic_code, made->mu);
+    return made;
+  }();
   return *r;
 }
+
+[[maybe_unused]] const bool k_registry_made = (the_registry(), true);
 
 }  // namespace
 

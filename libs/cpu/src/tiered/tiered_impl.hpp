@@ -24,13 +24,19 @@
 // Lifetime: the job holds only a weak reference to the slot; an impl that
 // is evicted and dropped before its job runs costs no compilation, and one
 // dropped during its compilation installs nothing (the fresh code is freed
-// with the job). serialize() waits for the specialized kernel: blobs, and
-// the persistent cache, hold only specialized code.
+// with the job). serialize() waits for the specialized kernel — and
+// compiles it on its caller's thread when it is still queued, or was
+// dropped by the pool's stop at exit while the main thread's exit still
+// waits (the persistent cache's writer serializes then): blobs, and the
+// persistent cache, hold only specialized code. A failed specialization is
+// reported under PRIMCACHE_VERBOSE and counted in
+// primcache_jit_specialization_failures_total.
 //
 // Thread-safety: as kernel_impl (kernel_primitive.hpp); the slot's kernel is
 // written once, before its address is published. Exceptions: execute throws
 // what the traits' execute throws; serialize throws error(runtime_error)
-// when the specialized compilation failed.
+// when the specialized compilation failed, or was dropped at exit too late
+// to run.
 #pragma once
 
 #include <algorithm>
@@ -91,7 +97,11 @@ class tiered_kernel_impl final : public backend::primitive_impl {
     if (!specialized()) job_->wait();
   }
   std::vector<std::uint8_t> serialize() const override {
-    wait_until_specialized();
+    // Compiles here what is still queued, or was dropped at exit while the
+    // main thread's exit still lets it (background_compiler.hpp): the
+    // persistent cache's writer serializes during the exit too, after the
+    // pool stopped.
+    if (!specialized()) job_->complete();
     const kernel_type* k = slot_->installed.load(std::memory_order_acquire);
     if (k == nullptr) {
       std::string why = "its compilation was dropped at exit";
@@ -120,7 +130,12 @@ class tiered_kernel_impl final : public backend::primitive_impl {
     auto problem = pd_->problem();
     std::string what = std::string(to_string(Traits::kind)) + "," + pd_->name();
     job_ = background_job::make([weak, problem, cfg, isa, what] {
-      if (weak.expired()) return;  // the impl is gone: nothing to compile for
+      // The impl is gone: nothing to compile for. Or the code is in: a fork
+      // child runs again a job whose run the fork cut short (on a thread
+      // the child does not have), which may have installed it already.
+      if (auto s = weak.lock(); !s || s->installed.load(std::memory_order_acquire) != nullptr) {
+        return;
+      }
       const auto start = std::chrono::steady_clock::now();
       auto made = kernel_type::create(problem, cfg, isa);
       const double ms =
@@ -133,12 +148,14 @@ class tiered_kernel_impl final : public backend::primitive_impl {
           lock_guard guard(s->mu);
           s->failure = made.why().message;
         }
+        background_compiler::instance().count_failure();
         if (backend::verbose_level() >= 1) {
           backend::verbose_print("primcache_verbose,specialize_failed," + what + "," +
                                  made.why().message);
         }
         return;
       }
+      if (s->installed.load(std::memory_order_acquire) != nullptr) return;  // as above
       s->kernel = std::move(made).value();
       // Release: publishes the complete kernel to executions (acquire).
       s->installed.store(s->kernel.get(), std::memory_order_release);
