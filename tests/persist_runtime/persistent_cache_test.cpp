@@ -24,6 +24,7 @@
 #include "persist/faulty_file_ops.hpp"
 #include "primcache/base/env.hpp"
 #include "primcache/control/registry.hpp"
+#include "primcache/cpu/cpu.hpp"
 #include "primcache/persist/directory_store.hpp"
 #include "primcache/persist/registration.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
@@ -131,6 +132,45 @@ TEST_CASE("a second creation through a directory store compiles nothing and comp
   const auto page = control().events_since(0);
   REQUIRE_FALSE(page.events.empty());
   CHECK(page.events.back().source == "persistent");
+}
+
+TEST_CASE("a descriptor made before a lower ISA cap loads its entry and leaves it in the store",
+          "[persistent][isa_cap]") {
+  // The descriptor binds its ISA when it is made, and its fresh code is
+  // compiled for that ISA whatever the cap says later: its stored code must
+  // load too. Refused, it was counted bad and erased, though every process
+  // without the cap (a fleet sharing the store) loads it.
+  REQUIRE(detected_isa() > cpu_isa::avx2);  // a cap below the bound ISA, the JIT still on
+  struct clear_cap_at_end {
+    ~clear_cap_at_end() { clear_max_cpu_isa(); }
+  } clear_cap;
+  temp_dir dir;
+  detach_at_end detach;
+  set_persistent_cache(dir_store(dir.path()));
+  for (const a_case& c : all_cases()) {
+    INFO(c.name);
+    clear_max_cpu_isa();
+    empty_primitive_cache();
+    const primitive fresh(c.make_pd());
+    const auto want = run(fresh, c);
+    flush_persistent_cache_writes();
+    const std::size_t stored = entries(dir.path()).size();
+
+    empty_primitive_cache();
+    const primitive_desc bound_before = c.make_pd();
+    set_max_cpu_isa(cpu_isa::avx2);
+    const auto before = get_persistent_cache_stats();
+    const std::uint64_t compiled_before = compiled();
+    const primitive loaded(bound_before);
+    const auto after = get_persistent_cache_stats();
+    CHECK(after.hits == before.hits + 1);
+    CHECK(after.rejected == before.rejected);
+    CHECK(after.load_failed == before.load_failed);
+    CHECK(compiled() == compiled_before);
+    CHECK(entries(dir.path()).size() == stored);
+    CHECK(run(loaded, c) == want);
+    CHECK(loaded.cache_blob() == fresh.cache_blob());
+  }
 }
 
 TEST_CASE("the store is registered in control as persistent while attached",

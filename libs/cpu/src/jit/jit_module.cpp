@@ -82,8 +82,9 @@ result<std::unique_ptr<jit_module>> jit_module::compile(std::string_view name, c
 }
 
 result<std::unique_ptr<jit_module>> jit_module::load(std::string_view name,
-                                                     std::vector<std::byte> object) {
-  return link(name, std::move(object), effective_isa());
+                                                     std::vector<std::byte> object,
+                                                     cpu_isa highest) {
+  return link(name, std::move(object), highest);
 }
 
 result<std::unique_ptr<jit_module>> jit_module::load_built_in(std::string_view name,

@@ -62,12 +62,17 @@ class jit_module {
   // makes, e.g. a crafted cache entry) or that record no ISA, (permission_denied)
   // an object that needs a symbol outside the allowlist of
   // object_symbols.hpp, and (unimplemented) an object compiled for an ISA
-  // above effective_isa() — the host's best or the cap — naming both.
+  // above `highest` or the host's best, naming both. `highest` is the cap
+  // now (effective_isa()), or the ISA of the descriptor the object is loaded
+  // for: bound when the descriptor was made, it stands against a cap lowered
+  // since, as it does for that descriptor's fresh code (compile()).
   static result<std::unique_ptr<jit_module>> load(std::string_view name,
-                                                  std::vector<std::byte> object);
+                                                  std::vector<std::byte> object,
+                                                  cpu_isa highest = effective_isa());
   static result<std::unique_ptr<jit_module>> load(std::string_view name,
-                                                  std::span<const std::byte> object) {
-    return load(name, std::vector<std::byte>(object.begin(), object.end()));
+                                                  std::span<const std::byte> object,
+                                                  cpu_isa highest = effective_isa()) {
+    return load(name, std::vector<std::byte>(object.begin(), object.end()), highest);
   }
   // The same for an object built into the backend (the shape-generic
   // kernels, tiered/generic_code.hpp), refused only above detected_isa():

@@ -79,11 +79,12 @@ result<std::unique_ptr<conv_kernel>> conv_kernel::create(const conv_problem& p,
 }
 
 result<std::unique_ptr<conv_kernel>> conv_kernel::load(const conv_problem& p, const conv_config& c,
-                                                       std::span<const std::byte> object) {
+                                                       std::span<const std::byte> object,
+                                                       cpu_isa highest) {
   auto g = analyze_conv(p);
   if (!g) return g.why();
   if (auto ok = check_conv_config(c); !ok) return ok.why();
-  auto m = jit_module::load("conv_fwd_f32", object);
+  auto m = jit_module::load("conv_fwd_f32", object, highest);
   if (!m) return m.why();
   return finish(p, c, std::move(m).value());
 }

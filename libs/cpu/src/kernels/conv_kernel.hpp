@@ -153,7 +153,8 @@ class conv_kernel {
   static result<std::unique_ptr<conv_kernel>> create(const conv_problem& p, const conv_config& c,
                                                      cpu_isa isa);
   static result<std::unique_ptr<conv_kernel>> load(const conv_problem& p, const conv_config& c,
-                                                   std::span<const std::byte> object);
+                                                   std::span<const std::byte> object,
+                                                   cpu_isa highest = effective_isa());
   ~conv_kernel();
   conv_kernel(const conv_kernel&) = delete;
   conv_kernel& operator=(const conv_kernel&) = delete;

@@ -70,10 +70,11 @@ result<std::unique_ptr<eltwise_kernel>> eltwise_kernel::create(const eltwise_pro
 
 result<std::unique_ptr<eltwise_kernel>> eltwise_kernel::load(const eltwise_problem& p,
                                                              const eltwise_config& c,
-                                                             std::span<const std::byte> object) {
+                                                             std::span<const std::byte> object,
+                                                             cpu_isa highest) {
   auto prep = prepare(p, c);
   if (!prep) return prep.why();
-  auto m = jit_module::load(kernel_name(p), object);
+  auto m = jit_module::load(kernel_name(p), object, highest);
   if (!m) return m.why();
   return finish(p, c, std::move(m).value(), prep.value().work_items);
 }

@@ -84,7 +84,8 @@ class eltwise_kernel {
                                                         const eltwise_config& c, cpu_isa isa);
   static result<std::unique_ptr<eltwise_kernel>> load(const eltwise_problem& p,
                                                       const eltwise_config& c,
-                                                      std::span<const std::byte> object);
+                                                      std::span<const std::byte> object,
+                                                      cpu_isa highest = effective_isa());
 
   const std::vector<std::byte>& object() const { return module_->object(); }
   // The ISA the object was compiled for (recorded in it).

@@ -38,10 +38,11 @@ result<std::unique_ptr<matmul_kernel>> matmul_kernel::create(const matmul_proble
 
 result<std::unique_ptr<matmul_kernel>> matmul_kernel::load(const matmul_problem& p,
                                                            const matmul_config& cfg,
-                                                           std::span<const std::byte> object) {
+                                                           std::span<const std::byte> object,
+                                                           cpu_isa highest) {
   if (auto f = validate_matmul_problem(p)) return *f;
   if (auto f = validate_matmul_config(p, cfg, 0, 0)) return *f;
-  return finish(p, cfg, jit_module::load(matmul_module_name(p), object));
+  return finish(p, cfg, jit_module::load(matmul_module_name(p), object, highest));
 }
 
 std::size_t matmul_kernel::scratchpad_bytes() const noexcept {

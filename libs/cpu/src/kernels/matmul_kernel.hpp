@@ -123,10 +123,12 @@ class matmul_kernel {
                                                        const matmul_config& cfg, cpu_isa isa);
   // The same kernel from object code create() produced for this problem and
   // configuration (no compilation). The object must match them: nothing in
-  // its bytes says which problem it was built for.
+  // its bytes says which problem it was built for. Refuses (unimplemented)
+  // an object compiled above `highest` (jit_module::load).
   static result<std::unique_ptr<matmul_kernel>> load(const matmul_problem& p,
                                                      const matmul_config& cfg,
-                                                     std::span<const std::byte> object);
+                                                     std::span<const std::byte> object,
+                                                     cpu_isa highest = effective_isa());
 
   const std::vector<std::byte>& object() const noexcept { return module_->object(); }
   const matmul_problem& problem() const noexcept { return problem_; }

@@ -80,10 +80,11 @@ result<std::unique_ptr<reorder_kernel>> reorder_kernel::create(const reorder_pro
 
 result<std::unique_ptr<reorder_kernel>> reorder_kernel::load(const reorder_problem& p,
                                                              const reorder_config& c,
-                                                             std::span<const std::byte> object) {
+                                                             std::span<const std::byte> object,
+                                                             cpu_isa highest) {
   auto prep = prepare(p, c);
   if (!prep) return prep.why();
-  auto m = jit_module::load(kernel_name(p), object);
+  auto m = jit_module::load(kernel_name(p), object, highest);
   if (!m) return m.why();
   return finish(p, c, std::move(m).value(), prep.value().work_items);
 }

@@ -121,7 +121,8 @@ class reorder_kernel {
                                                         const reorder_config& c, cpu_isa isa);
   static result<std::unique_ptr<reorder_kernel>> load(const reorder_problem& p,
                                                       const reorder_config& c,
-                                                      std::span<const std::byte> object);
+                                                      std::span<const std::byte> object,
+                                                      cpu_isa highest = effective_isa());
 
   const std::vector<std::byte>& object() const { return module_->object(); }
   // The ISA the object was compiled for (recorded in it).

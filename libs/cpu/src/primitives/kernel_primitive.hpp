@@ -202,7 +202,10 @@ std::shared_ptr<const backend::primitive_impl> kernel_pd<Traits>::load_impl(
                     ", this descriptor builds for " + std::string(to_string(bound_isa())));
   }
   // The configuration equals config() (create_impl_from_blob checked it).
-  auto kernel = Traits::kernel::load(problem(), typed(*blob.config), blob.object);
+  // Accepted up to the descriptor's ISA, not the cap now: a cap lowered since
+  // the descriptor was made does not refuse its fresh code either, and a
+  // refusal here would erase an entry other processes load.
+  auto kernel = Traits::kernel::load(problem(), typed(*blob.config), blob.object, bound_isa());
   if (!kernel) throw error(kernel.why().code, who + ": " + kernel.why().message);
   if (kernel.value()->isa() != bound_isa()) {
     throw error(status::corrupt_data, who + ": the object records " +
