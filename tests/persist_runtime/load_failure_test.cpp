@@ -136,7 +136,8 @@ TEST_CASE("a blob that fails to load for a reason outside it keeps its entry, an
   const auto [how, width, what] = GENERATE(table<int, std::int64_t, const char*>(
       {{static_cast<int>(status::out_of_memory), 31, "out_of_memory"},
        {static_cast<int>(status::runtime_error), 32, "runtime_error (a driver or JIT failure)"},
-       {-1, 33, "std::bad_alloc"}}));
+       {-1, 33, "std::bad_alloc"},
+       {-3, 34, "std::runtime_error (an exception that is not primcache's)"}}));
   INFO(what);
   const primitive_desc pd = serializable_copy(width);
   const std::vector<std::byte> entry = stored_blob(pd);
@@ -194,14 +195,16 @@ TEST_CASE("a blob that fails to load because of what it holds is erased, compile
   // The statuses a blob loader gives for the blob's own faults: altered or
   // truncated bytes; another descriptor's, device's or ISA's blob, or code
   // the driver refuses; a format this build does not read; code missing a
-  // symbol; code calling what kernels may not.
-  const auto [how, width] =
-      GENERATE(table<status, std::int64_t>({{status::corrupt_data, 41},
-                                            {status::invalid_arguments, 42},
-                                            {status::unimplemented, 43},
-                                            {status::not_found, 44},
-                                            {status::permission_denied, 45}}));
-  INFO(to_string(how));
+  // symbol; code calling what kernels may not; a size or index read from
+  // the bytes that the standard library refuses (std::logic_error).
+  const auto [how, width, what] = GENERATE(table<int, std::int64_t, const char*>(
+      {{static_cast<int>(status::corrupt_data), 41, "corrupt_data"},
+       {static_cast<int>(status::invalid_arguments), 42, "invalid_arguments"},
+       {static_cast<int>(status::unimplemented), 43, "unimplemented"},
+       {static_cast<int>(status::not_found), 44, "not_found"},
+       {static_cast<int>(status::permission_denied), 45, "permission_denied"},
+       {-2, 46, "std::length_error"}}));
+  INFO(what);
   const primitive_desc pd = serializable_copy(width);
   const std::vector<std::byte> entry = stored_blob(pd);
   const std::vector<std::uint8_t> id = pd.cache_blob_id();

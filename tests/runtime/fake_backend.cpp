@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <thread>
 
 #include "primcache/base/error.hpp"
@@ -118,6 +119,10 @@ std::shared_ptr<const primitive_impl> copy_pd_impl::load_impl(const engine& eng,
   loads.fetch_add(1);
   if (const int failure = load_failure.load(); failure == -1) {
     throw std::bad_alloc();
+  } else if (failure == -2) {
+    throw std::length_error("vector::reserve");
+  } else if (failure == -3) {
+    throw std::runtime_error("a fake loader's own exception");
   } else if (failure != 0) {
     throw error(static_cast<status>(failure), "fake loader failed as told");
   }

@@ -40,7 +40,9 @@ extern std::atomic<int> factory_calls_17;
 extern std::atomic<int> last_nested_outcome;
 // How load_impl of a dims[0] == 19 blob fails: 0, it does not (it loads);
 // a primcache::status value, it throws error(that status); -1, it throws
-// std::bad_alloc. Tests set it back to 0.
+// std::bad_alloc; -2, std::length_error (a size read from the blob); -3,
+// std::runtime_error (neither the blob's fault nor a primcache::error).
+// Tests set it back to 0.
 extern std::atomic<int> load_failure;
 // How many times load_impl ran (loaded or failed), over the process.
 extern std::atomic<int> loads;

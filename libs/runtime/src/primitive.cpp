@@ -8,6 +8,7 @@
 #include <mutex>
 #include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -139,7 +140,22 @@ std::shared_ptr<const primitive_impl> primitive_desc_impl::create_impl_from_blob
     throw error(status::invalid_arguments,
                 who + ": the blob was made for another primitive descriptor (its key differs)");
   }
-  return load_impl(eng, blob);
+  // A backend's loader reports failures as primcache::error; anything else
+  // it lets escape becomes one here, so that callers (the persistent cache
+  // deciding whether to erase an entry, a user loading a blob) see a status.
+  try {
+    return load_impl(eng, blob);
+  } catch (const error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::logic_error& e) {
+    // std::length_error, std::out_of_range: a size or an index the blob's
+    // bytes gave, which the standard library refused.
+    throw error(status::corrupt_data, who + ": " + e.what());
+  } catch (const std::exception& e) {
+    throw error(status::runtime_error, who + ": " + e.what());
+  }
 }
 
 bool primitive_impl::specialized() const {

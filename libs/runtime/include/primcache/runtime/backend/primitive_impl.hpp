@@ -144,7 +144,10 @@ class PRIMCACHE_API primitive_desc_impl : public std::enable_shared_from_this<pr
   // compiling. Checks the blob (decode), that it names this implementation,
   // this descriptor's key and configuration, then calls load_impl. Throws
   // primcache::error: corrupt_data for damaged bytes, invalid_arguments for
-  // a blob of another descriptor, what load_impl throws.
+  // a blob of another descriptor, what load_impl throws. Of other
+  // exceptions from load_impl, std::bad_alloc passes; a std::logic_error
+  // (std::length_error: a size from the blob) becomes corrupt_data, any
+  // other std::exception runtime_error.
   std::shared_ptr<const primitive_impl> create_impl_from_blob(
       const engine& eng, std::span<const std::uint8_t> bytes) const;
 
