@@ -26,11 +26,27 @@ constexpr cpu_isa kAll[] = {cpu_isa::x86_64,
 // may see either cap (each kernel records the ISA it used).
 std::atomic<int> g_api_cap{-1};
 
+// The environment's cap, read at the first query: k_env_unread before, -1
+// when there is none. An atomic, not a function-local static: a fork while
+// another thread ran a static's initializer would leave the child waiting on
+// its guard for ever. Threads that race to the first query each read the
+// variable and store the same value (report_malformed_env reports once).
+constexpr int k_env_unread = -2;
+constinit std::atomic<int> g_env_cap{k_env_unread};
+
 std::optional<cpu_isa> env_cap() {
-  static const std::optional<cpu_isa> cap =
-      cpu_internal::cap_from_env_value(env_string(cpu_internal::isa_env_name));
-  return cap;
+  int cap = g_env_cap.load(std::memory_order_relaxed);
+  if (cap == k_env_unread) {
+    const auto read = cpu_internal::cap_from_env_value(env_string(cpu_internal::isa_env_name));
+    cap = read ? static_cast<int>(*read) : -1;
+    g_env_cap.store(cap, std::memory_order_relaxed);
+  }
+  if (cap < 0) return std::nullopt;
+  return static_cast<cpu_isa>(cap);
 }
+
+// detected_isa(), -1 before the first query (an atomic for the reason above).
+constinit std::atomic<int> g_detected{-1};
 
 }  // namespace
 
@@ -62,15 +78,19 @@ result<cpu_isa> parse_cpu_isa(std::string_view text) {
 }
 
 cpu_isa detected_isa() noexcept {
-  // Host detection reads CPUID once; the answer never changes.
-  static const cpu_isa detected = [] {
+  // Host detection reads CPUID at the first query; the answer never changes,
+  // so racing first queries store the same value.
+  int detected = g_detected.load(std::memory_order_relaxed);
+  if (detected < 0) {
+    cpu_isa found = cpu_isa::x86_64;
     try {
-      return cpu_internal::detect_host_isa();
+      found = cpu_internal::detect_host_isa();
     } catch (...) {
-      return cpu_isa::x86_64;
     }
-  }();
-  return detected;
+    detected = static_cast<int>(found);
+    g_detected.store(detected, std::memory_order_relaxed);
+  }
+  return static_cast<cpu_isa>(detected);
 }
 
 std::optional<cpu_isa> max_cpu_isa() noexcept {

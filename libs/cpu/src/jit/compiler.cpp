@@ -121,6 +121,10 @@ class target_machine_pool {
     return std::move(*tm);
   }
 
+  void hold_across_fork() noexcept {
+    cpu_internal::hold_across_fork(jit_fork_lock::target_machines, mu_);
+  }
+
   void give_back(cpu_isa isa, machine tm) noexcept {
     try {
       lock_guard guard(mu_);
@@ -135,10 +139,21 @@ class target_machine_pool {
       mu_);
 };
 
+// Made when the library loads (k_machines_made), before any thread of the
+// process can fork: a function-local static's initialization guard, held
+// while it allocates, would be held across a fork that caught it there, and
+// the child's first compilation would wait for it for ever. Its lock is held
+// across fork() (process_jit.hpp) for the same reason.
 target_machine_pool& machines() {
-  static auto* pool = new target_machine_pool;
+  static auto* pool = [] {
+    auto* made = new target_machine_pool;
+    made->hold_across_fork();
+    return made;
+  }();
   return *pool;
 }
+
+[[maybe_unused]] const bool k_machines_made = (machines(), true);
 
 // A machine from the pool for one compilation, returned when it ends.
 class borrowed_machine {

@@ -28,8 +28,9 @@
 // giving the child a lock that no thread of its own will release (the
 // child's first creation waited forever). The locks this library holds
 // while it links into the JIT (the generic code's registry, the generic
-// convolution's tile cache) are held across a fork the same way, outermost
-// first: their owners name them with hold_across_fork().
+// convolution's tile cache), and the compiler's pool of target machines,
+// are held across a fork the same way, outermost first: their owners name
+// them with hold_across_fork().
 //
 // Exceptions: none; the callbacks handed to LLVM are noexcept, so an
 // allocation failure inside one ends the process as LLVM's own allocation
@@ -63,6 +64,7 @@ result<process_jit_handle> process_jit();
 enum class jit_fork_lock : int {
   generic_conv_tiles = 0,  // kernels/generic_conv_kernel.cpp, held across generic_symbol
   generic_code = 1,        // tiered/generic_code.cpp, held across jit_module::load
+  target_machines = 2,     // jit/compiler.cpp's pool of LLVM target machines (a leaf)
   count
 };
 
