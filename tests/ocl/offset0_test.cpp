@@ -24,18 +24,15 @@ namespace {
 
 // engine(gpu, 0): buffers are written and read through host copies; every
 // check runs twice (constant weights come from the cache the second time);
-// a convolution may be refused (a strided per-channel operand), and what
-// its kernel leaves in a blocked dst's channel padding is not checked; the
-// eltwise kernel writes logical elements only, so there the padding stays
-// as it was.
+// a convolution may be refused (a strided per-channel operand). A blocked
+// dst's channel padding must hold zeros after a convolution and an eltwise,
+// as on the CPU (the target's default).
 target gpu() {
   target t{engine(engine_kind::gpu, 0)};
   t.write = [](const memory& m, const std::vector<float>& v) { ocl_test::write_all(m, v); };
   t.read = [](const memory& m) { return ocl_test::read_all(m); };
   t.runs = 2;
   t.conv_may_refuse = true;
-  t.conv_padding = padding::any;
-  t.eltwise_padding = padding::untouched;
   return t;
 }
 

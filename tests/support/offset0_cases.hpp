@@ -25,9 +25,6 @@ namespace offset0_cases {
 // writes it is caught by the comparison of the whole buffer.
 inline constexpr float kPoison = 1000.f;
 
-// What a blocked dst's channel padding must hold after a run.
-enum class padding { zeros, untouched, any };
-
 struct target {
   primcache::engine eng;
   // Host copies of a memory's whole buffer (the stream idle).
@@ -44,8 +41,6 @@ struct target {
   bool expect_reference = false;
   // A convolution case may be refused with status::unimplemented.
   bool conv_may_refuse = false;
-  padding conv_padding = padding::zeros;
-  padding eltwise_padding = padding::zeros;
 };
 
 // A memory whose buffer is kPoison outside its logical elements, which get
@@ -70,11 +65,9 @@ struct expectation {
   std::vector<double> value, tol;
   explicit expectation(const primcache::memory::desc& md);
   void set(std::int64_t off, double v, double magnitude);
-  // Any value will do (not NaN).
-  void any(std::int64_t off);
   // dst's channel padding (channels dims[1] up to the padded dims, a blocked
-  // 4-D dst): zeros, left as it was, or anything.
-  void channel_padding(const primcache::memory::desc& md, padding p);
+  // 4-D dst): zeros, on every backend.
+  void channel_padding(const primcache::memory::desc& md);
 };
 
 // Runs `prim` t.runs times with `args` (dst under `dst_arg`, filled with

@@ -37,6 +37,27 @@ std::string acc_name(int i, int j) {
   return "c" + std::to_string(i) + "_" + std::to_string(j);
 }
 
+// The channel padding of a blocked dst (channels OC up to the padded
+// count, as nChw16c pads 24 to 32) holds zeros, as a blocked layout
+// promises its next reader and as the CPU backend leaves it: never what the
+// buffer held, never bias or post-op(0). The work-item that stores the last
+// real channel (OC - 1) at a column writes the padding's zeros at that
+// column, in this kernel: every column has exactly one such work-item in
+// both decompositions, and its few extra stores (fewer than a block) are
+// small beside its tile's, where a second kernel would cost a launch and a
+// pass over dst. `stores_last` says whether this work-item stores channel
+// OC - 1 of its group; no source at all without padding.
+std::string channel_padding_owner(const conv_problem& p, const std::string& stores_last) {
+  if (p.dst.padded_dims()[1] == p.dst.dims()[1]) return std::string();
+  return "  const int pad_owner = g == " + l(p.groups() - 1) + " && " + stores_last + ";\n";
+}
+
+std::string channel_padding_store(const conv_problem& p, const std::string& ind) {
+  if (p.dst.padded_dims()[1] == p.dst.dims()[1]) return std::string();
+  return ind + "if (pad_owner) {\n" + ind + "  for (long pc = " + l(p.oc()) + "; pc < " +
+         l(p.dst.padded_dims()[1]) + "; ++pc) D[dst_off(n, pc, oh, ow)] = 0.0f;\n" + ind + "}\n";
+}
+
 // The work-item's part of the kernel without local tiling, for compilers
 // that vectorize within a work-item and keep private arrays in memory
 // (PoCL: see matmul_source.cpp). Each work-item computes TOC consecutive
@@ -182,9 +203,12 @@ void register_tiled_body(const conv_problem& p, const conv_config& c, std::strin
                   : "  vstore" + std::to_string(v) + "(" + acc_name(i, j) + ", 0, " + at + ");\n";
     }
   }
+  // Its channels: [ocb, ocs + TOC) within the group (ocs <= ocb).
+  s += channel_padding_owner(p, "ocb <= OCG - 1 && OCG - 1 < ocs + TOC");
   s += "  for (int i = 0; i < TOW; ++i) {\n";
   s += "    const long ow = ows + i;\n";
   s += shift_ow ? "    if (ow < owb) continue;\n" : "    if (ow >= OW) break;\n";
+  s += channel_padding_store(p, "    ");
   s += "    for (int t = 0; t < TOC; ++t) {\n";
   s += shift_oc ? "      if (ocs + t < ocb) continue;\n" : "      if (ocs + t >= OCG) break;\n";
   s += "      const long oc = g * OCG + ocs + t;\n";
@@ -336,10 +360,13 @@ kernel_plan conv_plan(const conv_problem& p, const conv_config& c) {
     s += "    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n";
   }
 
-  // Store: bias, then the post-ops in order, then dst.
+  // Store: bias, then the post-ops in order, then dst. The work-item's
+  // channels: [oc0, oc0 + TOC) within the group.
+  s += channel_padding_owner(p, "oc0 <= OCG - 1 && OCG - 1 < oc0 + TOC");
   s += "  for (int i = 0; i < TOW; ++i) {\n";
   s += "    const long ow = ow0 + i * WGOW;\n";
   s += "    if (ow >= OW) break;\n";
+  s += channel_padding_store(p, "    ");
   for (int t = 0; t < c.tile_oc; ++t) {
     const std::string o = "(oc0 + " + std::to_string(t) + ")";
     s += oc_ragged ? "    if (" + o + " < OCG) {\n" : "    {\n";

@@ -2,7 +2,9 @@
 // for one problem and one configuration (see conv_config.hpp): groups,
 // strides, dilation, padding (negative end padding included: the output
 // size says which input rows are read), bias and the post-op chain fused
-// into the store. Every tensor is addressed through its own layout;
+// into the store; a blocked dst's channel padding is written as zero (by
+// the work-item that stores the last channel, see conv_source.cpp). Every
+// tensor is addressed through its own layout;
 // shapes, strides and the configuration are constants, the kernel takes
 // only buffers.
 #pragma once

@@ -1,5 +1,7 @@
 #include "kernels/eltwise_source.hpp"
 
+#include <algorithm>
+
 #include "kernels/addressing.hpp"
 #include "kernels/eltwise_expression.hpp"
 #include "primcache/runtime/args.h"
@@ -14,7 +16,15 @@ kernel_plan eltwise_plan(const eltwise_problem& p) {
   kernel_plan plan;
   plan.name = "primcache_eltwise";
   const int n = p.src.ndims();
-  const std::int64_t count = p.src.nelems();
+  // A dst with padding (a blocked dimension not a multiple of its block):
+  // one work-item per element of its padded dims, those past the logical
+  // dims writing zero (never alg(0) or post-op(0)), as the reorder does; a
+  // blocked layout promises its next reader zeros there. Without padding
+  // the kernel is the one it always was.
+  const bool padded =
+      !std::equal(p.dst.dims().begin(), p.dst.dims().end(), p.dst.padded_dims().begin());
+  std::int64_t count = 1;
+  for (std::int64_t d : padded ? p.dst.padded_dims() : p.src.dims()) count *= d;
   std::vector<std::string> index;
   for (int d = 0; d < n; ++d) index.push_back("i" + std::to_string(d));
   std::string s = offset_function(p.src, "src_off") + offset_function(p.dst, "dst_off") +
@@ -23,7 +33,15 @@ kernel_plan eltwise_plan(const eltwise_problem& p) {
        ", __global float* dst) {\n";
   s += "  const long gid = get_global_id(0);\n";
   s += "  if (gid >= " + std::to_string(count) + "L) return;\n";
-  s += index_split(p.src.dims(), "gid", "i");
+  s += index_split(padded ? p.dst.padded_dims() : p.src.dims(), "gid", "i");
+  if (padded) {
+    std::string outside = "0";
+    for (int d = 0; d < n; ++d) {
+      outside += " || i" + std::to_string(d) + " >= " + std::to_string(p.dst.dims()[d]) + "L";
+    }
+    s += "  if (" + outside + ") {\n    dst[dst_off(" + index_list(n, "i") +
+         ")] = 0.0f;\n    return;\n  }\n";
+  }
   s += "  float v = src[src_off(" + index_list(n, "i") + ")];\n";
   s += "  v = " + eltwise_expression(p.alg, p.alpha, p.beta) + ";\n";
   s += post_op_statements(p.post_ops, index);

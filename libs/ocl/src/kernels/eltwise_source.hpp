@@ -1,6 +1,8 @@
 // kernels/eltwise_source.hpp — the OpenCL C of an eltwise forward: one
 // work-item per logical element, src and dst addressed through their own
 // layouts, the algorithm and alpha/beta baked in, then the post-op chain.
+// A dst with padding (blocked, dims not a multiple of the block) gets one
+// work-item per element of its padded dims: the padding is written as zero.
 #pragma once
 
 #include <vector>

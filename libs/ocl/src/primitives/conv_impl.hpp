@@ -4,7 +4,8 @@
 // (negative end padding included), optional bias, post-ops (eltwise chain,
 // binary add with broadcast). Activations in any layout that blocks only
 // channels (nchw, nhwc, nChw8c, nChw16c, ...; `any` becomes the layout
-// conv_preferred_activation names for the device and shape); weights
+// conv_preferred_activation names for the device and shape; a blocked
+// dst's channel padding is written as zero); weights
 // in any layout (`any` becomes the one the kernel reads fastest: output
 // channels innermost). The configuration is the heuristic's
 // (default_conv_config) unless the caller passes one (tests, tuning).

@@ -2,6 +2,7 @@
 // layouts for src and dst (each addressed through its own strides and
 // blocks), every eltwise algorithm of the runtime, and post-ops (an eltwise
 // chain with scales, binary add with broadcast) applied before the store.
+// A blocked dst's padding is written as zero.
 #include "kernel_primitive.hpp"
 #include "kernels/eltwise_source.hpp"
 #include "primcache/runtime/backend/registry.hpp"
