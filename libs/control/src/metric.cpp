@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "primcache/base/error.hpp"
+#include "primcache/base/utf8.hpp"
 #include "registry_state.hpp"
 
 namespace primcache {
@@ -77,47 +78,6 @@ namespace {
 
 bool metric_char(char c, bool first) noexcept {
   return (c >= 'a' && c <= 'z') || c == '_' || (!first && c >= '0' && c <= '9');
-}
-
-// The offset of the first byte of `text` that does not begin a well-formed
-// UTF-8 sequence (Unicode, table 3-7), or npos: no overlong forms, no
-// surrogates (U+D800..U+DFFF), nothing past U+10FFFF, no sequence cut short
-// by the end or by a byte that does not continue it.
-std::size_t invalid_utf8_at(std::string_view text) noexcept {
-  const std::size_t n = text.size();
-  std::size_t i = 0;
-  while (i < n) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t length = 0;
-    unsigned char low = 0x80;  // the second byte's range; later bytes are 80..BF
-    unsigned char high = 0xbf;
-    if (lead >= 0xc2 && lead <= 0xdf) {
-      length = 2;
-    } else if (lead >= 0xe0 && lead <= 0xef) {
-      length = 3;
-      if (lead == 0xe0) low = 0xa0;   // below: overlong
-      if (lead == 0xed) high = 0x9f;  // above: surrogates
-    } else if (lead >= 0xf0 && lead <= 0xf4) {
-      length = 4;
-      if (lead == 0xf0) low = 0x90;   // below: overlong
-      if (lead == 0xf4) high = 0x8f;  // above: past U+10FFFF
-    } else {
-      return i;  // a continuation byte, C0/C1 (overlong) or F5..FF
-    }
-    if (n - i < length) return i;
-    const auto second = static_cast<unsigned char>(text[i + 1]);
-    if (second < low || second > high) return i;
-    for (std::size_t k = 2; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      if (next < 0x80 || next > 0xbf) return i;
-    }
-    i += length;
-  }
-  return std::string_view::npos;
 }
 
 // Label values and help texts reach the Prometheus exposition as they are;
