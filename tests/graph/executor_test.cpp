@@ -1,8 +1,13 @@
 // Kernel types, transforms between ops, constants transformed once, and
 // every error the executor reports.
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <string_view>
 
 #include "graph_test_util.hpp"
+#include "primcache/control/registry.hpp"
 #include "primcache/graph/op_registry.hpp"
 #include "primcache/runtime/constant_cache.hpp"
 
@@ -20,8 +25,13 @@ op_spec relu(std::string name, std::string in, std::string out) {
   return op;
 }
 
-// A host relu that a user registers under library "mylib": plain loops.
+// A host relu that a user registers under its own library ("mylib"):
+// plain loops.
 class my_relu final : public op_kernel {
+ public:
+  explicit my_relu(std::string library = "mylib") : library_(std::move(library)) {}
+
+ private:
   std::unique_ptr<bound_kernel> bind(const kernel_binding& b) const override {
     struct run final : bound_kernel {
       void execute(const stream&, std::span<const memory> in,
@@ -31,10 +41,49 @@ class my_relu final : public op_kernel {
         for (std::int64_t i = 0; i < in[0].get_desc().nelems(); ++i) d[i] = std::max(s[i], 0.f);
       }
     };
-    REQUIRE(b.type.library.name == "mylib");
+    REQUIRE(b.type.library.name == library_);
     return std::make_unique<run>();
   }
+
+  std::string library_;
 };
+
+// x (M,K) times w (K,N), from their logical elements.
+std::vector<double> matmul_reference(const memory& x, const memory& w) {
+  const auto X = logical(x), W = logical(w);
+  const std::int64_t M = x.get_desc().dims()[0], K = x.get_desc().dims()[1];
+  const std::int64_t N = w.get_desc().dims()[1];
+  std::vector<double> want(static_cast<std::size_t>(M * N));
+  for (std::int64_t m = 0; m < M; ++m) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (std::int64_t k = 0; k < K; ++k) acc += double(X[m * K + k]) * W[k * N + n];
+      want[m * N + n] = acc;
+    }
+  }
+  return want;
+}
+
+// The graph executors' backend id in the constant tensor caches ("graph").
+constexpr std::uint64_t graph_backend_id = 0x6772617068ULL;
+
+// The value of control()'s series `family` whose `graph` label is `label`
+// (and, when given, whose `to` label is `to`); nullopt when there is none.
+std::optional<double> graph_series(std::string_view family, std::string_view label,
+                                   std::string_view to = {}) {
+  for (const auto& f : control().list_metrics()) {
+    if (f.name != family) continue;
+    for (const auto& sample : f.samples) {
+      bool graph_matches = false, to_matches = to.empty();
+      for (const auto& [k, v] : sample.labels) {
+        if (k == "graph" && v == label) graph_matches = true;
+        if (k == "to" && v == to) to_matches = true;
+      }
+      if (graph_matches && to_matches) return sample.value;
+    }
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -195,6 +244,98 @@ TEST_CASE("constant weights are transformed once and kept in the constant tensor
   }
 }
 
+TEST_CASE("a constant whose data handle changes is transformed again, not taken stale",
+          "[graph][executor][constant]") {
+  // The memory's id names its data (memory.hpp): set_data_handle gives the
+  // constant new data and a new id, as the backends' constant weights
+  // (primitive_attr::set_constant_weights) read it.
+  graph g("rehandled");
+  const memory x = add_with_data(g, tensor("x", {6, 20}, tensor_role::input), 11);
+  const tensor_spec w_spec = tensor("w", {20, 10}, tensor_role::constant, "ba");
+  memory w = add_with_data(g, w_spec, 12);
+  g.add_tensor(produced("y"));
+  g.add_op({.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}});
+  executor exec(g);
+  const auto first = matmul_reference(x, w);
+  for (int i = 0; i < 2; ++i) check_close(logical(exec.run({{"x", x}}).at("y")), first);
+
+  const memory other = make_tensor_data(w_spec, {.seed = 13});  // keeps the new buffer
+  w.set_data_handle(other.get_data_handle());  // the graph's copy shares the handle
+  const auto second = matmul_reference(x, w);
+  REQUIRE(second != first);
+  for (int i = 0; i < 2; ++i) check_close(logical(exec.run({{"x", x}}).at("y")), second);
+  const auto s = exec.stats();
+  CHECK(s.constant_transforms == 2);
+  CHECK(s.constant_cache_hits == 2);
+}
+
+TEST_CASE("a transformed constant leaves the constant tensor cache when its data does",
+          "[graph][executor][constant]") {
+  auto& cache = constant_tensor_cache_for(engine_kind::cpu);
+  std::atomic<int> graph_erased{0};
+  const auto subscription =
+      cache.on_eviction([&](const constant_key& k, const constant_buffer*, eviction_reason why) {
+        if (k.backend_id() == graph_backend_id && why == eviction_reason::erased) ++graph_erased;
+      });
+  const std::size_t tensors_before = cache.tensor_count();
+  const tensor_spec x_spec = tensor("x", {6, 20}, tensor_role::input);
+  const tensor_spec w_spec = tensor("w", {20, 10}, tensor_role::constant, "ba");
+  const memory x = make_tensor_data(x_spec, {.seed = 21});
+  // The constant's data on a buffer of the test's, so that a later memory
+  // can take the same address.
+  std::vector<float> buffer(200);
+  const engine cpu = place::cpu().get_engine();
+  const memory_desc w_desc = layout::parse("ba").desc_for(w_spec.dims, data_type::f32);
+  auto fill = [&](std::uint64_t seed) {
+    const memory m = make_tensor_data(w_spec, {.seed = seed});
+    std::memcpy(buffer.data(), m.get_data_handle(), w_desc.size_bytes());
+  };
+  // Runs a graph over constant data `w` once and returns its output.
+  auto run_once = [&](const memory& w) {
+    graph g("released");
+    g.add_tensor(x_spec);
+    g.add_tensor(w_spec);
+    g.set_data("w", w);
+    g.add_tensor(produced("y"));
+    g.add_op({.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}});
+    executor exec(g);
+    auto y = logical(exec.run({{"x", x}}).at("y"));
+    CHECK(exec.stats().constant_transforms == 1);
+    return y;
+  };
+
+  fill(22);
+  memory w(w_desc, cpu, buffer.data());
+  const auto first = matmul_reference(x, w);
+  check_close(run_once(w), first);
+  // The graph and its executor are gone; the data is not: another graph
+  // over it may still take the entry.
+  CHECK(cache.tensor_count() > tensors_before);
+  CHECK(graph_erased == 0);
+
+  SECTION("when the last copy of its memory goes") {
+    w = memory();
+    CHECK(graph_erased == 1);
+    // The backend's packing of the transformed tensor went with it.
+    CHECK(cache.tensor_count() == tensors_before);
+
+    SECTION("and a new memory at the same address is its own data") {
+      fill(23);
+      const memory again(w_desc, cpu, buffer.data());
+      REQUIRE(again.get_data_handle() == static_cast<void*>(buffer.data()));
+      const auto second = matmul_reference(x, again);
+      REQUIRE(second != first);
+      check_close(run_once(again), second);
+    }
+  }
+  SECTION("when its data handle changes") {
+    const memory other = make_tensor_data(w_spec, {.seed = 24});
+    w.set_data_handle(other.get_data_handle());
+    CHECK(graph_erased == 1);
+    CHECK(cache.tensor_count() == tensors_before);
+  }
+}
+
 TEST_CASE("a user's kernel under its own library; the library change moves nothing",
           "[graph][executor][library]") {
   op_registry reg;
@@ -229,6 +370,67 @@ TEST_CASE("a user's kernel under its own library; the library change moves nothi
     const std::string msg = error_of([&] { executor(g, {.library = "nolib", .ops = &reg}); });
     CHECK(msg ==
           "op 'lin' (eltwise): no kernel for cpu/nolib (registered: cpu/jit, cpu/mylib, gpu/jit)");
+  }
+}
+
+TEST_CASE("a graph name or metrics label that is not UTF-8 is escaped in the metrics",
+          "[graph][executor][metrics]") {
+  // control refuses label values that are not UTF-8; the executor writes
+  // each byte that is no part of a well-formed sequence as \xNN instead.
+  auto runs_of = [](const std::string& name, executor_options options) {
+    graph g(name);
+    const memory x = add_with_data(g, tensor("x", {4}, tensor_role::input), 31);
+    g.add_tensor(produced("y"));
+    g.add_op(relu("r", "x", "y"));
+    executor exec(g, std::move(options));
+    exec.run({{"x", x}});
+  };
+
+  SECTION("a Latin-1 graph name") {
+    runs_of("r\xe9sum\xe9 (graph name)", {});
+    CHECK(graph_series("primcache_graph_runs_total", "r\\xe9sum\\xe9 (graph name)") == 1.0);
+    CHECK(graph_series("primcache_graph_constant_transforms_total",
+                       "r\\xe9sum\\xe9 (graph name)") == 0.0);
+  }
+  SECTION("a metrics label, by kind of ill-formed sequence") {
+    const auto [label, exported] = GENERATE(table<std::string, std::string>({
+        {"label caf\xe9", "label caf\\xe9"},               // Latin-1
+        {"label cut \xe2\x82", "label cut \\xe2\\x82"},    // cut short by the end
+        {"label cut \xe2\x82-", "label cut \\xe2\\x82-"},  // by a byte that is no continuation
+        {"label overlong \xc0\xaf", "label overlong \\xc0\\xaf"},  // overlong '/'
+        {"label overlong \xe0\x80\xaf", "label overlong \\xe0\\x80\\xaf"},
+        {"label surrogate \xed\xa0\x80", "label surrogate \\xed\\xa0\\x80"},
+        {"label past U+10FFFF \xf4\x90\x80\x80", "label past U+10FFFF \\xf4\\x90\\x80\\x80"},
+        {"label stray \x80 and \xff", "label stray \\x80 and \\xff"},
+        // Well-formed sequences around an ill-formed byte stay as they are.
+        {"label \xc3\xa9\xe9\xe2\x82\xac\xf0\x9f\x98\x80",
+         "label \xc3\xa9\\xe9\xe2\x82\xac\xf0\x9f\x98\x80"},
+        {"label caf\xc3\xa9 (UTF-8)", "label caf\xc3\xa9 (UTF-8)"},
+    }));
+    CAPTURE(exported);
+    const double before = graph_series("primcache_graph_runs_total", exported).value_or(0);
+    runs_of("named", {.metrics_label = label});
+    CHECK(graph_series("primcache_graph_runs_total", exported) == before + 1);
+    if (exported != label) CHECK_FALSE(graph_series("primcache_graph_runs_total", label));
+  }
+  SECTION("a library name in the kernel types of the transform series") {
+    op_registry reg;
+    reg.add_builtins();
+    reg.add_kernel("eltwise", engine_kind::cpu, "lat\xedn", std::make_shared<my_relu>("lat\xedn"));
+    graph g("library label");
+    const memory x = add_with_data(g, tensor("x", {3, 5}, tensor_role::input), 32);
+    g.add_tensor(produced("y"));
+    op_spec mine = relu("mine", "x", "y");
+    mine.library = "lat\xedn";
+    g.add_op(mine);
+    executor exec(g, {.ops = &reg});
+    exec.run({{"x", x}});
+    CHECK(graph_series("primcache_graph_transform_executions_total", "library label",
+                       "cpu/f32/ab/lat\\xedn") == 1.0);
+  }
+  SECTION("with metrics off nothing is registered") {
+    runs_of("unexported \xe9", {.export_metrics = false});
+    CHECK_FALSE(graph_series("primcache_graph_runs_total", "unexported \\xe9"));
   }
 }
 

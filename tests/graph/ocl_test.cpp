@@ -5,12 +5,14 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "graph_test_util.hpp"
 #include "primcache/graph/graph_json.hpp"
 #include "primcache/graph/op_registry.hpp"
 #include "primcache/ocl/ocl.hpp"
+#include "primcache/runtime/constant_cache.hpp"
 #include "support/ocl_user_context.hpp"
 
 using namespace primcache;
@@ -187,6 +189,52 @@ TEST_CASE("the MLP on the OpenCL device equals the CPU run", "[graph][ocl][matmu
     if (t.tensor == "x") CHECK(t.executions == 2);
     if (t.tensor == "w2") CHECK(t.steps.size() == 2);  // a copy and a relayout
   }
+}
+
+TEST_CASE("a constant copied to the device leaves the device's cache when its data is released",
+          "[graph][ocl][constant]") {
+  if (engine::get_count(engine_kind::gpu) == 0) {
+    WARN("no OpenCL device: skipped");
+    return;
+  }
+  constant_tensor_cache& cache = constant_tensor_cache_for(engine(engine_kind::gpu, 0));
+  std::atomic<int> graph_erased{0};
+  const auto subscription =
+      cache.on_eviction([&](const constant_key& k, const constant_buffer*, eviction_reason why) {
+        // The graph executors' backend id ("graph").
+        if (k.backend_id() == 0x6772617068ULL && why == eviction_reason::erased) ++graph_erased;
+      });
+  const std::size_t tensors_before = cache.tensor_count();
+  memory w;
+  {
+    graph g("released_on_device");
+    const memory x = add_with_data(g, tensor("x", {6, 20}, tensor_role::input), 6);
+    // On the host, stored transposed: copied up and relaid out once.
+    w = add_with_data(g, tensor("w", {20, 10}, tensor_role::constant, "ba"), 7);
+    g.add_tensor(produced("y"));
+    op_spec op{.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}};
+    op.place = place::gpu(0);
+    g.add_op(op);
+    const auto X = logical(x), W = logical(w);
+    std::vector<double> want(60);
+    for (int m = 0; m < 6; ++m) {
+      for (int n = 0; n < 10; ++n) {
+        double acc = 0;
+        for (int k = 0; k < 20; ++k) acc += double(X[m * 20 + k]) * W[k * 10 + n];
+        want[m * 10 + n] = acc;
+      }
+    }
+    executor device(g);
+    for (int run = 0; run < 2; ++run) check_close(logical(device.run({{"x", x}}).at("y")), want);
+    CHECK(device.stats().constant_transforms == 1);
+  }
+  // The graph and its executor are gone, the data is not: the entry stays.
+  CHECK(cache.tensor_count() > tensors_before);
+  CHECK(graph_erased == 0);
+  w = memory();
+  CHECK(graph_erased == 1);
+  // The device buffer went, and the backend's packing of it with it.
+  CHECK(cache.tensor_count() == tensors_before);
 }
 
 TEST_CASE("a constant on a user's OpenCL context is transformed onto the op's engine",

@@ -8,10 +8,12 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
 #include "primcache/base/error.hpp"
+#include "primcache/base/utf8.hpp"
 #include "primcache/const_cache/constant_buffer.hpp"
 #include "primcache/const_cache/constant_key.hpp"
 #include "primcache/control/registry.hpp"
@@ -37,6 +39,15 @@ std::string dims_string(const std::vector<std::int64_t>& dims) {
   return s.empty() ? "()" : s;
 }
 
+// `text` as a metric label value. control refuses a value that is not UTF-8
+// (it would make the whole exposition unparseable), and a graph's name, its
+// metrics label and a user's library name reach the labels unchecked
+// through the C++ API: escaped (escape_invalid_utf8), "r\xe9sum\xe9"
+// (Latin-1) is exported as the text r\xe9sum\xe9.
+std::string metric_label_value(std::string_view text) {
+  return escape_invalid_utf8(text);
+}
+
 // A transformed constant kept in a constant tensor cache: the memory itself
 // (host or device), whose handle the buffer reports as its data.
 class memory_buffer final : public constant_buffer {
@@ -60,7 +71,9 @@ struct site {
   std::uint64_t bytes = 0;
   bool moves_data = false;
   bool constant = false;
-  std::optional<constant_key> key;  // constants
+  // Constants: the constant cache key's bytes but the data's identity, which
+  // each run appends (constant_key_of).
+  std::string key_bytes;
   // Constants: the engine the transformed tensor is written on and kept in
   // the cache of (the engine the ops reading it run on), and its descriptor.
   std::optional<engine> to_engine;
@@ -121,27 +134,36 @@ struct executor::state {
 
 namespace {
 
-// The constant cache key bytes of constant `data` transformed to `to` (for
-// `dims`) and kept on `eng`. The memory id names the data, never an address;
-// the engine is named by its device object (kind, index and address), as
-// the OpenCL backend names the cl_context of its packed weights: two
-// engines of one device (the default one and a user's interop context)
-// never share an entry, whose buffer only its own engine's kernels read.
-// The cached memory holds its engine, so while the entry lives the address
-// cannot name another engine.
-std::string constant_key_bytes(const memory& data, const kernel_type& to, const engine& eng,
+void append_u64(std::string& bytes, std::uint64_t v) {
+  bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// The constant cache key bytes of a constant transformed to `to` (for
+// `dims`) and kept on `eng`, but for the data (constant_key_of). The engine
+// is named by its device object (kind, index and address), as the OpenCL
+// backend names the cl_context of its packed weights: two engines of one
+// device (the default one and a user's interop context) never share an
+// entry, whose buffer only its own engine's kernels read. The cached memory
+// holds its engine, so while the entry lives the address cannot name
+// another engine.
+std::string constant_key_bytes(const kernel_type& to, const engine& eng,
                                const std::vector<std::int64_t>& dims) {
-  std::string bytes = "graph/";
-  const auto append = [&](std::uint64_t v) {
-    bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
-  };
-  append(data.get_id());
-  bytes += "/engine/";
-  append(static_cast<std::uint64_t>(eng.get_kind()));
-  append(eng.get_index());
-  append(reinterpret_cast<std::uintptr_t>(&backend::impl_of(eng)));
-  bytes += "/" + to.to_string() + "/" + dims_string(dims);
+  std::string bytes = "graph/engine/";
+  append_u64(bytes, static_cast<std::uint64_t>(eng.get_kind()));
+  append_u64(bytes, eng.get_index());
+  append_u64(bytes, reinterpret_cast<std::uintptr_t>(&backend::impl_of(eng)));
+  bytes += "/" + to.to_string() + "/" + dims_string(dims) + "/data/";
   return bytes;
+}
+
+// The key of constant site `s` for its data `data` as it is now: the memory
+// id names the data, never an address (a freed buffer's address comes back
+// from the next allocation), and it changes with set_data_handle, which
+// gives the constant other data.
+constant_key constant_key_of(const site& s, const memory& data) {
+  std::string bytes = s.key_bytes;
+  append_u64(bytes, data.get_id());
+  return constant_key(graph_constant_backend_id, bytes);
 }
 
 }  // namespace
@@ -182,7 +204,7 @@ std::size_t executor::state::add_site(std::size_t tensor, const std::string& op,
     // reader's engine goes through the host between two contexts.
     const engine eng = place::of(reader) == to.place ? reader : to.place.get_engine();
     s->to_desc = to.layout.desc_for(t.shape.dims, to.data_type);
-    s->key.emplace(graph_constant_backend_id, constant_key_bytes(t.data, to, eng, t.shape.dims));
+    s->key_bytes = constant_key_bytes(to, eng, t.shape.dims);
     s->to_engine.emplace(eng);
     s->size_bytes = s->to_desc.size_bytes();
   }
@@ -200,18 +222,32 @@ memory executor::state::run_site(const site& s, const memory& src) const {
     return execute_plan(*s.plan, src);
   }
   // Transformed once per engine and data: the cache de-duplicates concurrent
-  // first runs (one creator, the others wait for its buffer).
+  // first runs (one creator, the others wait for its buffer). `src` is the
+  // constant's memory (the graph's handle), keyed by its data now, not as
+  // it was when the executor was built.
   constant_tensor_cache& cache = constant_tensor_cache_for(*s.to_engine);
-  bool created = false;
-  auto r = cache.get_or_add(*s.key, s.size_bytes, [&]() -> std::shared_ptr<const constant_buffer> {
-    created = true;
+  const constant_key key = constant_key_of(s, src);
+  auto r = cache.get_or_add(key, s.size_bytes, [&]() -> std::shared_ptr<const constant_buffer> {
     s.count();
     constant_transforms_metric.add();
     memory out(s.to_desc, *s.to_engine);
     execute_plan(*s.plan, src, out);
     return std::make_shared<memory_buffer>(std::move(out));
   });
-  if (!created) {
+  if (r.outcome == lookup_outcome::miss) {
+    // No one can look this entry up once the id is gone (the memory's last
+    // copy, or set_data_handle): drop it then, as the backends drop their
+    // packed weights, instead of holding its host or device memory until an
+    // eviction. Once per entry and memory id (the token is the key). The
+    // cache is never destroyed (constant_caches()).
+    backend::on_data_release(src, key.bytes(), [key, &cache]() noexcept {
+      try {
+        cache.remove_if_exist(key);
+      } catch (...) {
+        // Out of memory while removing: the entry stays until an eviction.
+      }
+    });
+  } else {
     constant_hits.fetch_add(1, std::memory_order_relaxed);
     constant_hits_metric.add();
   }
@@ -407,8 +443,9 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
 }
 
 void executor::state::register_metrics() {
-  std::string label = options.metrics_label;
-  if (label.empty()) label = graph_name.empty() ? "unnamed" : graph_name;
+  const std::string label = metric_label_value(!options.metrics_label.empty()
+                                                   ? options.metrics_label
+                                                   : (graph_name.empty() ? "unnamed" : graph_name));
   control_registry& c = control();
   const metric_labels graph_labels = {{"graph", label}};
   runs_metric = c.counter("primcache_graph_runs_total", "Graph executor runs", graph_labels);
@@ -424,10 +461,10 @@ void executor::state::register_metrics() {
     for (const auto& st : p->plan->steps) {
       kinds += (kinds.empty() ? "" : ",") + std::string(to_string(st.kind));
     }
-    const metric_labels labels = {{"from", p->from.to_string()},
+    const metric_labels labels = {{"from", metric_label_value(p->from.to_string())},
                                   {"graph", label},
                                   {"steps", kinds},
-                                  {"to", p->to.to_string()}};
+                                  {"to", metric_label_value(p->to.to_string())}};
     p->executions_metric =
         c.counter("primcache_graph_transform_executions_total",
                   "Transforms a graph executor ran, by source and target kernel type", labels);

@@ -18,9 +18,13 @@
 // Constant inputs are transformed once: the result is written on the
 // engine of the op that reads it and kept in the constant tensor cache of
 // that engine's device (constant_tensor_cache_for), keyed by the constant's
-// memory id, that engine and the target kernel type, so later runs (of
-// this executor or another over the same data) take it from there; matmul
-// and convolution also get primitive_attr::set_constant_weights for them.
+// memory id as it is at each run (memory::get_id: set_data_handle gives the
+// constant other data and a new id), that engine and the target kernel
+// type, so later runs (of this executor or another over the same data) take
+// it from there. The entry is removed when that data is released (the
+// memory's last copy goes, or set_data_handle), as the backends' packed
+// weights are. Matmul and convolution also get
+// primitive_attr::set_constant_weights for them.
 // A constant whose data is on another engine of the op's place (a user's
 // OpenCL context) reaches the op's engine through its transform; one the op
 // would read as given is refused (invalid_arguments).
@@ -48,6 +52,12 @@
 //   primcache_graph_constant_cache_hits_total{graph}
 // where from/to are kernel_type::to_string() and steps the plan's step kinds
 // joined by ','. Executors with the same label share the series (the sums).
+// Label values are UTF-8 (control refuses others): in a label, a graph name
+// or library name, each byte that is no part of a well-formed UTF-8
+// sequence is written as the four characters \xNN (lowercase hex): an
+// executor of graph "r\xe9sum\xe9" (Latin-1 bytes) constructs and counts
+// under the label text r\xe9sum\xe9 (/metrics: graph="r\\xe9sum\\xe9").
+// Text that is UTF-8 is exported as it is.
 //
 // Thread-safety: run() and stats() may be called from many threads at once
 // on one executor; each run has its own intermediate memories and streams,
@@ -87,6 +97,7 @@ struct PRIMCACHE_API executor_options {
   // docs/metrics.md): what stats() returns, for /metrics and the console.
   bool export_metrics = true;
   // Their `graph` label; empty: the graph's name ("unnamed" when it has none).
+  // Any bytes: what is not UTF-8 is exported escaped (Metrics above).
   std::string metrics_label;
 };
 
