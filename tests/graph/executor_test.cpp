@@ -48,22 +48,6 @@ class my_relu final : public op_kernel {
   std::string library_;
 };
 
-// x (M,K) times w (K,N), from their logical elements.
-std::vector<double> matmul_reference(const memory& x, const memory& w) {
-  const auto X = logical(x), W = logical(w);
-  const std::int64_t M = x.get_desc().dims()[0], K = x.get_desc().dims()[1];
-  const std::int64_t N = w.get_desc().dims()[1];
-  std::vector<double> want(static_cast<std::size_t>(M * N));
-  for (std::int64_t m = 0; m < M; ++m) {
-    for (std::int64_t n = 0; n < N; ++n) {
-      double acc = 0;
-      for (std::int64_t k = 0; k < K; ++k) acc += double(X[m * K + k]) * W[k * N + n];
-      want[m * N + n] = acc;
-    }
-  }
-  return want;
-}
-
 // The graph executors' backend id in the constant tensor caches ("graph").
 constexpr std::uint64_t graph_backend_id = 0x6772617068ULL;
 
@@ -204,15 +188,7 @@ TEST_CASE("constant weights are transformed once and kept in the constant tensor
   const memory w = add_with_data(g, tensor("w", {20, 10}, tensor_role::constant, "ba"), 7);
   g.add_tensor(produced("y"));
   g.add_op({.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}});
-  const auto X = logical(x), W = logical(w);
-  std::vector<double> want(60);
-  for (int m = 0; m < 6; ++m) {
-    for (int n = 0; n < 10; ++n) {
-      double acc = 0;
-      for (int k = 0; k < 20; ++k) acc += double(X[m * 20 + k]) * W[k * 10 + n];
-      want[m * 10 + n] = acc;
-    }
-  }
+  const std::vector<double> want = matmul_reference(x, w);
   auto& cache = constant_tensor_cache_for(engine_kind::cpu);
   const auto misses_before = cache.stats().misses;
 

@@ -46,6 +46,22 @@ inline tensor_spec produced(std::string name, tensor_role role = tensor_role::ou
   return t;
 }
 
+// x (M,K) times w (K,N), from their logical elements.
+inline std::vector<double> matmul_reference(const memory& x, const memory& w) {
+  const auto X = logical(x), W = logical(w);
+  const std::int64_t M = x.get_desc().dims()[0], K = x.get_desc().dims()[1];
+  const std::int64_t N = w.get_desc().dims()[1];
+  std::vector<double> want(static_cast<std::size_t>(M * N));
+  for (std::int64_t m = 0; m < M; ++m) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (std::int64_t k = 0; k < K; ++k) acc += double(X[m * K + k]) * W[k * N + n];
+      want[m * N + n] = acc;
+    }
+  }
+  return want;
+}
+
 // Adds tensor `t` and, for a constant, its data (uniform in [-1, 1)).
 inline memory add_with_data(graph& g, tensor_spec t, std::uint64_t seed) {
   tensor_init init;

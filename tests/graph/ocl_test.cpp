@@ -215,15 +215,7 @@ TEST_CASE("a constant copied to the device leaves the device's cache when its da
     op_spec op{.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}};
     op.place = place::gpu(0);
     g.add_op(op);
-    const auto X = logical(x), W = logical(w);
-    std::vector<double> want(60);
-    for (int m = 0; m < 6; ++m) {
-      for (int n = 0; n < 10; ++n) {
-        double acc = 0;
-        for (int k = 0; k < 20; ++k) acc += double(X[m * 20 + k]) * W[k * 10 + n];
-        want[m * 10 + n] = acc;
-      }
-    }
+    const std::vector<double> want = matmul_reference(x, w);
     executor device(g);
     for (int run = 0; run < 2; ++run) check_close(logical(device.run({{"x", x}}).at("y")), want);
     CHECK(device.stats().constant_transforms == 1);
@@ -259,15 +251,7 @@ TEST_CASE("a constant on a user's OpenCL context is transformed onto the op's en
   op_spec op{.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}};
   op.place = place::gpu(0);
   g.add_op(op);
-  const auto X = logical(x), W = logical(w);
-  std::vector<double> want(60);
-  for (int m = 0; m < 6; ++m) {
-    for (int n = 0; n < 10; ++n) {
-      double acc = 0;
-      for (int k = 0; k < 20; ++k) acc += double(X[m * 20 + k]) * W[k * 10 + n];
-      want[m * 10 + n] = acc;
-    }
-  }
+  const std::vector<double> want = matmul_reference(x, w);
 
   executor device(g);
   for (int run = 0; run < 3; ++run) check_close(logical(device.run({{"x", x}}).at("y")), want);
