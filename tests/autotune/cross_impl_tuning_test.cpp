@@ -5,14 +5,19 @@
 //
 // A test implementation, "test:loop_matmul", is registered above the JIT
 // for one matmul shape only (37x41 by 41x43, no bias, no post-ops): plain
-// loops with a configuration that changes nothing, about 25 times slower
-// than the JIT matmul, which is then an alternative with configurations.
+// loops with a configuration that changes nothing, which also sleep 20 ms
+// on every run: slower than the JIT matmul (an alternative with
+// configurations) by more than a loaded machine's scheduling delays. (The
+// loops alone, about 25 times slower, lost to a JIT matmul whose pool
+// thread waited for a core: 2 of 12 runs failed beside a build.)
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "primcache/cpu/cpu.hpp"
@@ -47,6 +52,7 @@ class loop_matmul_impl final : public backend::primitive_impl {
         c[i * kN + j] = acc;
       }
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 };
 
@@ -193,7 +199,7 @@ TEST_CASE("tuning measures other implementations and later descriptors use the w
   const std::string device = tune_device_of(cpu());
   auto entry = global_tune_table().find(device, backend::impl_of(before_pd).problem_key());
   REQUIRE(entry);
-  // The JIT matmul is about 25 times faster than the loops: one of its
+  // The JIT matmul is far faster than the sleeping loops: one of its
   // configurations wins, whatever the noise.
   CHECK(entry->implementation == "jit:matmul");
   CHECK(entry->time_ns < entry->default_time_ns);
