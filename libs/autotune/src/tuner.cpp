@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "measurement_turn.hpp"
 #include "primcache/autotune/cold_cache.hpp"
 #include "primcache/base/error.hpp"
 
@@ -109,6 +110,13 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
   }
   const std::int64_t started = clock();
 
+  // Every flush and run of a measurement below happens inside a
+  // measurement_turn (measurement_turn.hpp): tunings on other threads never
+  // time meanwhile, and none of their flushes lands between this tuning's
+  // flush and its run. Builds, output checks, releases and the progress
+  // listener run outside it.
+  using autotune_internal::measurement_turn;
+
   tune_result r;
   // One run of candidate i, appended to `into`: the clock's time always,
   // the device's when it gives one. Times of one comparison are taken by
@@ -191,11 +199,14 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     try {
       cb.build(i);
       step = "run";
-      for (int k = 0; k < opt.runs; ++k) {
-        if (flush) flush();
-        const bool was_by_device = cold_by_device;
-        timed_run(i, cold[slot], &cold_by_device);
-        if (was_by_device && !cold_by_device) settle_all();  // the earlier ones to the clock
+      {
+        const measurement_turn turn;  // the candidate's runs, one turn
+        for (int k = 0; k < opt.runs; ++k) {
+          if (flush) flush();
+          const bool was_by_device = cold_by_device;
+          timed_run(i, cold[slot], &cold_by_device);
+          if (was_by_device && !cold_by_device) settle_all();  // the earlier ones to the clock
+        }
       }
       settle(slot);
       if (i != 0 && cb.compare) {
@@ -250,6 +261,7 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
     bool ok = true;
     try {
       cb.build(0);
+      const measurement_turn turn;
       for (int k = 0; k < opt.runs; ++k) {
         if (flush) flush();
         timed_run(0, cold[0], &again_by_device);
@@ -307,6 +319,9 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
       candidate_tried = true;
       cb.build(i);
       step = "run";
+      // One turn for the whole interleaved comparison: both candidates'
+      // visits under the same conditions.
+      const measurement_turn turn;
       for (int k = 0; k < opt.confirm_runs; ++k) {
         for (const bool first : {true, false}) {
           on_default = (k % 2 == 0) == first;

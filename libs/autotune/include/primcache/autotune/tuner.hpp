@@ -78,8 +78,19 @@
 //
 // Thread-safety: tune() keeps no state between calls; any number of
 // threads may tune different problems at once (the callbacks must allow
-// what they share). The default flusher writes the process's one flush
-// buffer, allocated by the first tuning that flushes (cold_cache.hpp).
+// what they share). They take turns measuring: one measurement — a
+// candidate's flushes and timed runs, the default's second measurement, a
+// whole warm confirmation — holds the process's measuring turn, so no two
+// tunings time at once and no other tuning's flush or run lands between a
+// flush and the run it precedes; builds, compare, release, describe, prune
+// and on_progress run outside it, at once with others' measurements. A
+// tuning inside a run or flush callback on the same thread measures within
+// its caller's turn; a run or flush that waits for another thread's tuning
+// deadlocks. A fork() child never waits for a turn a parent's thread held.
+// The turn serialises only tunings: other work in the process (the user's
+// threads, another tuning's builds) still runs beside a measurement. The
+// default flusher writes the process's one flush buffer, allocated by the
+// first tuning that flushes (cold_cache.hpp).
 // Exceptions: tune throws primcache::error (runtime_error) when the
 // default itself cannot be built, run, or measured (nothing to compare
 // against), with its message; invalid_arguments for count 0, runs < 1 or
