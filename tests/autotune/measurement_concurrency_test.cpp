@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,6 +42,26 @@ bool tunes_right(std::size_t fastest) {
   fake_clock clk;
   scripted_candidates s(clk, times_with_winner(4, fastest));
   return tune(s.callbacks(), fake_options(clk)).winner == fastest;
+}
+
+// `run`, whose first call sets `measuring` (under `mu`, notifying `cv`) and
+// then waits up to 30 s for `go`; `*came` (when given) says whether it came.
+std::function<void(std::size_t)> pausing_first_run(std::function<void(std::size_t)> run,
+                                                   std::mutex& mu, std::condition_variable& cv,
+                                                   bool& measuring, const bool& go,
+                                                   bool* came = nullptr) {
+  return [&mu = mu, &cv = cv, &measuring = measuring, &go = go, run = std::move(run), came,
+          once = true](std::size_t i) mutable {
+    if (once) {
+      once = false;
+      std::unique_lock<std::mutex> l(mu);
+      measuring = true;
+      cv.notify_all();
+      const bool waited = cv.wait_for(l, std::chrono::seconds(30), [&] { return go; });
+      if (came != nullptr) *came = waited;
+    }
+    run(i);
+  };
 }
 
 // How many tunings' measuring callbacks (a flush, a timed run, the
@@ -112,16 +133,7 @@ TEST_CASE("a tuning builds its candidates while another measures",
     fake_clock clk;
     scripted_candidates s(clk, times_with_winner(4, 2));
     tuning_callbacks cb = s.callbacks();
-    cb.run = [&, run = cb.run, once = true](std::size_t i) mutable {
-      if (once) {
-        once = false;
-        std::unique_lock<std::mutex> l(mu);
-        measuring = true;
-        cv.notify_all();
-        saw_build = cv.wait_for(l, kPatience, [&] { return built; });
-      }
-      run(i);
-    };
+    cb.run = pausing_first_run(cb.run, mu, cv, measuring, built, &saw_build);
     first_ok = tune(cb, fake_options(clk)).winner == 2;
   });
   std::thread second([&] {
@@ -188,16 +200,7 @@ TEST_CASE("a child forked while another thread measures can tune, and so can the
     fake_clock clk;
     scripted_candidates s(clk, times_with_winner(4, 2));
     tuning_callbacks cb = s.callbacks();
-    cb.run = [&, run = cb.run, once = true](std::size_t i) mutable {
-      if (once) {
-        once = false;
-        std::unique_lock<std::mutex> l(mu);
-        measuring = true;
-        cv.notify_all();
-        cv.wait_for(l, std::chrono::seconds(30), [&] { return forked; });
-      }
-      run(i);
-    };
+    cb.run = pausing_first_run(cb.run, mu, cv, measuring, forked);
     measurer_ok = tune(cb, fake_options(clk)).winner == 2;
   });
   {
