@@ -461,6 +461,99 @@ TEST_CASE("an entry file that is not a regular file, or larger than any entry, i
   CHECK(after.bytes == after.recorded_bytes);
 }
 
+TEST_CASE("an entry another user could have written is bad, and a symlink is not followed",
+          "[persist][directory][security]") {
+  // The directory's check at open() is worth nothing if what is inside it
+  // is not checked: an entry file or directory that another user owns or
+  // may write holds code of their choosing (the checksum stops no one
+  // without a fleet key). Found and removed by get(), or by verify(true).
+  const bool via_get = GENERATE(true, false);
+  temp_dir dir;
+  temp_dir elsewhere;
+  auto s = directory_store::open(options_for(dir.path()));
+  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
+  REQUIRE(s->put(as_bytes("bystander"), payload_of("bystander", 5000)).status ==
+          put_status::stored);
+  std::string victim;
+  for (const auto& e : entry_dirs(dir.path())) {
+    if (read_file(e + "/key.bin") == std::vector<char>{'v', 'i', 'c', 't', 'i', 'm'}) victim = e;
+  }
+  REQUIRE_FALSE(victim.empty());
+  // What the other user puts there: a well-formed entry for the key.
+  auto forged = primcache::encode_entry({.library_version = "test-1", .key = nullptr},
+                                        as_bytes("victim"), as_bytes("evil"));
+  write_file(victim + "/kernel.bin",
+             std::vector<char>(reinterpret_cast<const char*>(forged.data()),
+                               reinterpret_cast<const char*>(forged.data()) + forged.size()));
+  std::string reason;
+  std::string link_target;
+
+  SECTION("kernel.bin writable by group and others") {
+    ::chmod((victim + "/kernel.bin").c_str(), 0666);
+    reason = "kernel.bin is writable by group or others";
+  }
+  SECTION("key.bin writable by group") {
+    ::chmod((victim + "/key.bin").c_str(), 0620);
+    reason = "key.bin is writable by group or others";
+  }
+  SECTION("the entry's directory writable by others") {
+    ::chmod(victim.c_str(), 0703);
+    reason = "writable by group or others";
+  }
+  SECTION("kernel.bin owned by another user") {
+    if (::geteuid() != 0) {
+      WARN("not root: cannot give a file to another user; ownership check not exercised");
+      return;
+    }
+    REQUIRE(::chown((victim + "/kernel.bin").c_str(), 65534, 65534) == 0);
+    reason = "kernel.bin is owned by another user";
+  }
+  SECTION("the entry's directory owned by another user") {
+    if (::geteuid() != 0) {
+      WARN("not root: cannot give a directory to another user; ownership check not exercised");
+      return;
+    }
+    REQUIRE(::chown(victim.c_str(), 65534, 65534) == 0);
+    reason = "owned by another user";
+  }
+  SECTION("the entry's directory a symlink to an entry outside the store") {
+    link_target = elsewhere.path() + "/entry";
+    fs::rename(victim, link_target);
+    fs::create_directory_symlink(link_target, victim);
+    reason = "symlink";
+  }
+
+  auto rep = s->verify(false);
+  CHECK(rep.bad.size() == 1);
+  if (!rep.bad.empty()) {
+    CHECK(rep.bad[0].path == victim);
+    CHECK_THAT(rep.bad[0].message, Catch::Contains(reason));
+  }
+  CHECK(rep.good == 1);
+
+  if (via_get) {
+    const std::optional<std::vector<std::byte>> got = s->get(as_bytes("victim"));
+    CHECK_FALSE(got);
+    if (got) CHECK(*got != as_bytes("evil"));
+    CHECK(s->stats().corrupt_entries == 1);
+    CHECK(s->stats().misses == 1);
+    CHECK(s->stats().hits == 0);
+  } else {
+    rep = s->verify(true);
+    CHECK(rep.fixed);
+    CHECK(rep.bad.size() == 1);
+  }
+  CHECK_FALSE(fs::exists(fs::symlink_status(victim)));
+  // Removing a link removes the link, never what it points to.
+  if (!link_target.empty()) CHECK(fs::exists(link_target + "/kernel.bin"));
+  CHECK(*s->get(as_bytes("bystander")) == payload_of("bystander", 5000));
+  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
+  CHECK(*s->get(as_bytes("victim")) == payload_of("victim", 5000));
+  auto after = s->verify(false);
+  CHECK(after.ok());
+  CHECK(after.bytes == after.recorded_bytes);
+}
+
 TEST_CASE("verify finds every bad entry and stray file, and fixes them",
           "[persist][directory][verify]") {
   temp_dir dir;

@@ -156,6 +156,19 @@ TEST_CASE("the fleet key file must be private", "[persist][entry][security]") {
     REQUIRE_FALSE(k);
     CHECK_THAT(k.why().message, Catch::Contains("by others"));
   }
+  SECTION("owned by another user, even with mode 0600") {
+    // Its owner can read it, and so sign whatever code they like.
+    if (::geteuid() != 0) {
+      WARN("not root: cannot give the key file to another user; ownership check not exercised");
+      return;
+    }
+    ::chmod(path.c_str(), 0600);
+    REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+    auto k = primcache::fleet_key::from_file(path);
+    REQUIRE_FALSE(k);
+    CHECK(k.why().code == primcache::status::permission_denied);
+    CHECK_THAT(k.why().message, Catch::Contains(path) && Catch::Contains("uid 65534"));
+  }
   SECTION("too short") {
     ::chmod(path.c_str(), 0600);
     std::ofstream(path) << "short\n";

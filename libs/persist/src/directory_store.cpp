@@ -41,13 +41,19 @@ constexpr const char* kernel_file = "kernel.bin";
 // long whatever the process (a writer in another PID namespace).
 constexpr std::int64_t stale_after_seconds = 3600;
 
-// read_all_at's answers, besides 0 and -errno, for a file no entry of the
-// store can have: they make the entry bad, where an errno only makes it
-// unreadable for now.
+// read_all_at's and open_entry_dir's answers, besides 0 and -errno, for a
+// file or directory no entry of the store can have: they make the entry
+// bad, where an errno only makes it unreadable for now.
 enum bad_file : int {
   not_a_regular_file = 1,  // a FIFO (whose open would wait for a writer), a device, a directory
   larger_than_any_entry =
       2,  // over max_entry_file_bytes; a huge sparse file could not be allocated
+  // Another user could have written it, and so chosen the code it holds:
+  // the check open() makes of the cache dir would be worth nothing if what
+  // is inside it went unchecked.
+  owned_by_another_user = 3,        // neither root nor this process's effective user
+  writable_by_group_or_others = 4,  // whoever owns it
+  not_a_directory = 5,              // an entry that is a symlink (never followed) or a file
 };
 
 // The largest file of an entry that put() writes and get() reads, whatever
@@ -71,8 +77,23 @@ std::string read_failure(const char* file, int r) {
     case larger_than_any_entry:
       return std::string(file) + " is larger than any entry (" +
              std::to_string(max_entry_file_bytes >> 20) + " MB)";
+    case owned_by_another_user:
+      return std::string(file) + " is owned by another user: refusing to load code from it";
+    case writable_by_group_or_others:
+      return std::string(file) + " is writable by group or others: refusing to load code from it";
+    case not_a_directory:
+      return std::string(file) + " is not a directory (a symlink is never followed)";
     default: return std::string(file) + " cannot be read: " + errno_text(r);
   }
+}
+
+// 0 when only root or this process's effective user can have written the
+// file or directory `st` describes (as open() requires of the cache dir),
+// else the bad_file saying who else could.
+int foreign_writer(const struct stat& st) {
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) return owned_by_another_user;
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return writable_by_group_or_others;
+  return 0;
 }
 
 std::string octal_mode(mode_t mode) {
@@ -242,6 +263,12 @@ struct directory_store::state {
       files->close(fd);
       return larger_than_any_entry;
     }
+    // Checked on the descriptor we read through, so a file swapped in after
+    // the check is not the one read.
+    if (int foreign = foreign_writer(st); foreign != 0) {
+      files->close(fd);
+      return foreign;
+    }
     try {
       out.resize(static_cast<std::size_t>(st.st_size));
     } catch (const std::bad_alloc&) {
@@ -261,6 +288,32 @@ struct directory_store::state {
     out.resize(got);
     files->close(fd);
     return 0;
+  }
+
+  // Opens the entry directory `path` into `dfd`, for reading its files
+  // through. 0, -errno (dfd -1), or a bad_file: not_a_directory (dfd -1)
+  // for a symlink, which is never followed (it could lead out of the
+  // checked directory), or another user's mark (dfd open, so that the
+  // caller can tell this entry from a later one under the same number).
+  int open_entry_dir(const std::string& path, int& dfd) {
+    dfd = files->open_at(AT_FDCWD, path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+    if (dfd == -ELOOP || dfd == -ENOTDIR) {
+      dfd = -1;
+      return not_a_directory;
+    }
+    if (dfd < 0) {
+      int e = dfd;
+      dfd = -1;
+      return e;
+    }
+    struct stat st {};
+    if (::fstat(dfd, &st) != 0) {
+      int e = -errno;
+      files->close(dfd);
+      dfd = -1;
+      return e;
+    }
+    return foreign_writer(st);
   }
 
   int write_new_file(const std::string& path, std::span<const std::byte> b, bool stamp = false) {
@@ -315,8 +368,11 @@ struct directory_store::state {
   bool bucket_has(const std::string& bucket, std::span<const std::byte> key) {
     for (unsigned n : entry_numbers(bucket)) {
       std::string p = bucket + "/" + std::to_string(n);
-      int dfd = files->open_at(AT_FDCWD, p.c_str(), O_RDONLY | O_DIRECTORY, 0);
-      if (dfd < 0) continue;
+      int dfd = -1;
+      if (open_entry_dir(p, dfd) != 0) {
+        if (dfd >= 0) files->close(dfd);
+        continue;  // a bad entry: get() removes it, and put() may add a good one
+      }
       bytes k;
       int r = read_all_at(dfd, key_file, k);
       files->close(dfd);
@@ -658,15 +714,21 @@ std::optional<std::vector<std::byte>> directory_store::get(std::span<const std::
     const std::string ep = bucket + "/" + std::to_string(n);
     // The entry's directory, held open: its two files come from one entry
     // even if it is removed and its number reused meanwhile.
-    int dfd = s.files->open_at(AT_FDCWD, ep.c_str(), O_RDONLY | O_DIRECTORY, 0);
-    if (dfd < 0) {
-      if (dfd != -ENOENT) s.errors.fetch_add(1, std::memory_order_relaxed);
+    int dfd = -1;
+    int r = s.open_entry_dir(ep, dfd);
+    if (r < 0) {
+      if (r != -ENOENT) s.errors.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    bytes k;
-    int r = s.read_all_at(dfd, key_file, k);
-    // A key.bin no entry can have makes the entry bad, whatever its key.
+    // A directory or key.bin no entry can have makes the entry bad,
+    // whatever its key.
     bool bad = r > 0;
+    bytes k;
+    bytes entry;
+    if (!bad) {
+      r = s.read_all_at(dfd, key_file, k);
+      bad = r > 0;
+    }
     if (!bad &&
         (r != 0 || k.size() != key.size() || !std::equal(k.begin(), k.end(), key.begin()))) {
       // ENOENT: removed while we looked. Other errors are I/O failures.
@@ -674,14 +736,15 @@ std::optional<std::vector<std::byte>> directory_store::get(std::span<const std::
       s.files->close(dfd);
       continue;
     }
-    bytes entry;
     if (!bad) {
       r = s.read_all_at(dfd, kernel_file, entry);
       bad = r > 0;
     }
+    // What we read, so that only it is removed: the directory held open, or
+    // the symlink that was not followed.
     struct stat dst {};
-    const bool have_ino = ::fstat(dfd, &dst) == 0;
-    s.files->close(dfd);
+    const bool have_ino = dfd >= 0 ? ::fstat(dfd, &dst) == 0 : ::lstat(ep.c_str(), &dst) == 0;
+    if (dfd >= 0) s.files->close(dfd);
     if (r < 0) {
       if (r != -ENOENT) s.errors.fetch_add(1, std::memory_order_relaxed);
       continue;
@@ -702,7 +765,8 @@ std::optional<std::vector<std::byte>> directory_store::get(std::span<const std::
       {
         directory_lock g(s.write_mu, s.lock_fd);
         struct stat now {};
-        if (::stat(ep.c_str(), &now) == 0 && now.st_ino == dst.st_ino && now.st_dev == dst.st_dev) {
+        if (::lstat(ep.c_str(), &now) == 0 && now.st_ino == dst.st_ino &&
+            now.st_dev == dst.st_dev) {
           dead = s.unpublish(ep);
           // A damaged entry's files no longer have the size size.txt
           // counted: walk the store once (this is rare) rather than guess.
@@ -817,11 +881,11 @@ bool directory_store::erase(std::span<const std::byte> key) {
     directory_lock g(s.write_mu, s.lock_fd);
     for (unsigned n : entry_numbers(bucket)) {
       std::string ep = bucket + "/" + std::to_string(n);
-      int dfd = s.files->open_at(AT_FDCWD, ep.c_str(), O_RDONLY | O_DIRECTORY, 0);
-      if (dfd < 0) continue;
+      int dfd = -1;
+      int r = s.open_entry_dir(ep, dfd);
       bytes k;
-      int r = s.read_all_at(dfd, key_file, k);
-      s.files->close(dfd);
+      if (r == 0) r = s.read_all_at(dfd, key_file, k);
+      if (dfd >= 0) s.files->close(dfd);
       if (r != 0 || k.size() != key.size() || !std::equal(k.begin(), k.end(), key.begin())) {
         continue;
       }
@@ -937,9 +1001,11 @@ verify_report directory_store::verify(const verify_options& options) {
         }
         ++rep.entries;
         if (options.progress) options.progress(rep.entries, std::max(total, rep.entries));
-        int dfd = s.files->open_at(AT_FDCWD, ep.c_str(), O_RDONLY | O_DIRECTORY, 0);
-        if (dfd < 0) {
-          bad(ep, "cannot be opened as a directory: " + errno_text(dfd));
+        int dfd = -1;
+        if (int r = s.open_entry_dir(ep, dfd); r != 0) {
+          if (dfd >= 0) s.files->close(dfd);
+          bad(ep, r > 0 ? read_failure("the entry", r)
+                        : "cannot be opened as a directory: " + errno_text(r));
           continue;
         }
         bytes k;

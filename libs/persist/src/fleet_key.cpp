@@ -46,6 +46,16 @@ result<fleet_key> fleet_key::from_file(const std::string& path) {
     ::close(fd);
     return key_failure(status::invalid_arguments, path, "is not a regular file");
   }
+  // Another user's key file, however private its mode, is theirs to read
+  // and to replace: they could sign any code. (Only a process that may
+  // read others' files, root, gets this far with one.)
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    ::close(fd);
+    return key_failure(status::permission_denied, path,
+                       "is owned by uid " + std::to_string(st.st_uid) + ", not by root or uid " +
+                           std::to_string(::geteuid()) +
+                           " who runs this process: refusing a signing key another user holds");
+  }
   const char* who = nullptr;
   if ((st.st_mode & (S_IRGRP | S_IWGRP)) != 0) who = "group";
   if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) who = who ? "group and others" : "others";
