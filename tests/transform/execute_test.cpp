@@ -281,6 +281,12 @@ TEST_CASE("executing a plan checks its input", "[transform][execute]") {
     memory m(memory_desc({1, 2, 3, 4}, data_type::s8, format_tag::abcd), cpu);
     CHECK_THROWS_WITH(execute_plan(*plan, m), Catch::Contains("cpu/f32/abcd/jit"));
   }
+  SECTION("another rank") {
+    memory m(memory_desc({6, 4}, data_type::f32, format_tag::ab), cpu);
+    CHECK_THROWS_WITH(execute_plan(*plan, m), Catch::Contains("execute_plan: the source") &&
+                                                  Catch::Contains("is not of the plan's kernel "
+                                                                  "type cpu/f32/abcd/jit"));
+  }
   SECTION("an empty memory") {
     CHECK_THROWS_AS(execute_plan(*plan, memory()), error);
   }

@@ -196,8 +196,32 @@ TEST_CASE("dims that a kernel type cannot lay out are refused", "[transform][pla
     FAIL("planned");
   } catch (const error& e) {
     CHECK(e.code() == status::invalid_arguments);
-    CHECK(std::string(e.what()).find("kernel type cpu/f32/abcd/jit cannot lay out a tensor of 2 "
-                                     "dims") != std::string::npos);
+    CHECK_THAT(e.message(), Catch::Contains("no plan from cpu/f32/abcd/jit to cpu/f32/acdb/jit "
+                                            "for dims 4x4: the actual kernel type "
+                                            "cpu/f32/abcd/jit cannot lay them out (layout abcd "
+                                            "has 4 dimensions, the tensor 2)"));
+  }
+}
+
+TEST_CASE("dims no descriptor can have are refused with the reason and both kernel types",
+          "[transform][plan]") {
+  transform_registry reg;
+  const auto a = kt("cpu/f32/abcd/jit"), b = kt("cpu/f32/acdb/jit");
+  struct bad_dims {
+    std::vector<std::int64_t> dims;
+    const char* why;
+  };
+  const auto bad = GENERATE(bad_dims{{2, 0, 8, 8}, "dimension 1 of 2x0x8x8 is 0"},
+                            bad_dims{{2, -3, 8, 8}, "dimension 1 of 2x-3x8x8 is -3"});
+  try {
+    (void)reg.plan(a, b, bad.dims);
+    FAIL("planned");
+  } catch (const error& e) {
+    CHECK(e.code() == status::invalid_arguments);
+    // The tensor has as many dims as the layouts lay out: the message says
+    // what is wrong with them, for the pair being planned.
+    CHECK_THAT(e.message(),
+               Catch::Contains(a.to_string() + " to " + b.to_string()) && Catch::Contains(bad.why));
   }
 }
 
@@ -264,6 +288,27 @@ TEST_CASE("a user transform wins over the built-in one", "[transform][plan]") {
     CHECK_THROWS_AS(reg.add(a, b, "empty", transform_function()), error);
     CHECK_THROWS_WITH(reg.add(a, a, "self", noop), Catch::Contains("to itself"));
   }
+}
+
+TEST_CASE("a user transform between layouts of different ranks is refused", "[transform][plan]") {
+  // A plan keeps the tensor's dims (every step writes a memory of the
+  // source's dims), so no plan could use such a transform: plan(from, to)
+  // would still be the no-path error, the registration silently unused.
+  transform_registry reg;
+  const auto from = kt("cpu/f32/abcd/mine"), to = kt("cpu/f32/ab/mine");
+  try {
+    reg.add(from, to, "flatten", [](const memory&, const memory&, const stream&) {});
+    FAIL("registered");
+  } catch (const error& e) {
+    CHECK(e.code() == status::invalid_arguments);
+    CHECK_THAT(e.message(),
+               Catch::Contains("transform 'flatten'") && Catch::Contains(from.to_string()) &&
+                   Catch::Contains(to.to_string()) && Catch::Contains("4 and 2 dimensions"));
+  }
+  // Nothing was registered: the generation stays, and so do the cached plans.
+  (void)reg.plan(kt("cpu/f32/abcd/jit"), kt("cpu/f32/acdb/jit"));
+  (void)reg.plan(kt("cpu/f32/abcd/jit"), kt("cpu/f32/acdb/jit"));
+  CHECK(reg.plan_cache_stats().hits == 1);
 }
 
 TEST_CASE("registrations whose kernel types plans cannot use are refused", "[transform][plan]") {

@@ -58,11 +58,26 @@ std::string transform_plan::to_string() const {
 
 namespace {
 
+// Whether `m` holds a tensor of `dims` in kernel type `t` (library aside).
+// Dims `t`'s layout cannot describe (another rank; strides that do not fit
+// them) are a mismatch like any other, reported by the caller with both
+// sides, not the descriptor's bare complaint.
+bool holds(const memory& m, const kernel_type& t, dims_view dims) {
+  if (!(place::of(m.get_engine()) == t.place) ||
+      t.layout.ndims() != static_cast<int>(dims.size())) {
+    return false;
+  }
+  try {
+    return t.layout.desc_for(dims, t.data_type) == m.get_desc();
+  } catch (const error&) {
+    return false;
+  }
+}
+
 void check_source(const transform_plan& plan, const memory& src) {
   if (!src) throw error(status::invalid_arguments, "execute_plan: the source memory is empty");
   const memory_desc& md = src.get_desc();
-  const memory_desc want = plan.from.layout.desc_for(md.dims(), plan.from.data_type);
-  if (!(want == md) || !(place::of(src.get_engine()) == plan.from.place)) {
+  if (!holds(src, plan.from, md.dims())) {
     throw error(status::invalid_arguments, "execute_plan: the source " + md.to_string() + " on " +
                                                place::of(src.get_engine()).to_string() +
                                                " is not of the plan's kernel type " +
@@ -157,9 +172,7 @@ memory execute_plan(const transform_plan& plan, const memory& src) {
 void execute_plan(const transform_plan& plan, const memory& src, const memory& dst) {
   check_source(plan, src);
   if (!dst) throw error(status::invalid_arguments, "execute_plan: the destination is empty");
-  const auto dims = src.get_desc().dims();
-  const memory_desc want = plan.to.layout.desc_for(dims, plan.to.data_type);
-  if (!(want == dst.get_desc()) || !(place::of(dst.get_engine()) == plan.to.place)) {
+  if (!holds(dst, plan.to, src.get_desc().dims())) {
     throw error(status::invalid_arguments,
                 "execute_plan: the destination " + dst.get_desc().to_string() + " on " +
                     place::of(dst.get_engine()).to_string() + " is not of the plan's kernel type " +

@@ -142,6 +142,22 @@ std::string end_problem(const kernel_type& t) {
               "no transform from " + a.to_string() + " to " + e.to_string() + ": " + why);
 }
 
+// Why no chain joins `a` and `e` whatever is registered, worded to follow
+// "no transform from a to e: "; empty when their layouts have the same rank.
+// Every step writes a memory of the source's dims, so a plan keeps the rank.
+std::string rank_problem(const kernel_type& a, const kernel_type& e) {
+  if (a.layout.ndims() == e.layout.ndims()) return {};
+  return "layouts " + a.layout.to_string() + " and " + e.layout.to_string() + " lay out " +
+         std::to_string(a.layout.ndims()) + " and " + std::to_string(e.layout.ndims()) +
+         " dimensions";
+}
+
+std::string dims_text(dims_view dims) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  return s;
+}
+
 // The bytes a tensor of `dims` takes in kernel type `t`, padding included;
 // nullopt when t's layout cannot describe dims.
 std::optional<std::size_t> padded_bytes(const kernel_type& t, dims_view dims) {
@@ -165,19 +181,19 @@ transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
                   std::string("the ") + end + " kernel type " + t->to_string() + why);
     }
   }
-  if (actual.layout.ndims() != expected.layout.ndims()) {
-    no_path(actual, expected,
-            "layouts " + actual.layout.to_string() + " and " + expected.layout.to_string() +
-                " lay out " + std::to_string(actual.layout.ndims()) + " and " +
-                std::to_string(expected.layout.ndims()) + " dimensions");
-  }
+  if (auto why = rank_problem(actual, expected); !why.empty()) no_path(actual, expected, why);
   plan.dims.assign(dims.begin(), dims.end());
   if (!dims.empty()) {
-    for (const kernel_type* t : {&actual, &expected}) {
-      if (!padded_bytes(*t, dims)) {
-        throw error(status::invalid_arguments, "kernel type " + t->to_string() +
-                                                   " cannot lay out a tensor of " +
-                                                   std::to_string(dims.size()) + " dims");
+    // The descriptor's own reason: a rank other than the layout's, but also
+    // a dimension that is not positive or a tensor too large to address.
+    for (const auto& [end, t] : {std::pair{"actual", &actual}, std::pair{"expected", &expected}}) {
+      try {
+        (void)t->layout.desc_for(dims, t->data_type);
+      } catch (const error& e) {
+        throw error(status::invalid_arguments,
+                    "no plan from " + actual.to_string() + " to " + expected.to_string() +
+                        " for dims " + dims_text(dims) + ": the " + end + " kernel type " +
+                        t->to_string() + " cannot lay them out (" + e.message() + ")");
       }
     }
   }
@@ -342,6 +358,13 @@ void transform_registry::add(const kernel_type& from, const kernel_type& to, std
       throw error(status::invalid_arguments,
                   "transform '" + name + "': kernel type " + t->to_string() + why);
     }
+  }
+  // plan() refuses such a pair before it looks at user transforms, and no
+  // step can change a tensor's rank: registered, it would never run.
+  if (auto why = rank_problem(from, to); !why.empty()) {
+    throw error(status::invalid_arguments, "transform '" + name + "' from " + from.to_string() +
+                                               " to " + to.to_string() + ": " + why +
+                                               " (a plan keeps a tensor's dims)");
   }
   user_entry entry{std::move(name),
                    std::make_shared<const transform_function>(std::move(function))};

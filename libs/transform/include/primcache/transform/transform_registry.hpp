@@ -73,7 +73,9 @@ class PRIMCACHE_API transform_registry {
   // unknown data type, a layout that is undef or `any` (no memory can be
   // allocated in it), a scale that does not fit its type
   // (kernel_type::scale_problem) or a library name that does not print and
-  // parse back (library::problem: empty, or with a '/').
+  // parse back (library::problem: empty, or with a '/'), and for ends whose
+  // layouts lay out different ranks (a plan keeps a tensor's dims, so no
+  // plan could use it).
   void add(const kernel_type& from, const kernel_type& to, std::string name,
            transform_function function);
   // Removes the user transform for (from, to); false when there was none.
@@ -87,7 +89,9 @@ class PRIMCACHE_API transform_registry {
   // really moves: a blocked layout's padding counts (nChw16c with 3
   // channels moves 16/3 times the bytes of nchw), so a chain may relay out
   // before a copy where the per-element plan would copy the padded data.
-  // Throws invalid_arguments when a layout cannot describe `dims`.
+  // Throws invalid_arguments, naming both kernel types and the reason, when
+  // a layout cannot describe `dims` (another rank, a dimension that is not
+  // positive).
   std::shared_ptr<const transform_plan> plan(const kernel_type& actual, const kernel_type& expected,
                                              dims_view dims);
   // Counters of the plan cache (hits, misses, size).
