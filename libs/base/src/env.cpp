@@ -51,6 +51,8 @@ report_log& reports() {
   static report_log* log = new report_log;  // never destroyed: usable during exit
   return *log;
 }
+// Made at load, not on first use (fork safety: docs/runtime.md).
+[[maybe_unused]] const report_log& reports_at_load = reports();
 
 }  // namespace
 

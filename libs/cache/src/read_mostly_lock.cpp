@@ -124,6 +124,12 @@ fork_registry& forks() {
   return *r;
 }
 
+// Made at load, not on first use (fork safety: docs/runtime.md). The fork
+// registry is not: registering its atfork handlers at load would change
+// their place among the other libraries' handlers, and so the order in
+// which fork() takes their locks.
+[[maybe_unused]] const ordinal_pool& ordinal_pool_at_load = pool();
+
 }  // namespace
 
 std::uint64_t fork_generation() noexcept {

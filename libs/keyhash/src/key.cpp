@@ -24,11 +24,6 @@ std::string digest128::hex() const {
   return out;
 }
 
-std::uint64_t key::empty_hash() noexcept {
-  static const std::uint64_t h = XXH3_64bits(nullptr, 0);
-  return h;
-}
-
 key::key(std::span<const std::byte> bytes) {
   assign(bytes.data(), bytes.size());
   seal();

@@ -1,6 +1,7 @@
 #include "primcache/runtime/primitive_cache.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -93,8 +94,16 @@ const runtime_metrics& metrics() {
 }
 
 int verbose_level() {
-  static const int level = static_cast<int>(env_int("PRIMCACHE_VERBOSE", 0, 0, 2));
-  return level;
+  // Read on first use (docs/CONFIGURATION.md) into an atomic, not a
+  // function-local static: a fork() on another thread cannot catch a guard
+  // held here (docs/runtime.md). Racing first readers read the same value.
+  static constinit std::atomic<int> level{-1};
+  int l = level.load(std::memory_order_relaxed);
+  if (l < 0) {
+    l = static_cast<int>(env_int("PRIMCACHE_VERBOSE", 0, 0, 2));
+    level.store(l, std::memory_order_relaxed);
+  }
+  return l;
 }
 
 void verbose_print(std::string_view line) {

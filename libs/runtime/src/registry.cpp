@@ -236,6 +236,9 @@ op_memo& the_op_memo() {
   static op_memo* m = new op_memo;  // never destroyed, as the registry
   return *m;
 }
+// Made at load, not on first use (fork safety: docs/runtime.md).
+[[maybe_unused]] const op_memo& op_memo_at_load = the_op_memo();
+[[maybe_unused]] const config_source_slot& config_source_at_load = the_config_source();
 
 bool tuned_kind(primitive_kind kind) {
   return kind == primitive_kind::matmul || kind == primitive_kind::convolution;

@@ -20,4 +20,9 @@ const version_info& version() noexcept {
   return info;
 }
 
+namespace {
+// Made at load, not on first use (fork safety: docs/runtime.md).
+[[maybe_unused]] const version_info& version_at_load = version();
+}  // namespace
+
 }  // namespace primcache

@@ -96,7 +96,9 @@ class PRIMCACHE_API key {
     std::byte inline_[inline_capacity];
     std::byte* heap_;
   };
-  static std::uint64_t empty_hash() noexcept;
+  // XXH3-64 of no bytes (key_test checks it): a constant, so that no
+  // function-local static is made on first use (fork safety).
+  static constexpr std::uint64_t empty_hash() noexcept { return 0x2d06800538d394c2ull; }
 };
 
 // Serializes fields into a key. Each call appends; finish() seals the key
