@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "primcache/runtime/persistent_cache.hpp"
+#include "primcache/runtime/primitive_cache.hpp"
 #include "primcache/runtime/runtime.hpp"
 #include "support/child_process.hpp"
 
@@ -95,16 +96,13 @@ enum class first_creation { tiered_matmul, sync_matmul, tiered_convolution };
 int fork_during_first_creation(first_creation what, int round) {
   pc::set_jit_mode(what == first_creation::sync_matmul ? pc::jit_mode::sync : pc::jit_mode::tiered);
   pc::engine eng(pc::engine_kind::cpu, 0);
-  // The runtime's persistent-cache state is made first: its first use
-  // registers fork handlers from inside a function-local static's
-  // initializer (libs/runtime/src/persistent_cache.cpp, the_state()), which
-  // a fork can catch with the initializer's guard held: the child's first
-  // creation then waits for it for ever. That is the runtime's to fix; this
-  // case is about the backend's JIT set-up.
+  // The runtime's persistent-cache state and primitive caches are made
+  // first: they are still made on first use, in function-local statics
+  // whose guards a fork can catch held (docs/runtime.md, "fork() during a
+  // first use"); this case is about the backend's JIT set-up.
   (void)pc::get_persistent_cache();
-  // The descriptors too (the host's ISA is detected, once, in a function-
-  // local static of libs/cpu/src/isa.cpp that a fork can catch the same
-  // way): the race is with the first primitive's creation.
+  (void)pc::get_primitive_cache_capacity();
+  // The descriptors too: the race is with the first primitive's creation.
   const bool conv = what == first_creation::tiered_convolution;
   const auto first_conv = conv ? conv_pd(eng, 48) : pc::convolution_forward::primitive_desc();
   const auto second_conv = conv ? conv_pd(eng, 40) : pc::convolution_forward::primitive_desc();
@@ -131,10 +129,7 @@ int fork_during_first_creation(first_creation what, int round) {
   if (grandchild == 0) {
     // In tiered mode, whatever the first creation's: the grandchild links
     // code into the JIT on its own thread (the generic kernel) and leaves
-    // its own compilation to its pool, on which it does not wait. A sync
-    // compilation on its own thread could meet a first-use static of the
-    // compile path (libs/cpu/src/jit/compiler.cpp, machines()) that the
-    // fork caught initializing, as it caught the JIT's creation before.
+    // its own compilation to its pool, on which it does not wait.
     pc::set_jit_mode(pc::jit_mode::tiered);
     int code = 255;
     try {
