@@ -7,7 +7,9 @@
 // buffered, never a wait for the deadline or a connection left one reply
 // behind. The calls' timeouts are long (seconds) so that only a fix, not a
 // deadline, ends them quickly; every wait of the fake is bounded too. And
-// a real redis-server's large replies, which the bounds must let through.
+// a real redis-server's large replies, which the bounds must let through;
+// and a slow (not broken) server, whose GET of a bad value leaves the
+// delete after it too little time unless the delete has its own.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -204,4 +206,35 @@ TEST_CASE("clear() refuses a SCAN cursor that is not a string", "[persist][redis
   REQUIRE_THROWS_WITH(s->clear(), Contains("SCAN answered something else than a cursor"));
   fake.stop();
   CHECK(scans.load() == 1);
+}
+
+TEST_CASE("deleting a bad value has time of its own: a slow GET is no breaker trip",
+          "[persist][redis][reply][corrupt]") {
+  // A healthy but slow server: GET answers a bad value after 300 ms of a
+  // 500 ms call, the delete after 250 ms. Within what the GET left, the
+  // delete would time out — counted as a timeout and, with one failure
+  // opening the breaker, the tier cut off — though the server answered
+  // everything. (A large bad value does this on a loaded host: the delete
+  // sends the value back to compare it.)
+  fake_redis_server fake([&](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv[0] == "GET") {
+      std::this_thread::sleep_for(300ms);
+      return "$4\r\njunk\r\n";
+    }
+    std::this_thread::sleep_for(250ms);
+    return ":1\r\n";  // EVAL: deleted
+  });
+  redis_store_options o = options_for(fake);
+  o.connect_timeout = 100ms;
+  o.command_timeout = 400ms;
+  o.breaker.failure_threshold = 1;
+  auto s = redis_store::open(o);
+  CHECK_FALSE(s->get(as_bytes("k")).has_value());
+  fake.stop();
+  CHECK(fake.commands() == std::vector<std::string>{"GET", "EVAL"});
+  const auto st = s->stats();
+  CHECK(st.corrupt_entries == 1);
+  CHECK(st.timeouts == 0);
+  CHECK(st.remote_errors == 0);
+  CHECK(s->breaker() == primcache::breaker_state::closed);
 }

@@ -412,19 +412,42 @@ TEST_CASE("a bad value in redis is refused, counted and deleted", "[persist][red
   CHECK(*s->get(as_bytes("k")) == payload);
 }
 
-TEST_CASE("a value of the wrong type is an error reply, not a breaker trip",
+TEST_CASE("a value of the wrong type is refused, counted and deleted, not a breaker trip",
           "[persist][redis][corrupt]") {
+  // A list, a hash or a set under an entry's key: GET answers WRONGTYPE and
+  // SET NX finds the key taken, so left there it would make every get miss
+  // and every put say `exists` for good — no member could store the entry.
   redis_server server;
   raw_redis raw(server.port());
-  auto s = redis_store::open(options_for(server.port()));
+  const std::string type = GENERATE(as<std::string>{}, "LPUSH", "SADD", "HSET");
+  const bool read_only = GENERATE(false, true);
+  redis_store_options o = options_for(server.port());
+  o.read_only = read_only;
+  auto s = redis_store::open(o);
   const std::string key = s->redis_key(as_bytes("k"));
-  raw.command({"LPUSH", key, "x"});
-  for (int i = 0; i < 5; ++i) CHECK_FALSE(s->get(as_bytes("k")));
+  if (type == "HSET") {
+    raw.command({type, key, "field", "x"});
+  } else {
+    raw.command({type, key, "x"});
+  }
+  INFO(type << (read_only ? ", read-only" : ""));
+  CHECK_FALSE(s->get(as_bytes("k")));
   auto st = s->stats();
-  CHECK(st.remote_errors == 5);
-  CHECK(st.misses == 5);
+  CHECK(st.corrupt_entries == 1);
+  CHECK(st.misses == 1);
   CHECK(st.timeouts == 0);
   CHECK(s->breaker() == breaker_state::closed);
+  if (read_only) {
+    CHECK(raw.exists(key));  // counted, never deleted
+    return;
+  }
+  CHECK_FALSE(raw.exists(key));
+  const auto payload = payload_of("k", 1000);
+  CHECK(s->put(as_bytes("k"), payload).status == put_status::stored);
+  const auto got = s->get(as_bytes("k"));
+  REQUIRE(got);
+  CHECK(*got == payload);
+  CHECK(s->stats().corrupt_entries == 1);
 }
 
 TEST_CASE("redis absent at start: calls fail fast and the breaker opens",

@@ -496,12 +496,29 @@ std::string redis_store::redis_key(std::span<const std::byte> key) const {
 
 std::optional<std::vector<std::byte>> redis_store::get(std::span<const std::byte> key) {
   state& s = *s_;
-  const steady::time_point until = s.deadline();
   const std::string rkey = redis_key(key);
   redis_reply r;
   std::string why;
-  if (s.call({"GET", rkey}, until, r, why) != state::outcome::ok ||
-      r.type != redis_reply::kind::string) {
+  const state::outcome got = s.call({"GET", rkey}, s.deadline(), r, why);
+  if (got == state::outcome::failed && r.type == redis_reply::kind::error &&
+      r.str.starts_with("WRONGTYPE")) {
+    // A list, hash, ... under an entry's key is a bad value too (the error
+    // reply is counted in remote_errors as well), and worse left there:
+    // SET NX finds the key taken, so every put would say `exists` and no
+    // member could ever store this entry. Delete it if it is still not a
+    // string (a good value put since stays), as a call of its own (below).
+    s.corrupt.fetch_add(1, std::memory_order_relaxed);
+    s.misses.fetch_add(1, std::memory_order_relaxed);
+    if (!s.options.read_only) {
+      static constexpr std::string_view del_if_not_string =
+          "if redis.call('TYPE', KEYS[1]).ok ~= 'string' then "
+          "return redis.call('DEL', KEYS[1]) end return 0";
+      redis_reply ignored;
+      s.call({"EVAL", del_if_not_string, "1", rkey}, s.deadline(), ignored, why);
+    }
+    return std::nullopt;
+  }
+  if (got != state::outcome::ok || r.type != redis_reply::kind::string) {
     s.misses.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
@@ -516,12 +533,16 @@ std::optional<std::vector<std::byte>> redis_store::get(std::span<const std::byte
   s.misses.fetch_add(1, std::memory_order_relaxed);
   if (!s.options.read_only) {
     // Delete it, if it is still the value we read (not a good one put since),
-    // within what is left of this call's time.
+    // as a call with a deadline of its own: it sends the value back, which
+    // takes about as long as the GET took, so within what the GET left it
+    // would time out on a healthy server — a timeout and a breaker failure
+    // for each bad value read (every unsigned entry, for a member that has
+    // just been given the fleet key).
     static constexpr std::string_view del_if_same =
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
         "return 0";
     redis_reply ignored;
-    s.call({"EVAL", del_if_same, "1", rkey, r.str}, until, ignored, why);
+    s.call({"EVAL", del_if_same, "1", rkey, r.str}, s.deadline(), ignored, why);
     s.stale.store(true, std::memory_order_release);
   }
   return std::nullopt;

@@ -15,22 +15,24 @@
 // address or [an IPv6 address]; PORT 1-65535 (default 6379); PREFIX one or
 // more of A-Z a-z 0-9 _ . : / - (the path is a key prefix, not a database
 // number); parameters ttl (seconds, 0 = none), connect_timeout_ms,
-// command_timeout_ms, breaker_failures, breaker_cool_down_ms; with
+// command_timeout_ms, reply_spin_us, breaker_failures, breaker_cool_down_ms; with
 // rediss:// (TLS) also tls_ca_file, tls_cert_file, tls_key_file (paths,
 // %XX escapes allowed) and tls_server_name. A password
 // (and an ACL user name) may come before the host
 // (redis://[USER]:PASSWORD@HOST..., %XX escapes allowed): every connection
 // sends AUTH first; the password is never put in a message or describe().
-// Anything else (another scheme, a user name, an unknown or repeated
-// parameter, a bad number) is refused with error(invalid_arguments) naming
-// what is wrong (without the password).
+// Anything else (another scheme, credentials without ':', an empty
+// password, an unknown or repeated parameter, a bad number) is refused with
+// error(invalid_arguments) naming what is wrong (without the password).
 //
 // Contract:
 // - Keys: PREFIX ":" and the 32 hex digits of the key's XXH3-128; values are
 //   entries (entry.hpp), so what get() returns was checked like a directory
 //   entry (whole, same version, same key, checksum, signature). A bad value
 //   is never returned: it is counted (corrupt_entries) and deleted from the
-//   server if it is still the value read (unless read-only).
+//   server if it is still the value read (unless read-only). So is a value
+//   of another type (a list, ...) under an entry's key, which would
+//   otherwise make every put of that entry `exists`.
 // - put() stores with SET NX (an existing entry is kept: `exists`) and the
 //   TTL when one is set. capacity() is only a bound on one entry's size
 //   (too_large); the server's maxmemory policy does the evicting.
@@ -45,7 +47,9 @@
 //   figure; stats() never touches the network.
 // - Time: a call waits at most connect_timeout + command_timeout (default
 //   50 + 50 ms) for the server, however it fails (refusing, silent,
-//   stopped, slow); the I/O is non-blocking, bounded by one deadline.
+//   stopped, slow); the I/O is non-blocking, bounded by one deadline. A
+//   get() that finds a bad value deletes it with a second call, bounded
+//   alike.
 // - Circuit breaker (circuit_breaker.hpp): breaker_failures consecutive
 //   failed calls (connection refused or reset, timeouts, protocol errors)
 //   open it; while open, calls do not reach the server (get() misses,
