@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -259,4 +262,63 @@ TEST_CASE("C: the constant-weights attribute and memory ids", "[runtime][c_api][
   pc_memory_desc_destroy(md);
   pc_engine_destroy(eng);
   pc_primitive_attr_destroy(attr);
+}
+
+// primcache.h: "Values match primcache::algorithm" (the ends of the
+// families, and both convolution algorithms).
+static_assert(pc_eltwise_relu == static_cast<int>(primcache::algorithm::eltwise_relu));
+static_assert(pc_eltwise_clip == static_cast<int>(primcache::algorithm::eltwise_clip));
+static_assert(pc_binary_add == static_cast<int>(primcache::algorithm::binary_add));
+static_assert(pc_convolution_direct == static_cast<int>(primcache::algorithm::convolution_direct));
+static_assert(pc_convolution_auto == static_cast<int>(primcache::algorithm::convolution_auto));
+
+TEST_CASE("C: every convolution algorithm of the C++ API has its C value",
+          "[runtime][c_api][convolution]") {
+  fake::install();
+  pc_engine_t eng = nullptr;
+  REQUIRE(pc_engine_create(&eng, pc_engine_gpu, 0) == pc_success);
+  const int64_t src_dims[4] = {1, 16, 5, 5}, weights_dims[4] = {16, 16, 3, 3},
+                dst_dims[4] = {1, 16, 3, 3};
+  pc_memory_desc_t src = nullptr, weights = nullptr, dst = nullptr;
+  REQUIRE(pc_memory_desc_create_with_tag(&src, 4, src_dims, pc_f32, pc_tag_nchw) == pc_success);
+  REQUIRE(pc_memory_desc_create_with_tag(&weights, 4, weights_dims, pc_f32, pc_tag_oihw) ==
+          pc_success);
+  REQUIRE(pc_memory_desc_create_with_tag(&dst, 4, dst_dims, pc_f32, pc_tag_nchw) == pc_success);
+  const int64_t strides[2] = {1, 1}, padding[2] = {0, 0};
+
+  // The fake backend has no convolution: a descriptor the C++ API accepts
+  // gets as far as the search for an implementation (unimplemented); an
+  // algorithm the C API does not know stops before (invalid_arguments).
+  const pc_algorithm_t alg = GENERATE(pc_convolution_direct, pc_convolution_auto);
+  CAPTURE(static_cast<int>(alg));
+  pc_primitive_desc_t pd = nullptr;
+  CHECK(pc_convolution_forward_primitive_desc_create(&pd, eng, alg, src, weights, nullptr, dst,
+                                                     strides, nullptr, padding, padding,
+                                                     nullptr) == pc_unimplemented);
+  CHECK(last_error().find("no convolution implementation") != std::string::npos);
+  CHECK(pd == nullptr);
+
+  pc_memory_desc_destroy(src);
+  pc_memory_desc_destroy(weights);
+  pc_memory_desc_destroy(dst);
+  pc_engine_destroy(eng);
+}
+
+TEST_CASE("C: pc_set_persistent_cache_dir refuses with the statuses its header names",
+          "[runtime][c_api][persistent]") {
+  char dir_template[] = "/tmp/primcache-c-api-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  const std::string file = dir + "/a-file";
+  std::ofstream(file) << "x";
+
+  CHECK(pc_set_persistent_cache_dir(file.c_str(), 10) == pc_invalid_arguments);
+  CHECK(last_error().find("is not a directory") != std::string::npos);
+
+  REQUIRE(::setenv("PRIMCACHE_PERSISTENT_CACHE_KEY_FILE", (dir + "/no-key").c_str(), 1) == 0);
+  CHECK(pc_set_persistent_cache_dir((dir + "/store").c_str(), 10) == pc_not_found);
+  CHECK(last_error().find("PRIMCACHE_PERSISTENT_CACHE_KEY_FILE") != std::string::npos);
+  ::unsetenv("PRIMCACHE_PERSISTENT_CACHE_KEY_FILE");
+
+  std::filesystem::remove_all(dir);
 }

@@ -106,7 +106,7 @@ primcache::data_type to_dt(pc_data_type_t dt) {
 }
 
 primcache::algorithm to_alg(pc_algorithm_t alg) {
-  if (alg < pc_eltwise_relu || alg > pc_convolution_direct) {
+  if (alg < pc_eltwise_relu || alg > pc_convolution_auto) {
     throw primcache::error(primcache::status::invalid_arguments,
                            "unknown algorithm " + std::to_string(static_cast<int>(alg)));
   }

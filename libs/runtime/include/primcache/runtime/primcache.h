@@ -97,6 +97,7 @@ typedef enum {
   pc_eltwise_clip,
   pc_binary_add,
   pc_convolution_direct,
+  pc_convolution_auto, /* the library picks the method */
   pc_algorithm_max = 0x7fffffff,
 } pc_algorithm_t;
 

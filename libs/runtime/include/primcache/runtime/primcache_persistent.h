@@ -24,12 +24,15 @@ extern "C" {
 /* Opens `dir` as a directory store of capacity_mb MB (creating it with mode
  * 0700 if missing; the fleet key and read-only mode from the environment, as
  * PRIMCACHE_PERSISTENT_CACHE_DIR would) and attaches it, replacing any
- * attached store. Returns invalid_arguments for a NULL or empty dir or a
- * negative capacity; permission_denied for a directory group or others can
- * write or another user owns; runtime_error when it cannot be created or
- * opened (in these cases the previous store stays attached); already_exists
- * when another cache is registered in control as "persistent" (then no store
- * is attached). */
+ * attached store. Returns invalid_arguments for a NULL or empty dir, a
+ * negative capacity, or a path that names something other than a directory;
+ * permission_denied for a directory group or others can write or another
+ * user owns; runtime_error when it cannot be created or opened; the fleet
+ * key's status (not_found for a missing file, permission_denied,
+ * invalid_arguments, runtime_error) when PRIMCACHE_PERSISTENT_CACHE_KEY_FILE
+ * is set but unusable (in these cases the previous store stays attached);
+ * already_exists when another cache is registered in control as
+ * "persistent" (then no store is attached). */
 PC_API pc_status_t pc_set_persistent_cache_dir(const char* dir, int64_t capacity_mb);
 /* Detaches the store (after finishing its queued writes); success when none
  * was attached. */
