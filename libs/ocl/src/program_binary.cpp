@@ -60,6 +60,19 @@ void enqueue_kernel(cl_command_queue queue, cl_kernel kernel, const kernel_plan&
         "clEnqueueNDRangeKernel of " + plan.name);
 }
 
+// Waits for one launch and releases its event. A command can fail on the
+// device after the driver accepted it: its event ends with a negative
+// execution status, which neither the enqueue nor clFinish has to report.
+void wait_for_launch(cl_event done, const std::string& what) {
+  const cl_int waited = clWaitForEvents(1, &done);
+  cl_int status = CL_COMPLETE;
+  const cl_int asked =
+      clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+  clReleaseEvent(done);
+  if (asked == CL_SUCCESS && status < 0) throw_cl_error(status, what + " on the device");
+  check(waited, "clWaitForEvents (" + what + ")");
+}
+
 cl_event enqueue_packing(cl_command_queue queue, cl_kernel kernel, const weights_packing& packing,
                          cl_mem user, cl_mem packed) {
   check(clSetKernelArg(kernel, 0, sizeof(cl_mem), &user), "clSetKernelArg of " + packing.name);
@@ -97,7 +110,11 @@ program_binary build_binary(const ocl_engine& eng, const kernel_plan& plan) {
     r.mems.push_back(m);
   }
   r.queue = eng.make_queue();
-  enqueue_kernel(r.queue, r.kernel, plan, r.mems);
+  // Its status checked: a binary captured after a launch that failed on the
+  // device would be cached and persisted as if it ran.
+  cl_event launched = nullptr;
+  enqueue_kernel(r.queue, r.kernel, plan, r.mems, &launched);
+  wait_for_launch(launched, "the capture launch of " + plan.name);
   if (plan.packing) {
     // The packing kernel's work-group function too.
     const weights_packing& pk = *plan.packing;
@@ -119,9 +136,8 @@ program_binary build_binary(const ocl_engine& eng, const kernel_plan& plan) {
     if (packed == nullptr) {
       throw error(status::runtime_error, plan.name + ": a packing plan without weights");
     }
-    cl_event done = enqueue_packing(r.queue, packing_kernel, pk, user, packed);
-    clReleaseEvent(done);
-    check(clFinish(r.queue), "clFinish (capture launch of " + pk.name + ")");
+    wait_for_launch(enqueue_packing(r.queue, packing_kernel, pk, user, packed),
+                    "the capture launch of " + pk.name);
   }
   check(clFinish(r.queue), "clFinish (capture launch of " + plan.name + ")");
 
@@ -187,14 +203,7 @@ void realized_kernel::pack(cl_command_queue queue, const weights_packing& packin
     done = enqueue_packing(queue, kernel_, packing, user, packed);
   }
   weights_packs.fetch_add(1, std::memory_order_relaxed);
-  const cl_int err = clWaitForEvents(1, &done);
-  cl_int status = CL_COMPLETE;
-  if (err == CL_SUCCESS) {
-    clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
-  }
-  clReleaseEvent(done);
-  check(err, "clWaitForEvents (" + packing.name + ")");
-  if (status < 0) throw_cl_error(status, packing.name + " did not complete", "");
+  wait_for_launch(done, packing.name);
 }
 
 }  // namespace primcache::ocl_internal
