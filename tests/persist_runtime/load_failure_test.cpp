@@ -243,6 +243,42 @@ TEST_CASE("a blob that fails to load because of what it holds is erased, compile
   CHECK(copies(loaded, width));
 }
 
+// A rejected entry is erased only once its replacement compiled: when this
+// process cannot compile either (an OpenCL driver that cannot write its own
+// cache directory refuses a binary and the source alike, with the status it
+// gives a bad binary), the failure is this process's, and the fleet's entry
+// stays. Before, it was erased first: every member lost the kernel.
+TEST_CASE("a rejected entry stays when this process cannot compile its replacement",
+          "[persistent][load_failed]") {
+  temp_dir dir;
+  detach_at_end detach;
+  auto store = std::make_shared<erase_counting_store>(open_persistent_cache_dir(dir.path(), 64));
+  set_persistent_cache(store);
+  const primitive_desc pd = serializable_copy(47);
+  const std::vector<std::byte> entry = stored_blob(pd);
+  const std::vector<std::uint8_t> id = pd.cache_blob_id();
+  const int erasures_before = store->erasures.load();
+  empty_primitive_cache();
+  const auto before = get_persistent_cache_stats();
+  {
+    loader_fails fails(static_cast<int>(status::invalid_arguments));  // "the driver refuses it"
+    fake::create_fails.store(true);
+    CHECK_THROWS_WITH(primitive(pd), Catch::Contains("fake compiler failed as told"));
+    fake::create_fails.store(false);
+  }
+  const auto after = get_persistent_cache_stats();
+  CHECK(after.rejected == before.rejected + 1);
+  CHECK(after.writes_queued == before.writes_queued);
+  CHECK(store->erasures.load() == erasures_before);
+  CHECK(same(store->get(std::as_bytes(std::span(id))), entry));
+  // Once the loader works again, it loads: nothing compiled.
+  empty_primitive_cache();
+  const int creations_mid = fake::creations.load();
+  const primitive loaded(pd);
+  CHECK(fake::creations.load() == creations_mid);
+  CHECK(copies(loaded, 47));
+}
+
 // Run alone with PRIMCACHE_VERBOSE=1 (CMakeLists.txt), which checks the
 // lines: each failure has its own, with the status.
 TEST_CASE("verbose output tells a kept entry's load failure from a rejected entry",

@@ -19,6 +19,7 @@ std::atomic<int> identity_setting{0};
 std::atomic<int> factory_calls_17{0};
 std::atomic<int> load_failure{0};
 std::atomic<int> loads{0};
+std::atomic<bool> create_fails{false};
 
 namespace {
 
@@ -136,6 +137,9 @@ std::shared_ptr<const primitive_impl> copy_pd_impl::create_impl(const engine& en
   creations.fetch_add(1);
   const std::int64_t d0 = op_.src.dims()[0];
   if (d0 == 13) throw error(status::runtime_error, "fake compiler failed for 13");
+  if (d0 == 19 && create_fails.load()) {
+    throw error(status::runtime_error, "fake compiler failed as told");
+  }
   if (d0 >= 100) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::shared_ptr<const primitive_impl> nested;
   if (d0 == 7 || d0 == 11) {

@@ -46,6 +46,10 @@ extern std::atomic<int> last_nested_outcome;
 extern std::atomic<int> load_failure;
 // How many times load_impl ran (loaded or failed), over the process.
 extern std::atomic<int> loads;
+// When true, create_impl of a dims[0] == 19 descriptor throws
+// runtime_error (a compiler that cannot run here, as a driver whose own
+// cache directory is full). Tests set it back to false.
+extern std::atomic<bool> create_fails;
 
 primcache::reorder::primitive_desc copy_pd(std::int64_t d0, std::int64_t d1 = 4);
 

@@ -626,6 +626,7 @@ persistent_created create_through_persistent_cache(const backend::primitive_desc
       verbose_print("primcache_verbose,persistent:get_failed," + who(pd) + "," + e.what());
     }
   }
+  bool replaces_entry = false;  // a bad entry, erased once its replacement compiled
   if (blob) {
     // Why the blob did not load, when it did not.
     std::optional<error> failure;
@@ -654,20 +655,28 @@ persistent_created create_through_persistent_cache(const backend::primitive_desc
       blob.reset();  // its bytes are not needed while compiling (memory may be short)
       return {pd.create_impl(eng), persistent_outcome::miss};
     }
-    // Bad: counted, removed, compiled afresh (and written again).
+    // Bad: counted, compiled afresh, then removed (and written again).
     c.rejected.fetch_add(1, std::memory_order_relaxed);
     a->rejected.fetch_add(1, std::memory_order_relaxed);
     writes_metric().load_rejected.add();
+    if (verbose_level() >= 1) {
+      verbose_print("primcache_verbose,persistent:rejected," + who(pd) + "," + failure->message());
+    }
+    blob.reset();
+    replaces_entry = true;
+  }
+  c.misses.fetch_add(1, std::memory_order_relaxed);
+  auto impl = pd.create_impl(eng);
+  if (replaces_entry) {
+    // Erased only once its replacement compiled: a process that cannot
+    // compile either (an OpenCL driver that cannot write its own cache
+    // directory refuses a binary and the source alike, with the status a
+    // bad binary gets) would otherwise take a good entry from the fleet.
     try {
       a->store->erase(as_bytes(id));
     } catch (const std::exception&) {
     }
-    if (verbose_level() >= 1) {
-      verbose_print("primcache_verbose,persistent:rejected," + who(pd) + "," + failure->message());
-    }
   }
-  c.misses.fetch_add(1, std::memory_order_relaxed);
-  auto impl = pd.create_impl(eng);
   if (the_writer().push({std::move(a), std::move(id), impl})) {
     c.queued.fetch_add(1, std::memory_order_relaxed);
   }

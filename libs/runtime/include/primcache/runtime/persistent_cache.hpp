@@ -100,7 +100,7 @@ PRIMCACHE_API std::shared_ptr<blob_store> open_persistent_cache_dir(const std::s
 struct persistent_cache_stats {
   std::uint64_t hits = 0;            // misses served by the store (no compilation)
   std::uint64_t misses = 0;          // store asked, nothing usable there: compiled
-  std::uint64_t rejected = 0;        // of misses: the store's blob was bad: erased, compiled
+  std::uint64_t rejected = 0;        // of misses: the store's blob was bad: compiled, erased
   std::uint64_t load_failed = 0;     // of misses: the store's blob failed to load for a reason
                                      // outside it (out of memory, a driver or JIT failure):
                                      // kept, compiled, nothing written over it
