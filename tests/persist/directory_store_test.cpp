@@ -109,6 +109,30 @@ bool returns_in_time(Call call, const std::vector<std::string>& fifos) {
   return in_time;
 }
 
+// Stores "victim" and "bystander" in `s`, whose directory is `root`;
+// returns the victim's entry directory, for a test to damage.
+std::string store_victim_and_bystander(directory_store& s, const std::string& root) {
+  REQUIRE(s.put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
+  REQUIRE(s.put(as_bytes("bystander"), payload_of("bystander", 5000)).status == put_status::stored);
+  std::string victim;
+  for (const auto& e : entry_dirs(root)) {
+    if (read_file(e + "/key.bin") == std::vector<char>{'v', 'i', 'c', 't', 'i', 'm'}) victim = e;
+  }
+  REQUIRE_FALSE(victim.empty());
+  return victim;
+}
+
+// Once the victim's bad entry is gone: the bystander is untouched, the
+// store keeps working, and size.txt follows.
+void check_store_recovers(directory_store& s) {
+  CHECK(*s.get(as_bytes("bystander")) == payload_of("bystander", 5000));
+  REQUIRE(s.put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
+  CHECK(*s.get(as_bytes("victim")) == payload_of("victim", 5000));
+  auto after = s.verify(false);
+  CHECK(after.ok());
+  CHECK(after.bytes == after.recorded_bytes);
+}
+
 }  // namespace
 
 TEST_CASE("the directory store keeps the RFC's layout", "[persist][directory]") {
@@ -330,14 +354,7 @@ TEST_CASE("bad entries are refused, counted and removed", "[persist][directory][
   auto o = options_for(dir.path());
   o.format.key = &fleet;
   auto s = directory_store::open(o);
-  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
-  REQUIRE(s->put(as_bytes("bystander"), payload_of("bystander", 5000)).status ==
-          put_status::stored);
-  std::string victim;
-  for (const auto& e : entry_dirs(dir.path())) {
-    if (read_file(e + "/key.bin") == std::vector<char>{'v', 'i', 'c', 't', 'i', 'm'}) victim = e;
-  }
-  REQUIRE_FALSE(victim.empty());
+  const std::string victim = store_victim_and_bystander(*s, dir.path());
   const std::string kernel = victim + "/kernel.bin";
   auto bytes = read_file(kernel);
 
@@ -387,13 +404,7 @@ TEST_CASE("bad entries are refused, counted and removed", "[persist][directory][
   }
   CHECK_FALSE(fs::exists(victim));
   CHECK(s->stats().hits == 0);
-  CHECK(*s->get(as_bytes("bystander")) == payload_of("bystander", 5000));
-  // The store keeps working, and size.txt follows.
-  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
-  CHECK(*s->get(as_bytes("victim")) == payload_of("victim", 5000));
-  auto after = s->verify(false);
-  CHECK(after.ok());
-  CHECK(after.bytes == after.recorded_bytes);
+  check_store_recovers(*s);
 }
 
 TEST_CASE("an entry file that is not a regular file, or larger than any entry, is bad",
@@ -402,14 +413,7 @@ TEST_CASE("an entry file that is not a regular file, or larger than any entry, i
   const bool via_get = GENERATE(true, false);
   temp_dir dir;
   auto s = directory_store::open(options_for(dir.path()));
-  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
-  REQUIRE(s->put(as_bytes("bystander"), payload_of("bystander", 5000)).status ==
-          put_status::stored);
-  std::string victim;
-  for (const auto& e : entry_dirs(dir.path())) {
-    if (read_file(e + "/key.bin") == std::vector<char>{'v', 'i', 'c', 't', 'i', 'm'}) victim = e;
-  }
-  REQUIRE_FALSE(victim.empty());
+  const std::string victim = store_victim_and_bystander(*s, dir.path());
   std::vector<std::string> fifos;
 
   // A FIFO blocks an open for reading until a writer comes: a store that
@@ -453,12 +457,7 @@ TEST_CASE("an entry file that is not a regular file, or larger than any entry, i
   }
   // Still there, it would block the calls below.
   REQUIRE_FALSE(fs::exists(victim));
-  CHECK(*s->get(as_bytes("bystander")) == payload_of("bystander", 5000));
-  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
-  CHECK(*s->get(as_bytes("victim")) == payload_of("victim", 5000));
-  auto after = s->verify(false);
-  CHECK(after.ok());
-  CHECK(after.bytes == after.recorded_bytes);
+  check_store_recovers(*s);
 }
 
 TEST_CASE("an entry another user could have written is bad, and a symlink is not followed",
@@ -471,14 +470,7 @@ TEST_CASE("an entry another user could have written is bad, and a symlink is not
   temp_dir dir;
   temp_dir elsewhere;
   auto s = directory_store::open(options_for(dir.path()));
-  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
-  REQUIRE(s->put(as_bytes("bystander"), payload_of("bystander", 5000)).status ==
-          put_status::stored);
-  std::string victim;
-  for (const auto& e : entry_dirs(dir.path())) {
-    if (read_file(e + "/key.bin") == std::vector<char>{'v', 'i', 'c', 't', 'i', 'm'}) victim = e;
-  }
-  REQUIRE_FALSE(victim.empty());
+  const std::string victim = store_victim_and_bystander(*s, dir.path());
   // What the other user puts there: a well-formed entry for the key.
   auto forged = primcache::encode_entry({.library_version = "test-1", .key = nullptr},
                                         as_bytes("victim"), as_bytes("evil"));
@@ -546,12 +538,7 @@ TEST_CASE("an entry another user could have written is bad, and a symlink is not
   CHECK_FALSE(fs::exists(fs::symlink_status(victim)));
   // Removing a link removes the link, never what it points to.
   if (!link_target.empty()) CHECK(fs::exists(link_target + "/kernel.bin"));
-  CHECK(*s->get(as_bytes("bystander")) == payload_of("bystander", 5000));
-  REQUIRE(s->put(as_bytes("victim"), payload_of("victim", 5000)).status == put_status::stored);
-  CHECK(*s->get(as_bytes("victim")) == payload_of("victim", 5000));
-  auto after = s->verify(false);
-  CHECK(after.ok());
-  CHECK(after.bytes == after.recorded_bytes);
+  check_store_recovers(*s);
 }
 
 TEST_CASE("verify finds every bad entry and stray file, and fixes them",
