@@ -500,22 +500,32 @@ std::optional<std::vector<std::byte>> redis_store::get(std::span<const std::byte
   redis_reply r;
   std::string why;
   const state::outcome got = s.call({"GET", rkey}, s.deadline(), r, why);
+  // A bad value: counted, and deleted unless the store is read-only by
+  // `eval` (a script that deletes only what is still bad, so a good value
+  // put since stays), as a call with a deadline of its own: the delete of a
+  // value that does not decode sends the value back, which takes about as
+  // long as the GET took, so within what the GET left it would time out on
+  // a healthy server — a timeout and a breaker failure for each bad value
+  // read (every unsigned entry, for a member just given the fleet key).
+  // Returns whether it asked for the delete.
+  auto drop_bad_value = [&](std::initializer_list<std::string_view> eval) {
+    s.corrupt.fetch_add(1, std::memory_order_relaxed);
+    s.misses.fetch_add(1, std::memory_order_relaxed);
+    if (s.options.read_only) return false;
+    redis_reply ignored;
+    s.call(eval, s.deadline(), ignored, why);
+    return true;
+  };
   if (got == state::outcome::failed && r.type == redis_reply::kind::error &&
       r.str.starts_with("WRONGTYPE")) {
     // A list, hash, ... under an entry's key is a bad value too (the error
     // reply is counted in remote_errors as well), and worse left there:
     // SET NX finds the key taken, so every put would say `exists` and no
-    // member could ever store this entry. Delete it if it is still not a
-    // string (a good value put since stays), as a call of its own (below).
-    s.corrupt.fetch_add(1, std::memory_order_relaxed);
-    s.misses.fetch_add(1, std::memory_order_relaxed);
-    if (!s.options.read_only) {
-      static constexpr std::string_view del_if_not_string =
-          "if redis.call('TYPE', KEYS[1]).ok ~= 'string' then "
-          "return redis.call('DEL', KEYS[1]) end return 0";
-      redis_reply ignored;
-      s.call({"EVAL", del_if_not_string, "1", rkey}, s.deadline(), ignored, why);
-    }
+    // member could ever store this entry.
+    static constexpr std::string_view del_if_not_string =
+        "if redis.call('TYPE', KEYS[1]).ok ~= 'string' then "
+        "return redis.call('DEL', KEYS[1]) end return 0";
+    drop_bad_value({"EVAL", del_if_not_string, "1", rkey});
     return std::nullopt;
   }
   if (got != state::outcome::ok || r.type != redis_reply::kind::string) {
@@ -529,20 +539,10 @@ std::optional<std::vector<std::byte>> redis_store::get(std::span<const std::byte
     s.bytes_read.fetch_add(d.payload.size(), std::memory_order_relaxed);
     return std::move(d.payload);
   }
-  s.corrupt.fetch_add(1, std::memory_order_relaxed);
-  s.misses.fetch_add(1, std::memory_order_relaxed);
-  if (!s.options.read_only) {
-    // Delete it, if it is still the value we read (not a good one put since),
-    // as a call with a deadline of its own: it sends the value back, which
-    // takes about as long as the GET took, so within what the GET left it
-    // would time out on a healthy server — a timeout and a breaker failure
-    // for each bad value read (every unsigned entry, for a member that has
-    // just been given the fleet key).
-    static constexpr std::string_view del_if_same =
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
-        "return 0";
-    redis_reply ignored;
-    s.call({"EVAL", del_if_same, "1", rkey, r.str}, s.deadline(), ignored, why);
+  static constexpr std::string_view del_if_same =
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+      "return 0";
+  if (drop_bad_value({"EVAL", del_if_same, "1", rkey, r.str})) {
     s.stale.store(true, std::memory_order_release);
   }
   return std::nullopt;
