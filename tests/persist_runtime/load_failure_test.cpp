@@ -124,6 +124,16 @@ std::vector<std::byte> stored_blob(const primitive_desc& pd) {
   return *blob;
 }
 
+// Creates pd with an empty primitive cache: its entry loads (nothing is
+// compiled), and the primitive copies.
+void check_loads_without_compiling(const primitive_desc& pd, std::int64_t width) {
+  empty_primitive_cache();
+  const int creations_before = fake::creations.load();
+  const primitive loaded(pd);
+  CHECK(fake::creations.load() == creations_before);
+  CHECK(copies(loaded, width));
+}
+
 }  // namespace
 
 TEST_CASE("a blob that fails to load for a reason outside it keeps its entry, and is compiled",
@@ -178,12 +188,8 @@ TEST_CASE("a blob that fails to load for a reason outside it keeps its entry, an
 
   // A process whose loader works (the next one, or this one once memory is
   // back) loads it: nothing compiled.
-  empty_primitive_cache();
-  const int creations_mid = fake::creations.load();
-  const primitive loaded(pd);
-  CHECK(fake::creations.load() == creations_mid);
+  check_loads_without_compiling(pd, width);
   CHECK(get_persistent_cache_stats().hits == after.hits + 1);
-  CHECK(copies(loaded, width));
 }
 
 TEST_CASE("a blob that fails to load because of what it holds is erased, compiled and replaced",
@@ -236,11 +242,7 @@ TEST_CASE("a blob that fails to load because of what it holds is erased, compile
   CHECK(get_persistent_cache_stats().writes_stored == before.writes_stored + 1);
   CHECK(get_persistent_cache_stats().writes_exists == before.writes_exists);
   CHECK(same(store->get(std::as_bytes(std::span(id))), entry));
-  empty_primitive_cache();
-  const int creations_mid = fake::creations.load();
-  const primitive loaded(pd);
-  CHECK(fake::creations.load() == creations_mid);
-  CHECK(copies(loaded, width));
+  check_loads_without_compiling(pd, width);
 }
 
 // A rejected entry is erased only once its replacement compiled: when this
@@ -272,11 +274,7 @@ TEST_CASE("a rejected entry stays when this process cannot compile its replaceme
   CHECK(store->erasures.load() == erasures_before);
   CHECK(same(store->get(std::as_bytes(std::span(id))), entry));
   // Once the loader works again, it loads: nothing compiled.
-  empty_primitive_cache();
-  const int creations_mid = fake::creations.load();
-  const primitive loaded(pd);
-  CHECK(fake::creations.load() == creations_mid);
-  CHECK(copies(loaded, 47));
+  check_loads_without_compiling(pd, 47);
 }
 
 // Run alone with PRIMCACHE_VERBOSE=1 (CMakeLists.txt), which checks the
