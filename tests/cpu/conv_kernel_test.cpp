@@ -619,14 +619,14 @@ void check_blocking_on_layers(int nthr) {
 TEST_CASE(
     "cache blocking computes the reference on one thread, bitwise the default's where it sums "
     "in its order",
-    "[cpu][conv][config][blocking]") {
+    "[cpu][conv][config][blocking][kernel_sweep]") {
   check_blocking_on_layers(1);
 }
 
 TEST_CASE(
     "cache blocking and thread partitions compute the reference on 2 and 4 threads, bitwise "
     "the default's where they sum in its order",
-    "[cpu][conv][config][blocking][threads]") {
+    "[cpu][conv][config][blocking][threads][kernel_sweep]") {
   // The pool has 3 threads: 4 parts leave one to be taken by the others.
   check_blocking_on_layers(GENERATE(2, 4));
 }

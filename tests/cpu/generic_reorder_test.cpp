@@ -292,7 +292,7 @@ TEST_CASE("the generic reorder: every data type pair and scale kind, odd shapes,
 }
 
 TEST_CASE("generic reorders of padded layouts equal the specialized kernel bit for bit",
-          "[cpu][generic][reorder]") {
+          "[cpu][generic][reorder][kernel_sweep]") {
   std::mt19937 rng(29);
   for (cpu_isa isa : test_isas()) {
     for (int trial = 0; trial < 70; ++trial) {

@@ -202,7 +202,7 @@ TEST_CASE("reorder moves every layout pair to match the reference, padding zeroe
 }
 
 TEST_CASE("reorder converts between every pair of data types like the reference",
-          "[cpu][reorder][types]") {
+          "[cpu][reorder][types][kernel_sweep]") {
   const auto isa = GENERATE_COPY(from_range(test_isas()));
   const std::vector<data_type> types = {data_type::f32, data_type::bf16, data_type::f16,
                                         data_type::s8,  data_type::u8,   data_type::s32};
@@ -445,7 +445,7 @@ TEST_CASE("one reorder kernel executes from many threads at once", "[cpu][reorde
 TEST_CASE(
     "reorder past the last-level cache writes non-temporally, aligned or not, like the "
     "reference",
-    "[cpu][reorder][streaming]") {
+    "[cpu][reorder][streaming][kernel_sweep]") {
   const cpu_isa isa = primcache::effective_isa();
   // Just past the cache for src and dst together; W odd, so that the
   // transposing walks end in a partial block (4 KiB of src rows) and a

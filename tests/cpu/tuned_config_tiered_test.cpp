@@ -225,7 +225,7 @@ memory random_memory(const memory::desc& md, unsigned seed) {
 }  // namespace
 
 TEST_CASE("every candidate matmul configuration runs a bit-identical generic kernel or declines it",
-          "[cpu][tiered][tuned][matmul]") {
+          "[cpu][tiered][tuned][matmul][kernel_sweep]") {
   struct shape {
     std::int64_t batch, m, n, k;
     bool shared, prepacked;

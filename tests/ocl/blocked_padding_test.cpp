@@ -148,7 +148,7 @@ void check_conv(const conv_case& s, const ocl_internal::conv_config* config) {
 }  // namespace
 
 TEST_CASE("an OpenCL convolution writes a blocked dst's channel padding as zero",
-          "[ocl][conv][padding]") {
+          "[ocl][conv][padding][kernel_sweep]") {
   using ocl_internal::conv_config;
   // Output channels 24 of 32 (16c), 5 of 8 (8c), groups of 6 ending at 12 of
   // 16, depthwise 12 of 16; relu, and linear(1, 1), which maps 0 to 1.

@@ -478,7 +478,7 @@ TEST_CASE("the default convolution's channel unroll is 8 for long channel loops 
 }
 
 TEST_CASE("the default configuration computes right on both sides of the unroll rule",
-          "[ocl][conv][config]") {
+          "[ocl][conv][config][kernel_sweep]") {
   engine eng(engine_kind::gpu, 0);
   const bool gpu = (ocl_internal::ocl_engine_of(backend::impl_of(eng)).device_info().type &
                     CL_DEVICE_TYPE_GPU) != 0;
@@ -516,7 +516,7 @@ TEST_CASE("the default configuration computes right on both sides of the unroll 
 // GPU-like entry (1024 work-items a group, 48 KiB of local memory, within
 // this device's limits), forced on this device, odd shapes included.
 TEST_CASE("the GPU default convolution configuration computes right on this device",
-          "[ocl][conv][config][gpu_default]") {
+          "[ocl][conv][config][gpu_default][kernel_sweep]") {
   using ft = format_tag;
   const engine eng(engine_kind::gpu, 0);
   const auto& here = ocl_internal::ocl_engine_of(backend::impl_of(eng)).device_info();

@@ -161,7 +161,8 @@ ocl_internal::device_entry gpu_like(const ocl_internal::device_entry& here) {
 
 }  // namespace
 
-TEST_CASE("matmul on OpenCL equals the host reference over odd shapes", "[ocl][matmul]") {
+TEST_CASE("matmul on OpenCL equals the host reference over odd shapes",
+          "[ocl][matmul][kernel_sweep]") {
   const auto s =
       GENERATE(shape{1, 1, 1, 1}, shape{1, 7, 13, 5}, shape{1, 33, 17, 65}, shape{1, 64, 64, 64},
                shape{1, 97, 131, 29}, shape{3, 5, 11, 7}, shape{2, 19, 37, 41});
@@ -294,7 +295,7 @@ TEST_CASE("the default matmul configuration follows the device and the shape",
 // tiling, 16x16 groups, float4): its configuration for a GPU-like entry,
 // forced on this device.
 TEST_CASE("the GPU default matmul configuration computes the product on this device",
-          "[ocl][matmul][config][gpu_default]") {
+          "[ocl][matmul][config][gpu_default][kernel_sweep]") {
   const engine eng(engine_kind::gpu, 0);
   const auto gpu = gpu_like(ocl_internal::ocl_engine_of(backend::impl_of(eng)).device_info());
   const auto s = GENERATE(shape{1, 1, 1, 1}, shape{1, 97, 131, 29}, shape{2, 19, 37, 41},

@@ -22,7 +22,8 @@ float at(const std::vector<float>& data, const memory::desc& md,
 
 }  // namespace
 
-TEST_CASE("eltwise on OpenCL equals the host reference for every algorithm", "[ocl][eltwise]") {
+TEST_CASE("eltwise on OpenCL equals the host reference for every algorithm",
+          "[ocl][eltwise][kernel_sweep]") {
   engine eng(engine_kind::gpu, 0);
   stream strm(eng);
   const auto alg =
@@ -60,7 +61,7 @@ TEST_CASE("eltwise on OpenCL equals the host reference for every algorithm", "[o
   }
 }
 
-TEST_CASE("reorder on OpenCL moves every element between layouts", "[ocl][reorder]") {
+TEST_CASE("reorder on OpenCL moves every element between layouts", "[ocl][reorder][kernel_sweep]") {
   engine eng(engine_kind::gpu, 0);
   stream strm(eng);
   const auto dims =
