@@ -63,16 +63,7 @@ function(primcache_test)
   cmake_parse_arguments(PT "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${PT_NAME} ${PT_SRCS})
   target_link_libraries(${PT_NAME} PRIVATE ${PT_DEPS} Catch2::Catch2WithMain)
-  # The test sources themselves compile without UBSan's checks, which
-  # double their compile time (Catch2's assertion macros); the libraries and
-  # programs under test keep them, and AddressSanitizer stays on everywhere.
-  if("undefined" IN_LIST PRIMCACHE_SANITIZE)
-    target_compile_options(${PT_NAME} PRIVATE -fno-sanitize=undefined)
-  endif()
-  # In optimized builds the test sources compile at -O1 (a quarter less
-  # compile time than -O2): the code under test is the libraries', built
-  # at the build's level; the tests' own code is assertions and set-up.
-  target_compile_options(${PT_NAME} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O1>)
+  primcache_test_sources(${PT_NAME})
   set(labels ${PT_LABELS})
   if(PT_NAME MATCHES "_concurrency$")
     list(APPEND labels concurrency)
@@ -87,13 +78,28 @@ function(primcache_test)
   # kernels (configurations, shapes, edges), code that no sanitizer
   # instruments (JIT objects, PoCL's builds): it runs in unsanitized builds,
   # where it checks the kernels, and not under the sanitizers, where the
-  # quicker cases take the same host paths (about 2 minutes of CI's asan job).
+  # quicker cases take the same host paths (several minutes of CI's asan job).
   set(spec "")
   if(PRIMCACHE_SANITIZE)
     # ~[.]: Catch2 2 lists hidden cases for any spec that names none.
     set(spec TEST_SPEC "~[kernel_sweep]~[.]")
   endif()
   catch_discover_tests(${PT_NAME} TEST_PREFIX "${PT_NAME}:" ${spec} PROPERTIES ${properties})
+endfunction()
+
+# How a test binary's own sources compile (primcache_test calls it; a test
+# binary made with add_executable calls it too):
+# - without UBSan's checks, which double their compile time (Catch2's
+#   assertion macros); the libraries and programs under test keep them, and
+#   AddressSanitizer stays on everywhere;
+# - at -O1 in optimized builds (a quarter less compile time than -O2): the
+#   code under test is the libraries', built at the build's level; the
+#   tests' own code is assertions and set-up.
+function(primcache_test_sources target)
+  if("undefined" IN_LIST PRIMCACHE_SANITIZE)
+    target_compile_options(${target} PRIVATE -fno-sanitize=undefined)
+  endif()
+  target_compile_options(${target} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O1>)
 endfunction()
 
 # The timeout for a test: `seconds` (default 120), tripled under sanitizers.
