@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -49,6 +51,67 @@ std::unique_ptr<redis_store> remote_store(int port) {
   o.format = test_format();
   o.breaker.cool_down = 200ms;
   return redis_store::open(o);
+}
+
+// A directory store whose put() of one key waits until the test opens the
+// gate: the tiered store's writer held in the middle of a job, with more
+// queued behind it.
+class gated_store final : public primcache::blob_store {
+ public:
+  gated_store(std::unique_ptr<directory_store> inner, std::string gated_key)
+      : inner_(std::move(inner)), gated_key_(std::move(gated_key)) {}
+
+  void open_gate() {
+    {
+      std::lock_guard g(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Returns once the writer waits at the gate.
+  void wait_until_held() {
+    std::unique_lock l(mu_);
+    cv_.wait(l, [&] { return held_; });
+  }
+
+  std::optional<std::vector<std::byte>> get(std::span<const std::byte> key) override {
+    return inner_->get(key);
+  }
+  primcache::put_result put(std::span<const std::byte> key,
+                            std::span<const std::byte> payload) override {
+    if (std::string(reinterpret_cast<const char*>(key.data()), key.size()) == gated_key_) {
+      std::unique_lock l(mu_);
+      held_ = true;
+      cv_.notify_all();
+      cv_.wait(l, [&] { return open_; });
+    }
+    return inner_->put(key, payload);
+  }
+  bool erase(std::span<const std::byte> key) override { return inner_->erase(key); }
+  std::uint64_t size() const override { return inner_->size(); }
+  std::uint64_t capacity() const override { return inner_->capacity(); }
+  void set_capacity(std::uint64_t megabytes) override { inner_->set_capacity(megabytes); }
+  void clear() override { inner_->clear(); }
+  primcache::blob_store_stats stats() const override { return inner_->stats(); }
+  bool read_only() const noexcept override { return inner_->read_only(); }
+  std::string describe() const override { return inner_->describe(); }
+
+ private:
+  std::unique_ptr<directory_store> inner_;
+  std::string gated_key_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool open_ = false;
+};
+
+// Opens `gate` from another thread a little after the calling thread starts
+// waiting in the tiered store for the job held at it.
+std::thread open_later(gated_store& gate) {
+  return std::thread([&gate] {
+    std::this_thread::sleep_for(100ms);
+    gate.open_gate();
+  });
 }
 
 }  // namespace
@@ -119,6 +182,67 @@ TEST_CASE("the tiered store reads local, then remote, and writes both", "[persis
     raw.command({"SET", fleet->redis_key(as_bytes("bad")), "junk"});
     CHECK_FALSE(t->get(as_bytes("bad")));
     CHECK(t->stats().corrupt_entries == 1);
+  }
+}
+
+TEST_CASE("nothing erased or cleared comes back from the tiered store's queue",
+          "[persist][tiered]") {
+  redis_server server;
+  temp_dir dir;
+  auto fleet = remote_store(server.port());
+  const auto held = payload_of("held", 100), bad = payload_of("bad", 100);
+  REQUIRE(fleet->put(as_bytes("held"), held).status == put_status::stored);
+  REQUIRE(fleet->put(as_bytes("bad"), bad).status == put_status::stored);
+  auto gated = std::make_unique<gated_store>(local_store(dir.path()), "held");
+  gated_store& gate = *gated;
+  auto t = tiered_store::open(std::move(gated), remote_store(server.port()));
+  // Destroyed before t: a failed REQUIRE must not leave the writer held
+  // while t's destructor waits for it.
+  struct gate_opener {
+    gated_store& gate;
+    ~gate_opener() { gate.open_gate(); }
+  } open_at_exit{gate};
+  // A remote hit queues its local copy; the writer holds at the gate.
+  REQUIRE(t->get(as_bytes("held")));
+  gate.wait_until_held();
+
+  SECTION("erase() discards the queued local copy of a remote hit") {
+    // The caller reads "bad" from the fleet, finds it bad and erases it
+    // before the writer reaches its local copy.
+    REQUIRE(t->get(as_bytes("bad")));
+    CHECK(t->queued_writes() == 1);
+    CHECK(t->erase(as_bytes("bad")));
+    CHECK(t->queued_writes() == 0);
+    gate.open_gate();
+    t->flush();
+    CHECK_FALSE(t->local().get(as_bytes("bad")));
+    CHECK_FALSE(fleet->get(as_bytes("bad")));
+    CHECK(t->local().get(as_bytes("held")));
+    CHECK(t->stats().dropped_writes == 0);
+  }
+  SECTION("erase() waits for the write in progress") {
+    std::thread opener = open_later(gate);
+    CHECK(t->erase(as_bytes("held")));
+    opener.join();
+    t->flush();
+    CHECK_FALSE(t->local().get(as_bytes("held")));
+    CHECK_FALSE(fleet->get(as_bytes("held")));
+  }
+  SECTION("clear() discards every queued write and waits for the one in progress") {
+    CHECK(t->put(as_bytes("fresh"), payload_of("fresh", 100)).status == put_status::stored);
+    REQUIRE(t->get(as_bytes("bad")));
+    CHECK(t->queued_writes() == 2);  // "fresh" to the fleet, "bad" to the directory
+    std::thread opener = open_later(gate);
+    t->clear();
+    opener.join();
+    t->flush();
+    CHECK(t->queued_writes() == 0);
+    CHECK(t->size() == 0);
+    for (const char* key : {"held", "bad", "fresh"}) {
+      INFO(key);
+      CHECK_FALSE(t->local().get(as_bytes(key)));
+      CHECK_FALSE(fleet->get(as_bytes(key)));
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "primcache/persist/tiered_store.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -38,6 +39,9 @@ struct tiered_store::state {
   std::uint64_t enqueued PRIMCACHE_GUARDED_BY(mu) = 0;   // jobs ever queued
   std::uint64_t completed PRIMCACHE_GUARDED_BY(mu) = 0;  // jobs ever finished
   bool stop PRIMCACHE_GUARDED_BY(mu) = false;
+  // The job the writer is running (nullptr when none): discard() waits for
+  // it.
+  const write_job* in_flight PRIMCACHE_GUARDED_BY(mu) = nullptr;
   std::thread worker;
   thread_startups worker_started;  // open() returns once the worker is past its start-up
 
@@ -58,6 +62,31 @@ struct tiered_store::state {
     wake.notify_one();
   }
 
+  // Takes the queued jobs `matches` picks out of the queue (counted as
+  // finished for flush(), not as dropped: the caller wants them gone), then
+  // waits for the job being written if it is one of them. What an erase()
+  // or clear() then removes from the stores stays removed: no write queued
+  // before it lands after it.
+  template <typename Matches>
+  void discard(Matches matches) PRIMCACHE_EXCLUDES(mu) {
+    bool took = false;
+    {
+      lock_guard g(mu);
+      for (auto it = queue.begin(); it != queue.end();) {
+        if (matches(*it)) {
+          queued_bytes -= it->bytes();
+          ++completed;
+          it = queue.erase(it);
+          took = true;
+        } else {
+          ++it;
+        }
+      }
+      while (in_flight != nullptr && matches(*in_flight)) done.wait(mu);
+    }
+    if (took) done.notify_all();
+  }
+
   // The background writer: one job at a time, no lock held while a store
   // is called. Runs the queue dry before it honours stop.
   void run() PRIMCACHE_EXCLUDES(mu) {
@@ -71,6 +100,7 @@ struct tiered_store::state {
         job = std::move(queue.front());
         queue.pop_front();
         queued_bytes -= job.bytes();
+        in_flight = &job;
       }
       try {
         blob_store& to = job.to == write_job::target::local ? *local : *remote;
@@ -83,6 +113,7 @@ struct tiered_store::state {
       {
         lock_guard g(mu);
         ++completed;
+        in_flight = nullptr;
       }
       done.notify_all();
     }
@@ -149,6 +180,7 @@ put_result tiered_store::put(std::span<const std::byte> key, std::span<const std
 }
 
 bool tiered_store::erase(std::span<const std::byte> key) {
+  s_->discard([key](const write_job& job) { return std::ranges::equal(job.key, key); });
   const bool a = s_->local->erase(key);
   const bool b = s_->remote->erase(key);
   return a || b;
@@ -167,6 +199,7 @@ void tiered_store::set_capacity(std::uint64_t megabytes) {
 }
 
 void tiered_store::clear() {
+  s_->discard([](const write_job&) { return true; });
   s_->local->clear();
   s_->remote->clear();
 }

@@ -22,7 +22,11 @@
 //   (dropped_writes) — the remote tier is a cache, losing a write costs one
 //   compilation elsewhere.
 // - erase() and clear() reach both stores (clear() on a shared Redis drops
-//   the entries of the whole fleet under its prefix). size(), capacity(),
+//   the entries of the whole fleet under its prefix) and the queue: the
+//   writes queued for the key (for clear(), all of them) are discarded and
+//   one in progress is waited for, so nothing erased comes back from the
+//   background writer (say the local copy of a remote hit that the caller
+//   then found bad and erased). size(), capacity(),
 //   set_capacity() and read_only() are the local store's.
 // - shards() is the remote store's (per-shard stats of a sharded Redis tier).
 // - stats(): hits (either tier), misses (both missed), remote_hits,
