@@ -3,10 +3,14 @@
 // key) refused with its reason. Also the fleet key file's checks.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -175,6 +179,33 @@ TEST_CASE("the fleet key file must be private", "[persist][entry][security]") {
     auto k = primcache::fleet_key::from_file(path);
     REQUIRE_FALSE(k);
     CHECK(k.why().code == primcache::status::invalid_arguments);
+  }
+  SECTION("a FIFO is refused at once, not waited on") {
+    const std::string fifo = dir.path() + "/fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    auto pending =
+        std::async(std::launch::async, [&] { return primcache::fleet_key::from_file(fifo); });
+    if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      // Blocked in open() until a writer comes: be that writer, then fail.
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+      if (w >= 0) ::close(w);
+      pending.wait();
+      FAIL("from_file waited on a FIFO");
+    }
+    auto k = pending.get();
+    REQUIRE_FALSE(k);
+    CHECK(k.why().code == primcache::status::invalid_arguments);
+    CHECK_THAT(k.why().message, Catch::Contains("is not a regular file"));
+  }
+  SECTION("a file over 64 KiB is refused before it is read") {
+    ::chmod(path.c_str(), 0600);
+    std::ofstream(path) << std::string(primcache::fleet_key::max_file_bytes + 1, 'k');
+    auto k = primcache::fleet_key::from_file(path);
+    REQUIRE_FALSE(k);
+    CHECK(k.why().code == primcache::status::invalid_arguments);
+    CHECK_THAT(k.why().message, Catch::Contains("65537 bytes"));
+    std::ofstream(path) << std::string(primcache::fleet_key::max_file_bytes, 'k');
+    CHECK(primcache::fleet_key::from_file(path));
   }
   SECTION("missing") {
     auto k = primcache::fleet_key::from_file(path + ".nope");

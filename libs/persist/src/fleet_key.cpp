@@ -35,7 +35,9 @@ result<fleet_key> fleet_key::from_bytes(std::span<const std::byte> secret) {
 }
 
 result<fleet_key> fleet_key::from_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  // O_NONBLOCK: a FIFO at the path is refused below instead of blocking the
+  // opening process until something writes to it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
     return key_failure(e == ENOENT ? status::not_found : status::permission_denied, path,
@@ -45,6 +47,12 @@ result<fleet_key> fleet_key::from_file(const std::string& path) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return key_failure(status::invalid_arguments, path, "is not a regular file");
+  }
+  if (st.st_size > static_cast<off_t>(max_file_bytes)) {
+    ::close(fd);
+    return key_failure(status::invalid_arguments, path,
+                       "has " + std::to_string(st.st_size) + " bytes; a key file has at most " +
+                           std::to_string(max_file_bytes));
   }
   // Another user's key file, however private its mode, is theirs to read
   // and to replace: they could sign any code. (Only a process that may

@@ -17,7 +17,8 @@
 // Thread-safety: a fleet_key is an immutable value. Loading reads the file
 // and the environment (do not setenv concurrently). Exceptions: none besides
 // std::bad_alloc; failures are result values with status permission_denied
-// (mode), not_found (missing file) or invalid_arguments (too short).
+// (mode, owner), not_found (missing file) or invalid_arguments (not a
+// regular file, too short, too large).
 #pragma once
 
 #include <cstddef>
@@ -34,11 +35,14 @@ namespace primcache {
 class PRIMCACHE_API fleet_key {
  public:
   static constexpr std::size_t min_bytes = 16;
+  // A key file larger than this is refused before it is read.
+  static constexpr std::size_t max_file_bytes = 64 << 10;
 
   // A key over `secret` (at least min_bytes long, else invalid_arguments).
   static result<fleet_key> from_bytes(std::span<const std::byte> secret);
   // Reads `path`; refuses a file that group or others may read or write, a
-  // file that is not a regular file, and a key shorter than min_bytes.
+  // file that is not a regular file (a FIFO too, without waiting on it), a
+  // file over max_file_bytes, and a key shorter than min_bytes.
   static result<fleet_key> from_file(const std::string& path);
 
   std::span<const std::byte> secret() const noexcept { return secret_; }
