@@ -24,12 +24,6 @@ namespace {
   throw error(status::invalid_arguments, "op '" + op.name + "' (" + op.kind + "): " + why);
 }
 
-std::string dims_string(const std::vector<std::int64_t>& dims) {
-  std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
-  return s.empty() ? "()" : s;
-}
-
 // Shape arithmetic on values from the document (dims, padding and dilation
 // may be any int64 it holds): an overflow refuses the op, never undefined
 // behaviour.
@@ -111,8 +105,8 @@ void check_add_operands(const op_spec& op, std::span<const tensor_shape> in, std
     bool ok = d.size() == dst.size();
     for (std::size_t k = 0; ok && k < d.size(); ++k) ok = d[k] == dst[k] || d[k] == 1;
     if (!ok) {
-      fail(op, "the \"add\" operand '" + op.inputs[i] + "' is " + dims_string(d) + ", the output " +
-                   dims_string(dst) + " (each dim equal or 1)");
+      fail(op, "the \"add\" operand '" + op.inputs[i] + "' is " + dims_to_string(d) +
+                   ", the output " + dims_to_string(dst) + " (each dim equal or 1)");
     }
   }
 }
@@ -174,16 +168,17 @@ std::vector<tensor_shape> matmul_shapes(const op_spec& op, std::span<const tenso
   const auto& s = in[0].dims;
   const auto& w = in[1].dims;
   if (s.size() < 2 || s.size() > 3)
-    fail(op, "src '" + op.inputs[0] + "' is " + dims_string(s) + ": it must have 2 or 3 dims");
+    fail(op, "src '" + op.inputs[0] + "' is " + dims_to_string(s) + ": it must have 2 or 3 dims");
   if (w.size() != s.size()) {
-    fail(op, "src '" + op.inputs[0] + "' is " + dims_string(s) + " and weights '" + op.inputs[1] +
-                 "' " + dims_string(w) + ": they must have the same number of dims");
+    fail(op, "src '" + op.inputs[0] + "' is " + dims_to_string(s) + " and weights '" +
+                 op.inputs[1] + "' " + dims_to_string(w) +
+                 ": they must have the same number of dims");
   }
   const std::size_t r = s.size();
   if (s[r - 1] != w[r - 2]) {
-    fail(op, "src '" + op.inputs[0] + "' is " + dims_string(s) + " and weights '" + op.inputs[1] +
-                 "' " + dims_string(w) + ": inner dimensions " + std::to_string(s[r - 1]) +
-                 " and " + std::to_string(w[r - 2]) + " differ");
+    fail(op, "src '" + op.inputs[0] + "' is " + dims_to_string(s) + " and weights '" +
+                 op.inputs[1] + "' " + dims_to_string(w) + ": inner dimensions " +
+                 std::to_string(s[r - 1]) + " and " + std::to_string(w[r - 2]) + " differ");
   }
   if (r == 3 && w[0] != 1 && w[0] != s[0]) {
     fail(op, "weights batch " + std::to_string(w[0]) + " is neither 1 nor src's batch " +
@@ -195,8 +190,8 @@ std::vector<tensor_shape> matmul_shapes(const op_spec& op, std::span<const tenso
     std::vector<std::int64_t> want(r, 1);
     want[r - 1] = w[r - 1];
     if (in[2].dims != want) {
-      fail(op, "bias '" + op.inputs[2] + "' is " + dims_string(in[2].dims) + ", it must be " +
-                   dims_string(want));
+      fail(op, "bias '" + op.inputs[2] + "' is " + dims_to_string(in[2].dims) + ", it must be " +
+                   dims_to_string(want));
     }
   }
   check_add_operands(op, in, 2 + bias, dst);
@@ -281,17 +276,17 @@ std::vector<tensor_shape> conv_shapes(const op_spec& op, std::span<const tensor_
   const auto& s = in[0].dims;
   const auto& w = in[1].dims;
   if (s.size() != 4)
-    fail(op, "src '" + op.inputs[0] + "' is " + dims_string(s) + ": it must be N x C x H x W");
+    fail(op, "src '" + op.inputs[0] + "' is " + dims_to_string(s) + ": it must be N x C x H x W");
   // Weights are O x C x KH x KW, or grouped G x O/G x C/G x KH x KW (a
   // depthwise convolution is G = C with O/G = C/G = 1).
   if (w.size() != 4 && w.size() != 5) {
-    fail(op, "weights '" + op.inputs[1] + "' are " + dims_string(w) +
+    fail(op, "weights '" + op.inputs[1] + "' are " + dims_to_string(w) +
                  ": they must be O x C x KH x KW, or G x O/G x C/G x KH x KW for a grouped "
                  "convolution");
   }
   const bool grouped = w.size() == 5;
   const std::int64_t groups = grouped ? w[0] : 1;
-  const std::string weights = "weights '" + op.inputs[1] + "' are " + dims_string(w);
+  const std::string weights = "weights '" + op.inputs[1] + "' are " + dims_to_string(w);
   const std::int64_t out_channels =
       grouped ? checked_mul(op, weights + ": groups * output channels per group", w[0], w[1])
               : w[0];
@@ -326,7 +321,7 @@ std::vector<tensor_shape> conv_shapes(const op_spec& op, std::span<const tensor_
     dst[2 + d] = span / g.strides[d] + 1;
   }
   if (bias && in[2].dims != std::vector<std::int64_t>{out_channels}) {
-    fail(op, "bias '" + op.inputs[2] + "' is " + dims_string(in[2].dims) + ", it must be " +
+    fail(op, "bias '" + op.inputs[2] + "' is " + dims_to_string(in[2].dims) + ", it must be " +
                  std::to_string(out_channels));
   }
   check_add_operands(op, in, 2 + bias, dst);

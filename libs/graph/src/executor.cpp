@@ -33,12 +33,6 @@ constexpr std::uint64_t graph_constant_backend_id = 0x6772617068ULL;  // "graph"
   throw error(code, std::move(message));
 }
 
-std::string dims_string(const std::vector<std::int64_t>& dims) {
-  std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
-  return s.empty() ? "()" : s;
-}
-
 // `text` as a metric label value. control refuses a value that is not UTF-8
 // (it would make the whole exposition unparseable), and a graph's name, its
 // metrics label and a user's library name reach the labels unchecked
@@ -152,7 +146,7 @@ std::string constant_key_bytes(const kernel_type& to, const engine& eng,
   append_u64(bytes, static_cast<std::uint64_t>(eng.get_kind()));
   append_u64(bytes, eng.get_index());
   append_u64(bytes, reinterpret_cast<std::uintptr_t>(&backend::impl_of(eng)));
-  bytes += "/" + to.to_string() + "/" + dims_string(dims) + "/data/";
+  bytes += "/" + to.to_string() + "/" + dims_to_string(dims) + "/data/";
   return bytes;
 }
 
@@ -399,8 +393,8 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
       const tensor_shape& shape = out_shapes[k];
       if (!spec.dims.empty() && spec.dims != shape.dims) {
         fail(status::invalid_arguments, where + " writes tensor '" + spec.name + "' as " +
-                                            dims_string(shape.dims) + ", the tensor declares " +
-                                            dims_string(spec.dims));
+                                            dims_to_string(shape.dims) + ", the tensor declares " +
+                                            dims_to_string(spec.dims));
       }
       if (spec.type != data_type::undef && spec.type != shape.type) {
         fail(status::invalid_arguments,

@@ -38,12 +38,6 @@ const T& attribute_as(const op_spec& op, std::string_view key, const op_attribut
        want + ", not " + type_name(a));
 }
 
-std::string dims_string(const std::vector<std::int64_t>& dims) {
-  std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
-  return s.empty() ? "()" : s;
-}
-
 // `value` as the JSON or a person would write it (1e+39, -0.5, inf).
 std::string number_string(double value) {
   char text[32];
@@ -235,7 +229,7 @@ std::vector<std::size_t> graph::validate() const {
       }
       for (auto d : t.dims) {
         if (d <= 0)
-          fail("tensor '" + t.name + "' has shape " + dims_string(t.dims) +
+          fail("tensor '" + t.name + "' has shape " + dims_to_string(t.dims) +
                ": dims must be positive");
       }
       // An input is allocated by every run that makes its data, a constant
@@ -243,7 +237,7 @@ std::vector<std::size_t> graph::validate() const {
       check_tensor_bytes("tensor '" + t.name + "' (" + std::string(to_string(t.role)) + ")", t.dims,
                          t.type);
       if (t.layout.ndims() != 0 && t.layout.ndims() != static_cast<int>(t.dims.size())) {
-        fail("tensor '" + t.name + "' has shape " + dims_string(t.dims) + " (" +
+        fail("tensor '" + t.name + "' has shape " + dims_to_string(t.dims) + " (" +
              std::to_string(t.dims.size()) + " dims) but layout " + t.layout.to_string() +
              " lays out " + std::to_string(t.layout.ndims()));
       }
@@ -311,7 +305,7 @@ void check_tensor_bytes(const std::string& what, const std::vector<std::int64_t>
         overflow || d < 0 || __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes);
   }
   if (!overflow && bytes <= max_tensor_bytes) return;
-  fail(what + " is " + dims_string(dims) + " " + std::string(to_string(type)) + ": " +
+  fail(what + " is " + dims_to_string(dims) + " " + std::string(to_string(type)) + ": " +
        (overflow ? "more than 2^64 bytes" : std::to_string(bytes) + " bytes") +
        ", more than the limit of " + std::to_string(max_tensor_bytes) + " bytes per graph tensor");
 }

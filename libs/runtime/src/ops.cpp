@@ -19,9 +19,7 @@ namespace {
 }
 
 std::string dims_str(const memory::desc& md) {
-  std::string s;
-  for (std::int64_t d : md.dims()) s.append(s.empty() ? "" : "x").append(std::to_string(d));
-  return s.empty() ? "(none)" : s;
+  return dims_to_string(md.dims());
 }
 
 // Shape arithmetic on user values: an overflow is a malformed descriptor,

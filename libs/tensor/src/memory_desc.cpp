@@ -561,4 +561,8 @@ bool operator==(const memory_desc& a, const memory_desc& b) noexcept {
          a.offset0() == b.offset0() && same_layout(a, b);
 }
 
+std::string dims_to_string(dims_view dims) {
+  return dims.empty() ? "()" : join(dims, 'x');
+}
+
 }  // namespace primcache

@@ -152,12 +152,6 @@ std::string rank_problem(const kernel_type& a, const kernel_type& e) {
          " dimensions";
 }
 
-std::string dims_text(dims_view dims) {
-  std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
-  return s;
-}
-
 // The bytes a tensor of `dims` takes in kernel type `t`, padding included;
 // nullopt when t's layout cannot describe dims.
 std::optional<std::size_t> padded_bytes(const kernel_type& t, dims_view dims) {
@@ -192,7 +186,7 @@ transform_plan make_plan(const kernel_type& actual, const kernel_type& expected,
       } catch (const error& e) {
         throw error(status::invalid_arguments,
                     "no plan from " + actual.to_string() + " to " + expected.to_string() +
-                        " for dims " + dims_text(dims) + ": the " + end + " kernel type " +
+                        " for dims " + dims_to_string(dims) + ": the " + end + " kernel type " +
                         t->to_string() + " cannot lay them out (" + e.message() + ")");
       }
     }

@@ -13,10 +13,12 @@
 //   std::vector<std::int64_t> dims{2, 3};
 //   primcache::memory_desc md(dims, primcache::data_type::f32, {3, 1});
 //   md.offset_of({1, 2});
+//   primcache::dims_to_string(dims);   // "2x3", as messages name a shape
 //
 // Thread-safety: plain values; a dims_view is valid while what it views is
 // (a braced list lives to the end of the full expression, so keep views as
-// parameters, never as members). Exceptions: none.
+// parameters, never as members). Exceptions: none, besides std::bad_alloc
+// from dims_to_string.
 #pragma once
 
 #include <array>
@@ -24,8 +26,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
+
+#include "primcache/base/export.hpp"
 
 namespace primcache {
 
@@ -56,5 +61,8 @@ class dims_view {
  private:
   std::span<const std::int64_t> values_;
 };
+
+// "2x3x224x224"; "()" for no dims.
+PRIMCACHE_API std::string dims_to_string(dims_view dims);
 
 }  // namespace primcache
