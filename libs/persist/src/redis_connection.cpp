@@ -284,7 +284,18 @@ std::unique_ptr<redis_connection> redis_connection::connect(
     const std::vector<socket_address>& addresses, steady::time_point deadline, io_outcome& out,
     const tls_peer& tls) {
   out = {io_failure::error, "no address to connect to"};
-  for (const socket_address& a : addresses) {
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    const socket_address& a = addresses[i];
+    // Each address gets an equal share of what is left, the last one all of
+    // it: a first address that drops the handshake (a host that is down, a
+    // firewall) must not spend the deadline of one that would answer.
+    const steady::time_point now = steady::now();
+    if (now >= deadline) {
+      out = {io_failure::timeout, "connect timed out"};
+      return nullptr;
+    }
+    const steady::time_point attempt_deadline =
+        now + (deadline - now) / static_cast<long>(addresses.size() - i);
     int fd = ::socket(a.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       out = {io_failure::error, "socket: " + errno_text(errno)};
@@ -292,11 +303,11 @@ std::unique_ptr<redis_connection> redis_connection::connect(
     }
     int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&a.addr), a.len);
     if (r != 0 && errno == EINPROGRESS) {
-      int w = wait_for(fd, POLLOUT, deadline);
+      int w = wait_for(fd, POLLOUT, attempt_deadline);
       if (w == 0) {
         ::close(fd);
         out = {io_failure::timeout, "connect timed out"};
-        return nullptr;  // the deadline is spent: no other address either
+        continue;  // the next address has its share (none when this was the last)
       }
       int err = 0;
       socklen_t len = sizeof err;

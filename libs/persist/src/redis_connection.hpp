@@ -131,7 +131,9 @@ struct io_outcome {
 class redis_connection {
  public:
   // Connects to the first address that accepts before `deadline` (and,
-  // with tls.context, completes the TLS handshake with it by then).
+  // with tls.context, completes the TLS handshake with it by then). Of the
+  // time left, each address in turn gets an equal share, the last one the
+  // rest, so one that never answers does not starve those after it.
   static std::unique_ptr<redis_connection> connect(const std::vector<socket_address>& addresses,
                                                    steady::time_point deadline, io_outcome& out,
                                                    const tls_peer& tls = {});
