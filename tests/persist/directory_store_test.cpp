@@ -694,6 +694,55 @@ TEST_CASE("a directory others could write to, or another user owns, is refused",
   }
 }
 
+TEST_CASE("a staging directory (.tmp) others could write to, or not a directory, is refused",
+          "[persist][directory][security]") {
+  temp_dir dir;
+  const std::string root = dir.path() + "/cache";
+  const std::string tmp = root + "/.tmp";
+  directory_store::open(options_for(root));
+  REQUIRE(fs::is_directory(tmp));
+
+  // put() stages an entry under .tmp before moving it into place: whoever
+  // else can write .tmp could swap the staged entry in between.
+  SECTION("writable by group") {
+    ::chmod(tmp.c_str(), 0770);
+    check_refused(root, {"its .tmp is writable by group (mode 0770)", "chmod go-w " + tmp});
+  }
+  SECTION("writable by others") {
+    ::chmod(tmp.c_str(), 0703);
+    check_refused(root, {"its .tmp is writable by others (mode 0703)"});
+  }
+  SECTION("a symlink to a directory") {
+    const std::string elsewhere = dir.path() + "/elsewhere";
+    fs::create_directory(elsewhere);
+    ::chmod(elsewhere.c_str(), 0700);
+    fs::remove(tmp);
+    fs::create_directory_symlink(elsewhere, tmp);
+    check_refused(root, {"its .tmp is not a directory (a symlink is never followed)"});
+  }
+  SECTION("a file") {
+    fs::remove(tmp);
+    write_file(tmp, {'x'});
+    check_refused(root, {"its .tmp is not a directory"});
+  }
+  SECTION("its own, mode 0700 or 0755, is fine; a read-only store never looks") {
+    ::chmod(tmp.c_str(), 0755);
+    CHECK_NOTHROW(directory_store::open(options_for(root)));
+    ::chmod(tmp.c_str(), 0777);
+    auto o = options_for(root);
+    o.read_only = true;
+    CHECK_NOTHROW(directory_store::open(o));
+  }
+  SECTION("owned by another user") {
+    if (::geteuid() != 0) {
+      WARN("not root: cannot give .tmp to another user; ownership check not exercised");
+      return;
+    }
+    REQUIRE(::chown(tmp.c_str(), 65534, 65534) == 0);
+    check_refused(root, {"its .tmp is owned by", "(uid 65534)"});
+  }
+}
+
 TEST_CASE("a cache dir in a directory others could write to is refused",
           "[persist][directory][security]") {
   temp_dir dir;

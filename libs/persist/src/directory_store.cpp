@@ -633,6 +633,43 @@ void check_ancestors(const std::string& name, const std::string& resolved) {
   }
 }
 
+// The staging directory .tmp, which open() found already there: put()
+// writes an entry's files in a directory of its own under it before moving
+// it into place, so whoever else could write .tmp could move that directory
+// aside and put theirs (or a symlink) in its place between the two steps.
+void check_staging_directory(const std::string& root, const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    const int e = errno;
+    throw error(status::runtime_error,
+                "persistent cache dir " + root + ": cannot inspect .tmp: " + std::strerror(e));
+  }
+  const std::string where = "persistent cache dir " + root + ": its .tmp ";
+  if (!S_ISDIR(st.st_mode)) {
+    throw error(status::permission_denied,
+                where +
+                    "is not a directory (a symlink is never followed): refusing to load "
+                    "code from it; remove " +
+                    path);
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    throw error(status::permission_denied,
+                where + "is owned by " + user_name(st.st_uid) + " (uid " +
+                    std::to_string(st.st_uid) +
+                    "): they could replace an entry while it is written; refusing to load code "
+                    "from it; remove " +
+                    path);
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw error(status::permission_denied,
+                where + "is writable by " + writable_by(st.st_mode) + " (mode " +
+                    octal_mode(st.st_mode) +
+                    "): they could replace an entry while it is written; refusing to load code "
+                    "from it; chmod go-w " +
+                    path);
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(put_status s) noexcept {
@@ -676,6 +713,7 @@ std::unique_ptr<directory_store> directory_store::open(directory_store_options o
       throw error(status::runtime_error,
                   "persistent cache dir " + s->root + ": cannot create .tmp: " + errno_text(r));
     }
+    if (r == -EEXIST) check_staging_directory(s->root, tp);
     std::string lp = s->root + "/" + lock_file;
     s->lock_fd = s->files->open_at(AT_FDCWD, lp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
     if (s->lock_fd < 0) {
