@@ -964,6 +964,66 @@ TEST_CASE("disk full and I/O errors fail a put cleanly", "[persist][directory][f
   CHECK(s->verify(false).ok());
 }
 
+TEST_CASE("a put makes size.txt and its bucket durable before the entry appears",
+          "[persist][directory][faults]") {
+  temp_dir dir;
+  auto files = std::make_shared<primcache::test::faulty_file_ops>();
+  auto o = options_for(dir.path());
+  o.files = files;
+  auto s = directory_store::open(o);
+  const std::string root = s->path();  // resolved, as /proc/self/fd names it
+
+  files->start_journal();
+  REQUIRE(s->put(as_bytes("k"), payload_of("k", 1000)).status == put_status::stored);
+  const std::vector<std::string> journal = files->stop_journal();
+  auto first = [&](auto&& matches) {
+    return static_cast<std::size_t>(std::find_if(journal.begin(), journal.end(), matches) -
+                                    journal.begin());
+  };
+  auto in_root = [&](const std::string& e, const std::string& call) {
+    // A name directly in the store's directory, neither size.txt nor .tmp.
+    const std::string prefix = call + " " + root + "/";
+    if (e.rfind(prefix, 0) != 0) return false;
+    const std::string rest = e.substr(prefix.size());
+    return rest != "size.txt" && rest.rfind(".tmp", 0) != 0;
+  };
+  const std::size_t size_renamed =
+      first([&](const std::string& e) { return e == "rename " + root + "/size.txt"; });
+  const std::size_t bucket_made = first([&](const std::string& e) { return in_root(e, "mkdir"); });
+  const std::size_t root_synced = first([&](const std::string& e) { return e == "fsync " + root; });
+  const std::size_t published = first([&](const std::string& e) { return in_root(e, "rename"); });
+  INFO(Catch::Detail::stringify(journal));
+  REQUIRE(published < journal.size());
+  CHECK(size_renamed < root_synced);
+  CHECK(bucket_made < root_synced);
+  CHECK(root_synced < published);
+}
+
+TEST_CASE("a put whose fsync of the store's directory fails changes nothing",
+          "[persist][directory][faults]") {
+  temp_dir dir;
+  auto files = std::make_shared<primcache::test::faulty_file_ops>();
+  auto o = options_for(dir.path());
+  o.files = files;
+  auto s = directory_store::open(o);
+  REQUIRE(s->put(as_bytes("old"), payload_of("old", 1000)).status == put_status::stored);
+  const auto size_before = s->size();
+
+  files->fail_fsync_of(s->path());
+  auto r = s->put(as_bytes("new"), payload_of("new", 10 * 1024));
+  CHECK(r.status == put_status::failed);
+  CHECK_THAT(r.message, Catch::Contains("cannot fsync " + s->path()));
+  CHECK_THAT(r.message, Catch::Contains(std::strerror(EIO)));
+  CHECK(s->stats().errors == 1);
+  files->fail_fsync_of("");
+  CHECK_FALSE(s->get(as_bytes("new")));
+  CHECK(s->size() == size_before);
+  CHECK(leftovers(dir.path()) == 0);
+  REQUIRE(s->put(as_bytes("new"), payload_of("new", 10 * 1024)).status == put_status::stored);
+  CHECK(*s->get(as_bytes("new")) == payload_of("new", 10 * 1024));
+  CHECK(s->verify(false).ok());
+}
+
 TEST_CASE("a read error is a counted miss that keeps the entry", "[persist][directory][faults]") {
   temp_dir dir;
   auto files = std::make_shared<primcache::test::faulty_file_ops>();

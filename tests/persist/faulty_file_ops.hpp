@@ -1,12 +1,19 @@
 // A file layer for the persist tests that forwards to the system's and fails
 // the calls a test chooses (disk full, I/O errors, a read-only file system),
-// counting the calls that would modify the file system.
+// counting the calls that would modify the file system, and, when asked,
+// journaling the ones that name or make durable (mkdir, rename, fsync) so a
+// test can check their order.
 #pragma once
 
 #include <fcntl.h>
+#include <limits.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "primcache/persist/file_ops.hpp"
 
@@ -43,23 +50,64 @@ class faulty_file_ops : public file_ops {
     return real_->write(fd, buf, n);
   }
   int fsync(int fd) override {
+    const std::string path = path_of(fd);
+    note("fsync " + path);
     if (int e = fail_fsync.load()) return -e;
+    {
+      std::lock_guard g(mu_);
+      if (!fail_fsync_of_path.empty() && path == fail_fsync_of_path) return -EIO;
+    }
     return real_->fsync(fd);
   }
   int mkdir(const char* path, mode_t mode) override {
     ++modifying_calls;
+    note(std::string("mkdir ") + path);
     if (int e = fail_mkdir.load()) return -e;
     return real_->mkdir(path, mode);
   }
   int close(int fd) override { return real_->close(fd); }
   int rename(const char* from, const char* to, bool no_replace) override {
     ++modifying_calls;
+    note(std::string("rename ") + to);
     if (int e = fail_rename.load()) return -e;
     return real_->rename(from, to, no_replace);
   }
 
+  // fsync of the directory or file at this path (as /proc/self/fd names
+  // it) fails with EIO; empty: none.
+  void fail_fsync_of(std::string path) {
+    std::lock_guard g(mu_);
+    fail_fsync_of_path = std::move(path);
+  }
+  // Journaling starts (cleared) and stops.
+  void start_journal() {
+    std::lock_guard g(mu_);
+    journal_.clear();
+    journaling_ = true;
+  }
+  std::vector<std::string> stop_journal() {
+    std::lock_guard g(mu_);
+    journaling_ = false;
+    return journal_;
+  }
+
  private:
+  static std::string path_of(int fd) {
+    char buf[PATH_MAX];
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?");
+  }
+  void note(std::string what) {
+    std::lock_guard g(mu_);
+    if (journaling_) journal_.push_back(std::move(what));
+  }
+
   std::shared_ptr<file_ops> real_ = system_file_ops();
+  std::mutex mu_;
+  bool journaling_ = false;
+  std::vector<std::string> journal_;
+  std::string fail_fsync_of_path;
 };
 
 }  // namespace primcache::test

@@ -882,6 +882,13 @@ put_result directory_store::put(std::span<const std::byte> key,
         out = failed("cannot create " + bucket, m);
       } else if (int w = s.write_size_file(size + entry_size); w != 0) {
         out = failed("cannot update size.txt", w);
+      } else if (int f = s.fsync_dir(s.root); f != 0) {
+        // Both changes above are names in the store's directory: made
+        // durable before the entry appears, so a crash can lose the entry
+        // but never keep it in a bucket that is gone or under a size.txt
+        // that does not count it (which no later open would correct).
+        s.write_size_file(size);
+        out = failed("cannot fsync " + s.root, f);
       } else {
         std::string target;
         for (unsigned n = 0;; ++n) {
