@@ -2,7 +2,7 @@
 #
 #   primcache_library(NAME cache SRCS src/cache.cpp DEPS primcache::base)
 #   primcache_test(NAME cache_test SRCS a_test.cpp DEPS primcache::cache
-#                  [LABELS concurrency])
+#                  [LABELS concurrency] [KERNELS] [TIMEOUT seconds])
 #   primcache_benchmark(NAME bench_cache SRCS bench_cache.cpp DEPS primcache::cache)
 #
 # DEPS are public dependencies (aliases only, one per line by convention);
@@ -59,8 +59,17 @@ endfunction()
 # Every test case gets a CTest timeout (TIMEOUT seconds, default 120): a
 # regression that hangs (a lost wake-up, a deadlock) fails instead of eating
 # CI's budget. Sanitizer builds get three times as long.
+#
+# KERNELS marks a binary whose subject is generated code (JIT objects, the
+# generic kernels' objects, against references and each other): the
+# sanitizers instrument none of it, so the sanitizer builds neither build nor
+# run it. The host paths it reaches are the ones the other binaries test
+# (creation, the config source, the reference implementations).
 function(primcache_test)
-  cmake_parse_arguments(PT "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(PT "KERNELS" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(PT_KERNELS AND PRIMCACHE_SANITIZE)
+    return()
+  endif()
   add_executable(${PT_NAME} ${PT_SRCS})
   target_link_libraries(${PT_NAME} PRIVATE ${PT_DEPS} Catch2::Catch2WithMain)
   primcache_test_sources(${PT_NAME})
