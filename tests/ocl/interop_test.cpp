@@ -422,21 +422,27 @@ TEST_CASE("a stream refuses a queue that is not an in-order queue of its engine"
   }
 }
 
-// The device's identity (platform, device, driver version) is in every key:
-// an engine whose device reports another platform, model or driver never
+// The device's identity (platform, device, driver version, the platform's
+// and device's versions) is in every key: an engine whose device reports
+// another platform, model, driver or versions never
 // shares a cache entry with this one, even on the same cl_device_id (made
 // here by describing the device with one field changed).
-TEST_CASE("engines of devices that differ in platform, model or driver never share an entry",
-          "[ocl][interop][cache]") {
+TEST_CASE(
+    "engines of devices that differ in platform, model, driver or versions never share an entry",
+    "[ocl][interop][cache]") {
   set_primitive_cache_capacity(1024);
   const engine base(engine_kind::gpu, 0);
   const auto& real = ocl_internal::ocl_engine_of(backend::impl_of(base)).device_info();
-  const auto field = GENERATE(0, 1, 2);
+  const auto field = GENERATE(0, 1, 2, 3);
   ocl_internal::device_entry other = real;
-  const char* what = field == 0 ? "platform" : field == 1 ? "device" : "driver";
+  const char* what = field == 0   ? "platform"
+                     : field == 1 ? "device"
+                     : field == 2 ? "driver"
+                                  : "versions";
   (field == 0   ? other.platform_name
    : field == 1 ? other.device_name
-                : other.driver_version) += " (another)";
+   : field == 2 ? other.driver_version
+                : other.versions) += " (another)";
   INFO("changed: " << what);
   const engine changed =
       backend::wrap_engine(std::make_shared<const ocl_internal::ocl_engine>(0, other));

@@ -314,7 +314,7 @@ TEST_CASE("OpenCL primitives round-trip through the blob API without building fr
   }
 }
 
-TEST_CASE("an OpenCL blob id names the platform, device, driver and build",
+TEST_CASE("an OpenCL blob id names the platform, device, driver, versions and build",
           "[ocl][persist][blob]") {
   engine eng(engine_kind::gpu, 0);
   const auto id = identity_of(eng);
@@ -325,6 +325,7 @@ TEST_CASE("an OpenCL blob id names the platform, device, driver and build",
   CHECK(contains(blob_id, id.platform));
   CHECK(contains(blob_id, id.device));
   CHECK(contains(blob_id, id.driver));
+  CHECK(contains(blob_id, id.versions));
   CHECK(contains(blob_id, version().build_identity));
   CHECK(contains(blob_id, version().version));
   // Another descriptor, another id.
@@ -383,6 +384,12 @@ TEST_CASE("OpenCL blobs that are altered or made elsewhere are refused, never lo
     other.driver += "-other";
     refused(with_object(blob, ocl_internal::write_binary_record(other, plan.source, binary)),
             status::invalid_arguments, "driver '" + other.driver + "'");
+  }
+  SECTION("built by this driver with another LLVM, or for another CPU (its versions)") {
+    auto other = id;
+    other.versions += " LLVM 16.0.6";
+    refused(with_object(blob, ocl_internal::write_binary_record(other, plan.source, binary)),
+            status::invalid_arguments, "versions '" + other.versions + "'");
   }
   SECTION("built for another device") {
     auto other = id;
@@ -519,7 +526,7 @@ TEST_CASE("a blob whose binary the device cannot load now fails with the device'
 }
 
 TEST_CASE("binary records refuse every malformed form", "[ocl][persist][record]") {
-  const ocl_internal::device_identity id{"P", "D", "1.0"};
+  const ocl_internal::device_identity id{"P", "D", "1.0", "V"};
   const ocl_internal::program_binary binary = {1, 2, 3, 4};
   const auto record = ocl_internal::write_binary_record(id, "src", binary);
   auto good = ocl_internal::read_binary_record(record, id, "src");
@@ -538,11 +545,13 @@ TEST_CASE("binary records refuse every malformed form", "[ocl][persist][record]"
   fails(std::vector<std::byte>(record.begin(), record.begin() + 20), status::corrupt_data,
         "truncated in its header");
   auto other_version = record;
-  other_version[8] = std::byte{2};
-  fails(other_version, status::unimplemented, "version 2");
+  other_version[8] = std::byte{1};  // before the identity carried versions
+  fails(other_version, status::unimplemented, "version 1; this library reads 2");
   fails(ocl_internal::write_binary_record(id, "src", {}), status::corrupt_data, "empty binary");
-  fails(ocl_internal::write_binary_record({"Q", "D", "1.0"}, "src", binary),
+  fails(ocl_internal::write_binary_record({"Q", "D", "1.0", "V"}, "src", binary),
         status::invalid_arguments, "platform 'Q'");
+  fails(ocl_internal::write_binary_record({"P", "D", "1.0", "W"}, "src", binary),
+        status::invalid_arguments, "versions 'W'");
 }
 
 TEST_CASE("OpenCL primitives go through the runtime's directory store", "[ocl][persist][store]") {

@@ -9,7 +9,8 @@ namespace primcache::ocl_internal {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'C', 'O', 'C', 'L', 'B', 'I', 'N'};
-constexpr std::uint32_t kVersion = 1;
+// 2: the identity carries `versions`.
+constexpr std::uint32_t kVersion = 2;
 
 digest128 source_digest(const std::string& source) {
   return key(std::as_bytes(std::span<const char>(source.data(), source.size()))).digest();
@@ -56,20 +57,21 @@ failure corrupt(const std::string& why) {
 }
 
 std::string describe(const device_identity& id) {
-  return "device '" + id.device + "' (platform '" + id.platform + "', driver '" + id.driver + "')";
+  return "device '" + id.device + "' (platform '" + id.platform + "', driver '" + id.driver +
+         "', versions '" + id.versions + "')";
 }
 
 }  // namespace
 
 device_identity device_identity::of(const device_entry& dev) {
-  return {dev.platform_name, dev.device_name, dev.driver_version};
+  return {dev.platform_name, dev.device_name, dev.driver_version, dev.versions};
 }
 
 std::vector<std::byte> write_binary_record(const device_identity& id, const std::string& source,
                                            const program_binary& binary) {
   key_writer w;
   w.raw(std::as_bytes(std::span<const char>(kMagic, sizeof kMagic)));
-  w.u32(kVersion).str(id.platform).str(id.device).str(id.driver);
+  w.u32(kVersion).str(id.platform).str(id.device).str(id.driver).str(id.versions);
   const digest128 d = source_digest(source);
   w.u64(d.low).u64(d.high);
   w.u64(binary.size());
@@ -97,7 +99,7 @@ result<program_binary> read_binary_record(std::span<const std::byte> record,
   digest128 digest;
   program_binary binary;
   if (!r.str(made_for.platform) || !r.str(made_for.device) || !r.str(made_for.driver) ||
-      !r.le(digest.low) || !r.le(digest.high)) {
+      !r.str(made_for.versions) || !r.le(digest.low) || !r.le(digest.high)) {
     return corrupt("is truncated in its header");
   }
   if (!r.bytes(binary)) return corrupt("is truncated in its binary");

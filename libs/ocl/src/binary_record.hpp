@@ -33,10 +33,14 @@
 namespace primcache::ocl_internal {
 
 // The identity a binary is tied to (what ocl_engine::write_identity writes).
+// A PoCL binary is code for the CPU PoCL compiled for, made by the LLVM PoCL
+// was built with, and neither shows in the driver version ("3.1+debian"):
+// `versions` (device_entry::versions) carries both.
 struct device_identity {
   std::string platform;
   std::string device;
   std::string driver;
+  std::string versions;
   static device_identity of(const device_entry& dev);
   friend bool operator==(const device_identity&, const device_identity&) = default;
 };
@@ -46,7 +50,7 @@ std::vector<std::byte> write_binary_record(const device_identity& id, const std:
 
 // The binary of `record` if it was made for `id` from `source`.
 // corrupt_data: not a record, truncated, trailing bytes; invalid_arguments:
-// another device, platform or driver, or other source.
+// another device, platform, driver or versions, or other source.
 result<program_binary> read_binary_record(std::span<const std::byte> record,
                                           const device_identity& id, const std::string& source);
 

@@ -120,6 +120,8 @@ device_entry describe_device(cl_device_id device) {
   e.platform_name = platform_string(e.platform, CL_PLATFORM_NAME);
   e.device_name = device_string(device, CL_DEVICE_NAME);
   e.driver_version = device_string(device, CL_DRIVER_VERSION);
+  e.versions = platform_string(e.platform, CL_PLATFORM_VERSION) + " / " +
+               device_string(device, CL_DEVICE_VERSION);
   return e;
 }
 

@@ -37,6 +37,10 @@ struct device_entry {
   std::string platform_name;
   std::string device_name;
   std::string driver_version;
+  // CL_PLATFORM_VERSION and CL_DEVICE_VERSION, joined by " / ": where a
+  // driver names what its binaries depend on beyond its own version (PoCL:
+  // the LLVM it was built with, and the CPU it compiles for).
+  std::string versions;
   cl_device_type type = 0;
   std::size_t max_work_group_size = 1;
   cl_ulong local_mem_size = 0;

@@ -33,9 +33,9 @@ class unlisted_devices {
   static bool same_device(const device_entry& a, const device_entry& b) {
     return a.device == b.device && a.platform == b.platform && a.platform_name == b.platform_name &&
            a.device_name == b.device_name && a.driver_version == b.driver_version &&
-           a.type == b.type && a.max_work_group_size == b.max_work_group_size &&
-           a.local_mem_size == b.local_mem_size && a.compute_units == b.compute_units &&
-           a.max_mem_alloc_size == b.max_mem_alloc_size;
+           a.versions == b.versions && a.type == b.type &&
+           a.max_work_group_size == b.max_work_group_size && a.local_mem_size == b.local_mem_size &&
+           a.compute_units == b.compute_units && a.max_mem_alloc_size == b.max_mem_alloc_size;
   }
 
   mutex mu_;

@@ -52,7 +52,11 @@ cl_command_queue ocl_engine::make_queue() const {
 }
 
 void ocl_engine::write_identity(key_writer& w) const {
-  w.str("ocl").str(dev_.platform_name).str(dev_.device_name).str(dev_.driver_version);
+  w.str("ocl")
+      .str(dev_.platform_name)
+      .str(dev_.device_name)
+      .str(dev_.driver_version)
+      .str(dev_.versions);
 }
 
 std::string ocl_engine::describe() const {
