@@ -49,6 +49,14 @@ directory_store_options options_for(const std::string& path) {
   return o;
 }
 
+// A store on `path` whose file calls go through `files` (faults, journal).
+std::unique_ptr<directory_store> open_through(
+    const std::string& path, const std::shared_ptr<primcache::test::faulty_file_ops>& files) {
+  auto o = options_for(path);
+  o.files = files;
+  return directory_store::open(o);
+}
+
 // Every entry directory (bucket/n) under the store.
 std::vector<std::string> entry_dirs(const std::string& root) {
   std::vector<std::string> out;
@@ -915,9 +923,7 @@ TEST_CASE("PRIMCACHE_PERSISTENT_CACHE_READONLY is parsed strictly", "[persist][r
 TEST_CASE("disk full and I/O errors fail a put cleanly", "[persist][directory][faults]") {
   temp_dir dir;
   auto files = std::make_shared<primcache::test::faulty_file_ops>();
-  auto o = options_for(dir.path());
-  o.files = files;
-  auto s = directory_store::open(o);
+  auto s = open_through(dir.path(), files);
   REQUIRE(s->put(as_bytes("old"), payload_of("old", 1000)).status == put_status::stored);
   const auto size_before = s->size();
 
@@ -968,9 +974,7 @@ TEST_CASE("a put makes size.txt and its bucket durable before the entry appears"
           "[persist][directory][faults]") {
   temp_dir dir;
   auto files = std::make_shared<primcache::test::faulty_file_ops>();
-  auto o = options_for(dir.path());
-  o.files = files;
-  auto s = directory_store::open(o);
+  auto s = open_through(dir.path(), files);
   const std::string root = s->path();  // resolved, as /proc/self/fd names it
 
   files->start_journal();
@@ -1003,9 +1007,7 @@ TEST_CASE("a put whose fsync of the store's directory fails changes nothing",
           "[persist][directory][faults]") {
   temp_dir dir;
   auto files = std::make_shared<primcache::test::faulty_file_ops>();
-  auto o = options_for(dir.path());
-  o.files = files;
-  auto s = directory_store::open(o);
+  auto s = open_through(dir.path(), files);
   REQUIRE(s->put(as_bytes("old"), payload_of("old", 1000)).status == put_status::stored);
   const auto size_before = s->size();
 
@@ -1027,9 +1029,7 @@ TEST_CASE("a put whose fsync of the store's directory fails changes nothing",
 TEST_CASE("a read error is a counted miss that keeps the entry", "[persist][directory][faults]") {
   temp_dir dir;
   auto files = std::make_shared<primcache::test::faulty_file_ops>();
-  auto o = options_for(dir.path());
-  o.files = files;
-  auto s = directory_store::open(o);
+  auto s = open_through(dir.path(), files);
   s->put(as_bytes("k"), payload_of("k", 1000));
   files->fail_read = EIO;
   CHECK_FALSE(s->get(as_bytes("k")));
@@ -1043,9 +1043,7 @@ TEST_CASE("verify stops at running out of memory, and removes nothing",
           "[persist][directory][faults]") {
   temp_dir dir;
   auto files = std::make_shared<primcache::test::faulty_file_ops>();
-  auto o = options_for(dir.path());
-  o.files = files;
-  auto s = directory_store::open(o);
+  auto s = open_through(dir.path(), files);
   s->put(as_bytes("k"), payload_of("k", 1000));
   files->fail_read = ENOMEM;  // as read_all_at answers an allocation that failed
   CHECK_THROWS_AS(s->verify(true), std::bad_alloc);
