@@ -652,22 +652,18 @@ void check_staging_directory(const std::string& root, const std::string& path) {
                     "code from it; remove " +
                     path);
   }
-  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
-    throw error(status::permission_denied,
-                where + "is owned by " + user_name(st.st_uid) + " (uid " +
-                    std::to_string(st.st_uid) +
-                    "): they could replace an entry while it is written; refusing to load code "
-                    "from it; remove " +
-                    path);
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    throw error(status::permission_denied,
-                where + "is writable by " + writable_by(st.st_mode) + " (mode " +
-                    octal_mode(st.st_mode) +
-                    "): they could replace an entry while it is written; refusing to load code "
-                    "from it; chmod go-w " +
-                    path);
-  }
+  const int foreign = foreign_writer(st);
+  if (foreign == 0) return;
+  const bool owner = foreign == owned_by_another_user;
+  throw error(status::permission_denied,
+              where +
+                  (owner ? "is owned by " + user_name(st.st_uid) + " (uid " +
+                               std::to_string(st.st_uid) + ")"
+                         : "is writable by " + writable_by(st.st_mode) + " (mode " +
+                               octal_mode(st.st_mode) + ")") +
+                  ": they could replace an entry while it is written; refusing to load code from "
+                  "it; " +
+                  (owner ? "remove " : "chmod go-w ") + path);
 }
 
 }  // namespace
