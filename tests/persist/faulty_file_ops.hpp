@@ -50,13 +50,15 @@ class faulty_file_ops : public file_ops {
     return real_->write(fd, buf, n);
   }
   int fsync(int fd) override {
-    const std::string path = path_of(fd);
-    note("fsync " + path);
-    if (int e = fail_fsync.load()) return -e;
     {
       std::lock_guard g(mu_);
-      if (!fail_fsync_of_path.empty() && path == fail_fsync_of_path) return -EIO;
+      if (journaling_ || !fail_fsync_of_path.empty()) {
+        const std::string path = path_of(fd);
+        if (journaling_) journal_.push_back("fsync " + path);
+        if (!fail_fsync_of_path.empty() && path == fail_fsync_of_path) return -EIO;
+      }
     }
+    if (int e = fail_fsync.load()) return -e;
     return real_->fsync(fd);
   }
   int mkdir(const char* path, mode_t mode) override {
