@@ -29,6 +29,15 @@ function(primcache_library)
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_compile_features(${target} PUBLIC cxx_std_20)
+  # NODELETE: dlclose never unmaps a primcache library. Each holds
+  # process-wide state that other libraries and the program point into (the
+  # runtime's registry holds a backend's factories, the primitive cache its
+  # impls, control every library's callbacks; the CPU backend runs JIT code
+  # and a background compiler from its own pages), and none of it can be
+  # taken back safely while another library still holds it.
+  if(BUILD_SHARED_LIBS)
+    target_link_options(${target} PRIVATE "LINKER:-z,nodelete")
+  endif()
   if(PL_DEPS)
     target_link_libraries(${target} PUBLIC ${PL_DEPS})
   endif()
