@@ -324,6 +324,29 @@ TEST_CASE("the directory store respects its capacity, oldest entries first",
   }
 }
 
+TEST_CASE("an entry over 1 GiB is refused whatever the capacity, before it is copied",
+          "[persist][directory][capacity]") {
+  temp_dir dir;
+  auto o = options_for(dir.path());
+  o.capacity_mb = 8192;
+  auto s = directory_store::open(o);
+  // Spans over memory nobody may read: the store must refuse on sizes alone.
+  const primcache::test::untouched_bytes huge((std::size_t{1} << 30) + 1);
+  SECTION("the payload") {
+    auto r = s->put(as_bytes("big"), huge.span());
+    CHECK(r.status == put_status::too_large);
+    CHECK_THAT(r.message, Catch::Contains("exceeds the largest entry a store keeps (1024 MB)"));
+  }
+  SECTION("the key") {
+    auto r = s->put(huge.span(), payload_of("k", 10));
+    CHECK(r.status == put_status::too_large);
+    CHECK_THAT(r.message, Catch::Contains("exceeds the largest entry a store keeps (1024 MB)"));
+  }
+  CHECK(s->stats().refusals == 1);
+  CHECK(s->size() == 0);
+  CHECK(entry_dirs(dir.path()).empty());
+}
+
 TEST_CASE("a put that evicts the only entry of its own bucket still publishes",
           "[persist][directory][capacity]") {
   temp_dir dir;

@@ -20,9 +20,11 @@
 
 using primcache::decode_entry;
 using primcache::encode_entry;
+using primcache::encoded_entry_size;
 using primcache::entry_fault;
 using primcache::entry_format;
 using primcache::test::as_bytes;
+using primcache::test::payload_of;
 using primcache::test::temp_dir;
 
 namespace {
@@ -46,6 +48,25 @@ TEST_CASE("an entry decodes to its payload", "[persist][entry]") {
   REQUIRE(d.ok());
   CHECK(d.message.empty());
   CHECK(d.payload == as_bytes(payload));
+}
+
+TEST_CASE("encoded_entry_size is the size encode_entry writes", "[persist][entry]") {
+  const auto fleet = key_of("0123456789abcdef-fleet");
+  entry_format fmt{.library_version = GENERATE(std::string(), std::string("0.1.0+abc")),
+                   .key = nullptr};
+  SECTION("unsigned") {}
+  SECTION("signed") {
+    fmt.key = &fleet;
+  }
+  for (std::string key : {"", "the key"}) {
+    for (std::size_t n : {0u, 1u, 4097u}) {
+      INFO("key '" << key << "', payload " << n);
+      CHECK(encoded_entry_size(fmt, key.size(), n) ==
+            encode_entry(fmt, as_bytes(key), payload_of(key, n)).size());
+    }
+  }
+  CHECK(encoded_entry_size(fmt, 1, UINT64_MAX - 10) == UINT64_MAX);
+  CHECK(encoded_entry_size(fmt, UINT64_MAX, UINT64_MAX) == UINT64_MAX);
 }
 
 TEST_CASE("a damaged or foreign entry is refused with its reason", "[persist][entry]") {

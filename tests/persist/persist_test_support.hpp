@@ -1,7 +1,8 @@
 // Shared helpers of the persist tests: byte spans from strings, a private
-// temporary directory removed at the end of the test.
+// temporary directory removed at the end of the test, spans too large to hold.
 #pragma once
 
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,6 +60,26 @@ class temp_dir {
 
  private:
   std::string path_;
+};
+
+// `size` bytes nobody may read: an anonymous mapping without memory behind
+// it (MAP_NORESERVE; a read would fault a zero page in, never fail), for
+// entries larger than a test could hold, which a store must refuse before
+// it copies them.
+class untouched_bytes {
+ public:
+  explicit untouched_bytes(std::size_t size) : size_(size) {
+    p_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p_ == MAP_FAILED) std::abort();
+  }
+  ~untouched_bytes() { ::munmap(p_, size_); }
+  untouched_bytes(const untouched_bytes&) = delete;
+  untouched_bytes& operator=(const untouched_bytes&) = delete;
+  std::span<const std::byte> span() const { return {static_cast<const std::byte*>(p_), size_}; }
+
+ private:
+  void* p_;
+  std::size_t size_;
 };
 
 }  // namespace primcache::test

@@ -324,6 +324,19 @@ TEST_CASE("the redis store round-trips entries", "[persist][redis]") {
     CHECK(t->capacity() == 4);
     CHECK(t->put(as_bytes("big"), payload_of("big", (1 << 20) + 1)).status == put_status::stored);
   }
+  SECTION("an entry over 1 GiB is refused whatever the capacity, before it is copied") {
+    // Every member's get would fail on such a value (the reply bound).
+    auto o = options_for(server.port());
+    o.capacity_mb = 8192;
+    auto t = redis_store::open(o);
+    const primcache::test::untouched_bytes huge((std::size_t{1} << 30) + 1);
+    auto r = t->put(as_bytes("big"), huge.span());
+    CHECK(r.status == put_status::too_large);
+    CHECK_THAT(r.message, Catch::Contains("exceeds the largest entry a store keeps (1024 MB)"));
+    CHECK(t->stats().refusals == 1);
+    CHECK(t->stats().writes == 0);
+    CHECK_FALSE(raw.exists(t->redis_key(as_bytes("big"))));
+  }
   SECTION("read-only: reads, never writes") {
     s->put(as_bytes("ro"), payload_of("ro", 100));
     auto o = options_for(server.port());

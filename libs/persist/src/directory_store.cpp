@@ -821,10 +821,12 @@ put_result directory_store::put(std::span<const std::byte> key,
     s.refusals.fetch_add(1, std::memory_order_relaxed);
     return {put_status::read_only, "persistent cache dir " + s.root + " is read-only"};
   }
-  bytes encoded = encode_entry(s.format, key, payload);
-  const std::uint64_t entry_size = key.size() + encoded.size();
+  // Bounds first: an entry refused is never copied.
+  const std::uint64_t encoded_size = encoded_entry_size(s.format, key.size(), payload.size());
+  const std::uint64_t entry_size =
+      encoded_size > UINT64_MAX - key.size() ? UINT64_MAX : key.size() + encoded_size;
   const std::uint64_t cap = megabytes_to_bytes(s.capacity_mb.load());
-  if (encoded.size() > max_entry_file_bytes || key.size() > max_entry_file_bytes) {
+  if (encoded_size > max_entry_file_bytes || key.size() > max_entry_file_bytes) {
     s.refusals.fetch_add(1, std::memory_order_relaxed);
     return {put_status::too_large, "an entry of " + std::to_string(entry_size) +
                                        " bytes exceeds the largest entry a store keeps (" +
@@ -838,6 +840,7 @@ put_result directory_store::put(std::span<const std::byte> key,
   }
   const std::string bucket = s.bucket_path(key);
   if (s.bucket_has(bucket, key)) return {put_status::exists, {}};
+  const bytes encoded = encode_entry(s.format, key, payload);
 
   auto failed = [&](const std::string& what, int err) {
     s.errors.fetch_add(1, std::memory_order_relaxed);

@@ -127,6 +127,19 @@ std::string_view to_string(entry_fault fault) noexcept {
   return "unknown";
 }
 
+std::uint64_t encoded_entry_size(const entry_format& format, std::uint64_t key_bytes,
+                                 std::uint64_t payload_bytes) noexcept {
+  const std::uint64_t fixed = magic.size() + 4 + 4 + 4 + 4 + 8 + checksum_bytes +
+                              (format.key != nullptr ? signature_bytes : 0);
+  std::uint64_t total = fixed;
+  for (std::uint64_t part :
+       {std::uint64_t{format.library_version.size()}, key_bytes, payload_bytes}) {
+    if (part > UINT64_MAX - total) return UINT64_MAX;
+    total += part;
+  }
+  return total;
+}
+
 std::vector<std::byte> encode_entry(const entry_format& format, std::span<const std::byte> key,
                                     std::span<const std::byte> payload) {
   constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
@@ -139,8 +152,7 @@ std::vector<std::byte> encode_entry(const entry_format& format, std::span<const 
     throw error(status::invalid_arguments, "library version string is longer than 4 GiB - 1");
   }
   std::vector<std::byte> out;
-  out.reserve(magic.size() + 4 + 4 + 4 + format.library_version.size() + 4 + key.size() + 8 +
-              payload.size() + checksum_bytes + signature_bytes);
+  out.reserve(encoded_entry_size(format, key.size(), payload.size()));
   put_bytes(out, magic);
   put_le(out, entry_format_version, 4);
   put_le(out, format.key != nullptr ? flag_signed : 0, 4);

@@ -83,7 +83,9 @@ struct redis_reply {
 // framing around it. Elements: all the arrays of one reply together; the
 // largest reply the store asks for is a SCAN batch of COUNT 1000 keys
 // (COUNT is a hint: a batch may hold somewhat more).
-inline constexpr std::uint64_t max_reply_bytes = (std::uint64_t{1} << 30) + (1 << 20);
+// A put refuses an entry over max_value_bytes.
+inline constexpr std::uint64_t max_value_bytes = std::uint64_t{1} << 30;
+inline constexpr std::uint64_t max_reply_bytes = max_value_bytes + (1 << 20);
 inline constexpr std::uint64_t max_reply_elements = 1 << 16;
 
 // Checks the framing of one reply as its bytes arrive: each header's type

@@ -21,6 +21,7 @@ namespace {
 
 using persist_internal::io_failure;
 using persist_internal::io_outcome;
+using persist_internal::max_value_bytes;
 using persist_internal::redis_connection;
 using persist_internal::redis_reply;
 using persist_internal::steady;
@@ -554,13 +555,24 @@ put_result redis_store::put(std::span<const std::byte> key, std::span<const std:
     s.refusals.fetch_add(1, std::memory_order_relaxed);
     return {put_status::read_only, s.where() + " is read-only"};
   }
-  std::vector<std::byte> encoded = encode_entry(s.options.format, key, payload);
-  if (encoded.size() > megabytes_to_bytes(s.capacity_mb.load())) {
+  // Bounds first: an entry refused is never copied. A value over the reply
+  // bound could be stored (with a raised proto-max-bulk-len) but never read
+  // back: every member's get would fail on it, whatever its capacity.
+  const std::uint64_t encoded_size =
+      encoded_entry_size(s.options.format, key.size(), payload.size());
+  if (encoded_size > max_value_bytes) {
     s.refusals.fetch_add(1, std::memory_order_relaxed);
-    return {put_status::too_large, "an entry of " + std::to_string(encoded.size()) +
+    return {put_status::too_large, "an entry of " + std::to_string(encoded_size) +
+                                       " bytes exceeds the largest entry a store keeps (" +
+                                       std::to_string(max_value_bytes >> 20) + " MB)"};
+  }
+  if (encoded_size > megabytes_to_bytes(s.capacity_mb.load())) {
+    s.refusals.fetch_add(1, std::memory_order_relaxed);
+    return {put_status::too_large, "an entry of " + std::to_string(encoded_size) +
                                        " bytes exceeds the capacity of " +
                                        std::to_string(s.capacity_mb.load()) + " MB"};
   }
+  const std::vector<std::byte> encoded = encode_entry(s.options.format, key, payload);
   const std::string rkey = redis_key(key);
   const std::string ttl = std::to_string(s.options.ttl_seconds);
   redis_reply r;

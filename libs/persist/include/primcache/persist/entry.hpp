@@ -87,6 +87,12 @@ PRIMCACHE_API std::vector<std::byte> encode_entry(const entry_format& format,
                                                   std::span<const std::byte> key,
                                                   std::span<const std::byte> payload);
 
+// How many bytes encode_entry(format, key, payload) writes for a key and a
+// payload of these sizes (saturating at UINT64_MAX): a store refuses an
+// entry over its bounds before encoding (copying) it.
+PRIMCACHE_API std::uint64_t encoded_entry_size(const entry_format& format, std::uint64_t key_bytes,
+                                               std::uint64_t payload_bytes) noexcept;
+
 // Checks `bytes` against `format` and `expected_key` (see the order above).
 PRIMCACHE_API decoded_entry decode_entry(const entry_format& format,
                                          std::span<const std::byte> expected_key,
