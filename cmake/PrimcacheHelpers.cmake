@@ -173,6 +173,18 @@ endfunction()
 # each requested component's targets after those it depends on.
 function(primcache_install_package)
   get_property(components GLOBAL PROPERTY PRIMCACHE_COMPONENTS)
+  # `cmake --build ... --target primcache_installed`: what `cmake --install`
+  # installs (the libraries, and primcached and the command line when
+  # built), without the tests and benchmarks (CI's ThreadSanitizer job
+  # builds this and its concurrency tests, not every test).
+  list(TRANSFORM components PREPEND primcache_ OUTPUT_VARIABLE installed_targets)
+  foreach(program primcached primcache_cli)
+    if(TARGET ${program})
+      list(APPEND installed_targets ${program})
+    endif()
+  endforeach()
+  add_custom_target(primcache_installed)
+  add_dependencies(primcache_installed ${installed_targets})
   set(PRIMCACHE_COMPONENT_TABLE "")
   foreach(c IN LISTS components)
     get_property(deps GLOBAL PROPERTY PRIMCACHE_COMPONENT_DEPS_${c})

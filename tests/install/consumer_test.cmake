@@ -1,7 +1,9 @@
 # Installs the build tree into a fresh prefix, then configures, builds and
 # runs docs/consumer against it. Run by CTest for the shared build, and by
 # .ci/run for a static one (-DBUILD_SHARED_LIBS=OFF):
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P consumer_test.cmake
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... [-DCONSUMER_ARGS=...] -P consumer_test.cmake
+# CONSUMER_ARGS: more arguments (a ;-list) for the consumer's configuration,
+# such as the compiler and sanitizer flags of instrumented libraries.
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "consumer_test.cmake needs -D${var}=...")
@@ -21,7 +23,7 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 run_step("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
 run_step("configure consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/docs/consumer"
-  -B "${WORK_DIR}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${prefix}")
+  -B "${WORK_DIR}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${prefix}" ${CONSUMER_ARGS})
 run_step("build consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run_step("run consumer" "${WORK_DIR}/build/consumer")
 if(NOT last_output MATCHES "consumer: ok")
