@@ -193,6 +193,34 @@ TEST_CASE("bytes arriving after a reply in a later segment close the connection"
   CHECK(fake.connections() == 2);
 }
 
+TEST_CASE("an error line the server sent unasked is in the failure's message",
+          "[persist][redis][reply]") {
+  // Redis answers a connection it will not serve (maxclients) with an error
+  // line, unasked, and closes it. Here the line follows the first SET's
+  // reply on its pooled connection, where the next call's peek finds it.
+  std::atomic<int> sets{0};
+  fake_redis_server fake([&](const std::vector<std::string>&) -> std::optional<std::string> {
+    if (sets++ == 0) {
+      return "+OK\r\n" + std::string(fake_redis_server::pause) +
+             "-ERR max number of clients reached\r\n";
+    }
+    return "+OK\r\n";
+  });
+  auto s = redis_store::open(options_for(fake));
+  CHECK(s->put(as_bytes("a"), payload_of("a", 10)).status == primcache::put_status::stored);
+  std::this_thread::sleep_for(200ms);  // the error line is in the socket
+  auto r = s->put(as_bytes("b"), payload_of("b", 10));
+  CHECK(r.status == primcache::put_status::failed);
+  CHECK_THAT(r.message, Contains("protocol error: bytes nobody asked for") &&
+                            Contains("(the server said: ERR max number of clients reached)"));
+  CHECK(s->stats().remote_errors == 1);
+  // The connection is gone; the next call makes a fresh one.
+  CHECK(s->put(as_bytes("c"), payload_of("c", 10)).status == primcache::put_status::stored);
+  fake.stop();
+  CHECK(sets.load() == 2);
+  CHECK(fake.connections() == 2);
+}
+
 TEST_CASE("clear() refuses a SCAN cursor that is not a string", "[persist][redis][reply]") {
   // "*2 :5 *0": an integer where the cursor goes. Read as a string it is ""
   // and never "0", so clear() would SCAN for ever; after 20 SCANs the fake

@@ -481,16 +481,38 @@ io_outcome redis_connection::command(std::span<const std::string_view> argv,
   return out;
 }
 
-io_outcome redis_connection::check_nothing_pending() {
-  if (ssl_ != nullptr) {
-    if (SSL_pending(as_ssl(ssl_)) > 0)
-      return {io_failure::protocol, "protocol error: bytes nobody asked for"};
-    return {};
+namespace {
+
+// The failure for bytes a server sent unasked (`head`: the first of them).
+// Redis writes an error reply and closes a connection it will not serve
+// (maxclients at accept, its own protocol errors): its line says why.
+io_outcome unasked_bytes(std::string_view head) {
+  std::string message = "protocol error: bytes nobody asked for";
+  const std::size_t end = head.find("\r\n");
+  if (head.starts_with('-') && end != std::string_view::npos) {
+    std::string said(head.substr(1, end - 1));
+    for (char& c : said) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    }
+    message += " (the server said: " + said + ")";
   }
-  char c = 0;
+  return {io_failure::protocol, std::move(message)};
+}
+
+}  // namespace
+
+io_outcome redis_connection::check_nothing_pending() {
+  // What a peek shows of unasked bytes: enough for an error line.
+  char head[256];
+  if (ssl_ != nullptr) {
+    const int pending = SSL_pending(as_ssl(ssl_));
+    if (pending <= 0) return {};
+    const int n = SSL_peek(as_ssl(ssl_), head, std::min<int>(pending, sizeof head));
+    return unasked_bytes(std::string_view(head, n > 0 ? static_cast<std::size_t>(n) : 0));
+  }
   for (;;) {
-    const ssize_t r = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r > 0) return {io_failure::protocol, "protocol error: bytes nobody asked for"};
+    const ssize_t r = ::recv(fd_, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+    if (r > 0) return unasked_bytes(std::string_view(head, static_cast<std::size_t>(r)));
     // Closed while idle (a server's timeout, a restart): as a send into it
     // would find, but before this command is sent.
     if (r == 0) return {io_failure::closed, "the server closed the connection"};
