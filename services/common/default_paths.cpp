@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <boost/asio/ip/address.hpp>
 #include <charconv>
 #include <cstdlib>
 
@@ -27,6 +28,12 @@ bool parse_host_port(std::string_view text, std::string& host, std::uint16_t& po
   host = std::string(h);
   port = static_cast<std::uint16_t>(value);
   return true;
+}
+
+bool is_ip_address(const std::string& host) {
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(host, ec);
+  return !ec;
 }
 
 }  // namespace primcache::services

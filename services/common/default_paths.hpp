@@ -26,4 +26,8 @@ std::string default_token_file();
 // number in [0, 65535]).
 bool parse_host_port(std::string_view text, std::string& host, std::uint16_t& port);
 
+// Whether `host` is an IP address (IPv4 or IPv6, what the admin server can
+// listen on: it resolves no names), as the admin server parses it.
+bool is_ip_address(const std::string& host);
+
 }  // namespace primcache::services

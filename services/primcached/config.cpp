@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "default_paths.hpp"
 #include "json_field.hpp"
 #include "primcache/base/error.hpp"
 #include "primcache/control/registry.hpp"
@@ -25,7 +26,9 @@ daemon_config load_config(std::string_view text, const std::string& file,
     admin->allow_only({"address", "port", "token_file", "threads"});
     if (auto f = admin->member("address")) {
       c.admin_address = f->string();
-      if (c.admin_address.empty()) f->fail("expected a non-empty address");
+      if (!services::is_ip_address(c.admin_address)) {
+        f->fail("expected an IP address such as 127.0.0.1 or ::1 (primcached resolves no names)");
+      }
     }
     if (auto f = admin->member("port"))
       c.admin_port = static_cast<std::uint16_t>(f->integer(0, 65535));

@@ -102,6 +102,11 @@ command_line parse_command_line(int argc, char** argv) {
       if (!services::parse_host_port(value, host, port)) {
         throw usage_error{"--admin " + value + ": expected HOST:PORT (port 0: any free port)"};
       }
+      if (!services::is_ip_address(host)) {
+        throw usage_error{"--admin " + value + ": '" + host +
+                          "' is not an IP address (such as 127.0.0.1 or ::1; "
+                          "primcached resolves no names)"};
+      }
       cl.admin = value;
     } else if (arg == "--token-file") {
       if (value.empty()) throw usage_error{"--token-file: expected a path"};
@@ -173,22 +178,23 @@ struct summary_window {
   clock_type::time_point since;
   cache_counters counters_since;
   std::uint64_t executions = 0, creations = 0, failures = 0;
-  std::vector<double> creation_ms;
+  std::vector<double> creation_ms;  // a uniform sample of at most 100000
+  std::uint64_t samples_seen = 0;   // creations offered to creation_ms
   std::uint64_t graph_runs = 0;
   graph_totals graphs_since;  // the graphs' transforms at `since`
 };
 
-// Adds an interval's creation samples to the run's, keeping at most `cap`
-// (a uniform reservoir) so a long run does not grow without bound.
-void add_samples(summary_window& total, const std::vector<double>& samples, std::uint64_t& seen,
-                 std::mt19937_64& rng) {
+// Adds creation samples to a window, keeping at most `cap` (a uniform
+// reservoir) so that neither a long run nor a long interval grows without
+// bound.
+void add_samples(summary_window& w, const std::vector<double>& samples, std::mt19937_64& rng) {
   constexpr std::size_t cap = 100000;
   for (double v : samples) {
-    ++seen;
-    if (total.creation_ms.size() < cap) {
-      total.creation_ms.push_back(v);
-    } else if (const std::uint64_t j = rng() % seen; j < cap) {
-      total.creation_ms[j] = v;
+    ++w.samples_seen;
+    if (w.creation_ms.size() < cap) {
+      w.creation_ms.push_back(v);
+    } else if (const std::uint64_t j = rng() % w.samples_seen; j < cap) {
+      w.creation_ms[j] = v;
     }
   }
 }
@@ -319,7 +325,6 @@ int run(int argc, char** argv, int signal_fd) {
   summary_window total{started, primitive_cache_info().stats};
   total.graphs_since = graph_totals_of(w);
   summary_window interval_window = total;
-  std::uint64_t samples_seen = 0;
   std::mt19937_64 sample_rng(1);
   // Moves what the threads counted since the last call into both windows.
   auto collect = [&] {
@@ -330,9 +335,8 @@ int run(int argc, char** argv, int signal_fd) {
       w->creations += st.creations;
       w->failures += st.failures;
     }
-    add_samples(total, st.creation_ms, samples_seen, sample_rng);
-    interval_window.creation_ms.insert(interval_window.creation_ms.end(), st.creation_ms.begin(),
-                                       st.creation_ms.end());
+    add_samples(total, st.creation_ms, sample_rng);
+    add_samples(interval_window, st.creation_ms, sample_rng);
   };
   runner.start();
 
@@ -357,11 +361,14 @@ int run(int argc, char** argv, int signal_fd) {
       if (next_summary < now) next_summary = now + interval;
       continue;
     }
-    clock_type::time_point wake = next_summary;
+    // Collects at least every second, whatever the summary interval, so the
+    // threads' sample buffers stay a second's worth.
+    clock_type::time_point wake = std::min(next_summary, now + std::chrono::seconds(1));
     if (deadline && *deadline < wake) wake = *deadline;
     const auto wait_ms = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
     pollfd p{signal_fd, POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(wait_ms));
+    if (r == 0) collect();
     if (r > 0) {
       signalfd_siginfo info{};
       if (::read(signal_fd, &info, sizeof info) == sizeof info) {

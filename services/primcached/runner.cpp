@@ -59,10 +59,12 @@ primitive::args make_zeroed_args(const primitive_spec& spec, const primitive_des
   return args;
 }
 
-workload_runner::workload_runner(const workload& w, int threads, std::uint64_t seed)
+workload_runner::workload_runner(const workload& w, int threads, std::uint64_t seed,
+                                 std::size_t max_samples_per_thread)
     : workload_(w),
       thread_count_(threads),
       seed_(seed),
+      max_samples_(max_samples_per_thread),
       labels_(entry_labels(w)),
       reported_(labels_.size(), false) {
   for (int i = 0; i < thread_count_; ++i) {
@@ -104,6 +106,7 @@ interval_stats workload_runner::take_interval() {
     {
       std::lock_guard lock(s->mu);
       samples.swap(s->creation_ms);
+      s->samples_seen = 0;
     }
     out.creation_ms.insert(out.creation_ms.end(), samples.begin(), samples.end());
   }
@@ -197,8 +200,14 @@ void workload_runner::run(int index) noexcept {
         primitive p = make_primitive(pd);
         const auto t1 = std::chrono::steady_clock::now();
         {
+          const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
           std::lock_guard lock(state.mu);
-          state.creation_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          const std::uint64_t seen = ++state.samples_seen;
+          if (state.creation_ms.size() < max_samples_) {
+            state.creation_ms.push_back(ms);
+          } else if (const std::uint64_t j = state.sample_rng() % seen; j < max_samples_) {
+            state.creation_ms[j] = ms;
+          }
         }
         state.creations.fetch_add(1, std::memory_order_relaxed);
         if (slot.args.empty()) slot.args = make_zeroed_args(spec, pd);

@@ -13,6 +13,10 @@
 //
 // Creation time is measured around the primitive descriptor and the
 // primitive's construction (what a user of the API waits for), per creation.
+// Each thread keeps at most max_samples_per_thread of them between two
+// take_interval calls, a uniform sample (reservoir) of its creations: a
+// workload that recreates on every pick (a cache hit takes microseconds)
+// would otherwise grow them by megabytes a second until the next call.
 //
 // Each entry's runs (a primitive's pick: its creation when due, and its
 // execution; a graph's whole run) are counted per entry too, succeeded and
@@ -31,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,7 +49,9 @@ struct interval_stats {
   std::uint64_t graph_runs = 0;  // graph entries run
   std::uint64_t creations = 0;
   std::uint64_t failures = 0;
-  std::vector<double> creation_ms;  // one sample per creation, unordered
+  // One sample per creation, unordered; at most max_samples_per_thread of
+  // each thread's (then a uniform sample of them).
+  std::vector<double> creation_ms;
 };
 
 // One workload entry's runs since start, on every thread.
@@ -58,7 +65,10 @@ struct entry_outcome {
 
 class workload_runner {
  public:
-  workload_runner(const workload& w, int threads, std::uint64_t seed = 0x5eed);
+  static constexpr std::size_t default_max_samples_per_thread = 1 << 16;
+
+  workload_runner(const workload& w, int threads, std::uint64_t seed = 0x5eed,
+                  std::size_t max_samples_per_thread = default_max_samples_per_thread);
   ~workload_runner();
   workload_runner(const workload_runner&) = delete;
   workload_runner& operator=(const workload_runner&) = delete;
@@ -84,7 +94,9 @@ class workload_runner {
     std::atomic<std::uint64_t> creations{0};
     std::atomic<std::uint64_t> failures{0};
     std::mutex mu;
-    std::vector<double> creation_ms;  // guarded by mu
+    std::vector<double> creation_ms;   // guarded by mu
+    std::uint64_t samples_seen = 0;    // guarded by mu: creations since the last take
+    std::mt19937_64 sample_rng{0x5a};  // guarded by mu: which samples are kept
     std::uint64_t seen_executions = 0, seen_graph_runs = 0, seen_creations = 0,
                   seen_failures = 0;  // controller's
   };
@@ -97,6 +109,7 @@ class workload_runner {
   const workload workload_;
   const int thread_count_;
   const std::uint64_t seed_;
+  const std::size_t max_samples_;
   // "primitives[i] (name)", then "graphs[i] (name)": made once, so that
   // printing a failure allocates nothing.
   const std::vector<std::string> labels_;

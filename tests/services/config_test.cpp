@@ -120,6 +120,18 @@ TEST_CASE("A malformed config is refused with a message naming the field", "[ser
     CHECK(refusal(R"({"admin": {"port": 70000}})") ==
           "primcached.json: admin.port: expected an integer in [0, 65535]");
   }
+  SECTION("an admin address that is a host name, or empty") {
+    // Refused here, naming the field, not when the admin server starts
+    // after the workload has loaded.
+    for (const char* address : {"localhost", "", "127.0.0.1:8477"}) {
+      CHECK(refusal(std::string(R"({"admin": {"address": ")") + address + "\"}}") ==
+            "primcached.json: admin.address: expected an IP address such as 127.0.0.1 or ::1 "
+            "(primcached resolves no names)");
+    }
+    CHECK(load_config(R"({"admin": {"address": "::1"}})", "c.json", "").admin_address == "::1");
+    CHECK(load_config(R"({"admin": {"address": "0.0.0.0"}})", "c.json", "").admin_address ==
+          "0.0.0.0");
+  }
   SECTION("threads that are not an integer") {
     CHECK(refusal(R"({"threads": "four"})") == "primcached.json: threads: expected an integer");
   }

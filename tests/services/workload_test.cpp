@@ -1,6 +1,8 @@
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -8,6 +10,7 @@
 #include "embedded_defaults.hpp"
 #include "primcache/base/error.hpp"
 #include "process.hpp"
+#include "runner.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -252,4 +255,25 @@ TEST_CASE("The shipped workload and config files load", "[services][workload]") 
     const std::string cpath = configs + "/" + file + ".json";
     CHECK(load_config(read(cpath), cpath, configs).workload == path);
   }
+}
+
+TEST_CASE("the runner keeps a bounded sample of creation times between takes",
+          "[services][runner]") {
+  // Recreated on every pick: cache hits of microseconds, each a sample.
+  const workload w = load_workload(
+      R"({"primitives": [{"name": "relu", "kind": "eltwise", "algorithm": "relu",
+                          "recreate": 1, "shapes": {"src": [4, 4]}}]})",
+      "w.json");
+  constexpr std::size_t cap = 500;
+  workload_runner runner(w, 2, 0x5eed, cap);
+  runner.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  runner.stop();
+  const interval_stats s = runner.take_interval();
+  // Far more creations than the two threads may keep (each keeps `cap`).
+  REQUIRE(s.creations > 4 * cap);
+  CHECK(s.creation_ms.size() == 2 * cap);
+  for (double ms : s.creation_ms) CHECK(ms >= 0);
+  // A take empties the buffers.
+  CHECK(runner.take_interval().creation_ms.empty());
 }
