@@ -1,6 +1,7 @@
 #include "http_client.hpp"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -11,18 +12,49 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
 
+namespace {
+
+// "300 ms", "10 s": the timeout as the messages say it.
+std::string duration_text(std::chrono::milliseconds d) {
+  const long long ms = d.count();
+  if (ms >= 1000 && ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+  return std::to_string(ms) + " ms";
+}
+
+// Runs the operations started on `ioc` to completion. Every operation is
+// bounded by the stream's expiry (beast::tcp_stream closes the socket and
+// completes it with beast::error::timeout), so this returns by the deadline.
+void run_all(boost::asio::io_context& ioc) {
+  ioc.restart();
+  ioc.run();
+}
+
+}  // namespace
+
 http_response http_request(const std::string& host, std::uint16_t port, const std::string& method,
                            const std::string& target, const std::string& body,
                            const std::string& token, std::chrono::milliseconds timeout) {
   const std::string where = host + ":" + std::to_string(port);
+  const std::string within = duration_text(timeout);
+  // One deadline for the whole request: connect, send and the answer
+  // together take at most `timeout`. Beast's timeouts apply to its
+  // asynchronous operations only, hence async_* driven by the io_context.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   boost::asio::io_context ioc;
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
   tcp::resolver resolver(ioc);
   const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
   if (ec) throw connect_error("cannot resolve " + where + ": " + ec.message());
-  stream.expires_after(timeout);
-  stream.connect(endpoints, ec);
+
+  stream.expires_at(deadline);
+  stream.async_connect(endpoints,
+                       [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
+  run_all(ioc);
+  if (ec == beast::error::timeout) {
+    throw connect_error("no primcached answers at " + where + " (no connection within " + within +
+                        ")");
+  }
   if (ec) {
     throw connect_error("no primcached answers at " + where + " (" + ec.message() + ")");
   }
@@ -36,15 +68,25 @@ http_response http_request(const std::string& host, std::uint16_t port, const st
     req.body() = body;
   }
   req.prepare_payload();
-  stream.expires_after(timeout);
-  http::write(stream, req, ec);
+  stream.expires_at(deadline);
+  http::async_write(stream, req, [&](const beast::error_code& e, std::size_t) { ec = e; });
+  run_all(ioc);
+  if (ec == beast::error::timeout) {
+    throw connect_error("cannot send to " + where + ": timed out after " + within);
+  }
   if (ec) throw connect_error("cannot send to " + where + ": " + ec.message());
 
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 * 1024 * 1024);
-  stream.expires_after(timeout);
-  http::read(stream, buffer, parser, ec);
+  stream.expires_at(deadline);
+  http::async_read(stream, buffer, parser,
+                   [&](const beast::error_code& e, std::size_t) { ec = e; });
+  run_all(ioc);
+  if (ec == beast::error::timeout) {
+    throw connect_error("no answer from " + where + ": timed out after " + within +
+                        " (is primcached stopped or too busy?)");
+  }
   if (ec) throw connect_error("no answer from " + where + ": " + ec.message());
   stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   http_response out;

@@ -5,9 +5,18 @@
 //       primcache::cli::http_request("127.0.0.1", 8477, "GET", "/api/v1/caches", "", "");
 //   if (r.status == 200) ...
 //
+// `timeout` bounds the whole request: connecting, sending and reading the
+// answer together (asynchronous operations under one deadline; a HOST given
+// as a name is looked up first, by the system's resolver, with its own
+// limits). A server that accepts but never answers, or a stopped one, is an
+// error after `timeout`, not a wait without end.
+//
 // Thread-safety: independent calls may run concurrently. Exceptions:
 // primcache::cli::connect_error when nothing answers at the address (or the
-// connection fails), with a message naming the address.
+// connection fails, or the timeout passes), with a message naming the
+// address and why: "no primcached answers at 127.0.0.1:8477 (Connection
+// refused)", "... (no connection within 10 s)", "no answer from
+// 127.0.0.1:8477: timed out after 10 s (is primcached stopped or too busy?)".
 #pragma once
 
 #include <chrono>
@@ -28,7 +37,7 @@ class connect_error : public std::runtime_error {
 };
 
 // `token` non-empty: sent as Authorization: Bearer; `body` non-empty: sent as
-// application/json.
+// application/json. `timeout`: for the whole request (above).
 http_response http_request(const std::string& host, std::uint16_t port, const std::string& method,
                            const std::string& target, const std::string& body,
                            const std::string& token,

@@ -8,11 +8,21 @@
 //   primcache tune WORKLOAD -o TABLE     tune matmuls and convolutions (tune_command.hpp)
 //
 // Options: --admin HOST:PORT (default 127.0.0.1:8477), --token-file PATH
-// (default: where primcached writes it). Errors are one line on stderr and
-// exit status 1 (2 for a usage error).
+// (default: where primcached writes it; read only when it is a regular file
+// of this user, mode 0600 or stricter, at most 4 KiB, holding a token of
+// primcached's form: read_token). A request to the daemon takes at most 10 s
+// (http_client.hpp). Errors are one line on stderr and exit status 1 (2 for
+// a usage error).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +34,7 @@
 #include "default_paths.hpp"
 #include "http_client.hpp"
 #include "human_bytes.hpp"
+#include "primcache/base/regular_file.hpp"
 #include "tune_command.hpp"
 
 namespace {
@@ -54,15 +65,78 @@ struct target {
   std::string token_file = primcache::services::default_token_file();
 };
 
+// The token primcached wrote (token_file.cpp): 64 lowercase hex digits and a
+// newline, in a regular file of this user with mode 0600. The default path
+// may be in /tmp, where another user can put something first, so what is
+// there is checked before it is read, and before its text is sent anywhere:
+// a link is not followed, a FIFO not waited on, a device not read; the file
+// must be this user's, unreadable and unwritable by others, at most 4 KiB,
+// and hold a token of that form.
+constexpr std::size_t token_digits = 64;
+constexpr std::size_t max_token_file_bytes = 4096;
+
 std::string read_token(const target& t) {
-  std::ifstream in(t.token_file);
-  std::string token;
-  if (!in || !std::getline(in, token)) {
-    throw failure{"cannot read the token file " + t.token_file +
+  const std::string& path = t.token_file;
+  const std::string refused = "the token file " + path + " ";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int e = errno;
+    struct stat lst {};
+    if (e == ELOOP && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      throw failure{refused + "is a symbolic link: refusing to follow it"};
+    }
+    throw failure{"cannot read the token file " + path + ": " + std::strerror(e) +
                   " (is primcached running? give the path with --token-file)"};
   }
-  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
-  if (token.empty()) throw failure{"the token file " + t.token_file + " is empty"};
+  struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    throw failure{"cannot read the token file " + path + ": " + std::strerror(errno)};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw failure{refused + "is " + primcache::file_type_name(st.st_mode) +
+                  ", not a regular file: refusing to read it"};
+  }
+  if (st.st_uid != ::geteuid()) {
+    throw failure{refused + "is owned by uid " + std::to_string(st.st_uid) +
+                  ", not by this user (uid " + std::to_string(::geteuid()) + "): refusing it"};
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw failure{refused + "has mode " + mode +
+                  ": others may read or change it (primcached writes it 0600): refusing it"};
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_token_file_bytes) {
+    throw failure{refused + "is " + std::to_string(st.st_size) + " bytes, more than " +
+                  std::to_string(max_token_file_bytes) + ": not a token file"};
+  }
+  // At most the limit and one byte, whatever fstat said: a file that grew
+  // since holds no token of the form below either.
+  std::string text(max_token_file_bytes + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw failure{"cannot read the token file " + path + ": " + std::strerror(errno)};
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  text.resize(got);
+  if (text.empty()) throw failure{refused + "is empty"};
+  std::string token = text;
+  if (token.back() == '\n') token.pop_back();
+  const bool hex = std::all_of(token.begin(), token.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+  if (token.size() != token_digits || !hex) {
+    throw failure{refused + "does not hold a token of primcached's form (" +
+                  std::to_string(token_digits) +
+                  " lowercase hex digits and a newline): refusing to send it"};
+  }
   return token;
 }
 

@@ -1,14 +1,17 @@
 #include "tune_command.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string_view>
 
+#include "input_file.hpp"
+#include "primcache/base/error.hpp"
 #include "primcache/graph/graph_json.hpp"
 #include "primcache/runtime/backend/primitive_impl.hpp"
 #include "primcache/runtime/runtime.hpp"
@@ -35,6 +38,24 @@ struct row {
   std::string name, status, config;
   double default_ms = 0, tuned_ms = 0;
 };
+
+// The workload's text, read as primcached reads its files (input_file.hpp);
+// a refusal says the path and why: "cannot read the workload P: a FIFO, not
+// a regular file", "... : No such file or directory".
+std::string read_workload(const std::string& path) {
+  const std::string cannot_read = "cannot read the workload " + path;
+  try {
+    return primcached::read_input_file(path, cannot_read);
+  } catch (const error& e) {
+    if (e.message() != cannot_read) throw;
+  }
+  // read_input_file says no more than `cannot_read` when the file cannot be
+  // opened: open it again (as it does) for the reason.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) throw error(status::not_found, cannot_read + ": " + std::strerror(errno));
+  ::close(fd);
+  throw error(status::not_found, cannot_read);
+}
 
 }  // namespace
 
@@ -79,17 +100,16 @@ int run_tune_command(const std::vector<std::string>& args, std::FILE* out, std::
 
   primcached::workload w;
   try {
-    std::ifstream in(workload_path, std::ios::binary);
-    if (!in) {
-      std::fprintf(err, "primcache tune: cannot read the workload %s (%s)\n", workload_path.c_str(),
-                   std::strerror(errno));
-      return 1;
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
+    // As primcached reads it: a regular file of at most 16 MiB, anything
+    // else (a FIFO, /dev/zero, a directory) refused before it is read.
+    const std::string text = read_workload(workload_path);
     // Graph files are relative to the workload's folder, as in primcached.
-    w = primcached::load_workload(text.str(), workload_path,
+    w = primcached::load_workload(text, workload_path,
                                   std::filesystem::path(workload_path).parent_path().string());
+  } catch (const error& e) {
+    // The message alone, as primcached prints it (what() leads with the status).
+    std::fprintf(err, "primcache tune: %s\n", e.message().c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(err, "primcache tune: %s\n", e.what());
     return 1;

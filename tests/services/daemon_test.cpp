@@ -306,8 +306,10 @@ TEST_CASE("primcache stats, set-capacity and flush work against a running daemon
     CHECK_THAT(r.err, Catch::StartsWith("primcache: flush nope: HTTP 404: "));
   }
   SECTION("a wrong token is refused with exit 1 and changes nothing") {
+    // Of primcached's form (64 hex digits, mode 0600) so that it is sent.
     const std::string wrong = temp_path("wrong-token");
-    write_text(wrong, "0123456789abcdef\n");
+    write_text(wrong, std::string(64, '0') + "\n");
+    REQUIRE(::chmod(wrong.c_str(), 0600) == 0);
     const auto r = run_program({PRIMCACHE_CLI_PATH, "--admin", d.admin(), "--token-file", wrong,
                                 "set-capacity", "primitive", "3"});
     CHECK(r.status == 1);

@@ -1,5 +1,7 @@
 // `primcache tune WORKLOAD -o TABLE`, run as a process: the table it writes,
 // the summary it prints, and every failure.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
@@ -146,9 +148,11 @@ TEST_CASE("primcache tune refuses bad usage and reports failures", "[services][c
     CHECK(r.out.find("usage: primcache tune") != std::string::npos);
   }
   SECTION("a missing workload") {
-    const run_result r = tune({temp_path("none.json"), "-o", temp_path("t.json")});
+    const std::string none = temp_path("none.json");
+    const run_result r = tune({none, "-o", temp_path("t.json")});
     CHECK(r.status == 1);
-    CHECK(r.err.find("cannot read the workload") != std::string::npos);
+    CHECK(r.err ==
+          "primcache tune: cannot read the workload " + none + ": No such file or directory\n");
   }
   SECTION("a malformed workload") {
     const std::string bad = temp_path("bad.json");
@@ -174,5 +178,49 @@ TEST_CASE("primcache tune refuses bad usage and reports failures", "[services][c
     CHECK(r.err.find("it will be replaced") != std::string::npos);
     primcache::tune_table t;
     CHECK(t.load_file(table, PRIMCACHE_VERSION));
+  }
+}
+
+// The workload is read as primcached reads its files (docs/primcached.md):
+// a regular file of at most 16 MiB; anything else is refused at once.
+TEST_CASE("primcache tune reads only a regular workload file of at most 16 MiB: others exit 1",
+          "[services][cli][tune]") {
+  // Bounded well below tune()'s limit: a refusal is immediate.
+  auto tune_quickly = [](const std::string& workload) {
+    return run_program({PRIMCACHE_CLI_PATH, "tune", workload, "-o", temp_path("t.json")},
+                       std::chrono::seconds(20));
+  };
+  SECTION("a FIFO: refused at once, not waited on for a writer") {
+    const std::string fifo = temp_path("workload.fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const run_result r = tune_quickly(fifo);
+    REQUIRE(r.status.has_value());
+    CHECK(*r.status == 1);
+    CHECK(r.err ==
+          "primcache tune: cannot read the workload " + fifo + ": a FIFO, not a regular file\n");
+  }
+  SECTION("/dev/zero: refused at once, not read until memory runs out") {
+    const run_result r = tune_quickly("/dev/zero");
+    REQUIRE(r.status.has_value());
+    CHECK(*r.status == 1);
+    CHECK(r.err ==
+          "primcache tune: cannot read the workload /dev/zero: a character device, not a regular "
+          "file\n");
+  }
+  SECTION("a directory: said so, not \"not valid JSON\"") {
+    const std::string dir = temp_path("workload-dir");
+    REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    const run_result r = tune_quickly(dir);
+    CHECK(r.status == 1);
+    CHECK(r.err == "primcache tune: cannot read the workload " + dir +
+                       ": a directory, not a regular file\n");
+  }
+  SECTION("a workload over 16 MiB, valid JSON all the same") {
+    const std::string path = temp_path("large.json");
+    write_text(path, std::string(kWorkload) + std::string(std::size_t{16} << 20, ' '));
+    const run_result r = tune_quickly(path);
+    CHECK(r.status == 1);
+    CHECK(r.err == "primcache tune: cannot read the workload " + path +
+                       ": larger than 16 MiB, the limit for a config, workload or graph file\n");
   }
 }
