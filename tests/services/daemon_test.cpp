@@ -103,6 +103,14 @@ TEST_CASE("primcached refuses a malformed workload or config naming the field",
     CHECK(r.status == 2);
     CHECK_THAT(r.err, Catch::StartsWith("primcached: --admin localhost: expected HOST:PORT"));
   }
+  SECTION("an admin host that is a name: a usage error, before the workload is read") {
+    const auto r = run_program(
+        {PRIMCACHED_PATH, "--workload", "/nonexistent/w.json", "--admin", "localhost:0"});
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("primcached: --admin localhost:0: 'localhost' is not an "
+                                        "IP address (such as 127.0.0.1 or ::1; primcached "
+                                        "resolves no names)"));
+  }
 }
 
 TEST_CASE("primcached exits 2 for a graph workload its executor refuses while loading",
