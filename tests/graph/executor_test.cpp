@@ -349,6 +349,35 @@ TEST_CASE("a user's kernel under its own library; the library change moves nothi
   }
 }
 
+TEST_CASE("a constant's library-only transform counts on every run, with 0 bytes",
+          "[graph][executor][library]") {
+  // Nothing moves and nothing is cached (docs/metrics.md): the relabelled
+  // constant is handed to its reader on each run, as any tensor's is.
+  op_registry reg;
+  reg.add_builtins();
+  reg.add_kernel("eltwise", engine_kind::cpu, "mylib", std::make_shared<my_relu>());
+  graph g("lib constant");
+  add_with_data(g, tensor("c", {3, 11}, tensor_role::constant), 9);
+  g.add_tensor(produced("y"));
+  op_spec mine = relu("mine", "c", "y");
+  mine.library = "mylib";
+  g.add_op(mine);
+  executor exec(g, {.ops = &reg});
+  for (int i = 0; i < 3; ++i) exec.run({});
+  const auto s = exec.stats();
+  REQUIRE(s.transforms.size() == 1);
+  CHECK(s.transforms[0].constant);
+  CHECK(s.transforms[0].steps == std::vector<transform_kind>{transform_kind::library});
+  CHECK(s.transforms[0].executions == 3);
+  CHECK(s.transforms_executed == 3);
+  CHECK(s.bytes_transformed == 0);
+  CHECK(s.constant_transforms == 0);
+  CHECK(s.constant_cache_hits == 0);
+  CHECK(graph_series("primcache_graph_transform_executions_total", "lib constant") == 3);
+  CHECK(graph_series("primcache_graph_transform_bytes_total", "lib constant") == 0);
+  CHECK(graph_series("primcache_graph_constant_transforms_total", "lib constant") == 0);
+}
+
 TEST_CASE("a graph name or metrics label that is not UTF-8 is escaped in the metrics",
           "[graph][executor][metrics]") {
   // control refuses label values that are not UTF-8; the executor writes
@@ -614,6 +643,131 @@ TEST_CASE("a tensor larger than max_tensor_bytes is refused before anything is a
     CHECK(error_of([&] { executor e(g); }) ==
           "tensor 'y' (output, written by op 'outer') is 65536x65536 f32: 17179869184 bytes, "
           "more than the limit of 4294967296 bytes per graph tensor");
+  }
+}
+
+TEST_CASE("a layout whose strides span more than max_tensor_bytes is refused",
+          "[graph][executor][errors]") {
+  // 1048576x1 f32 is 4 MiB of elements, but rows 2048 elements apart span
+  // 2^31 elements (8 GiB): the buffer every run would allocate.
+  const std::string spans =
+      " is 1048576x1 f32 in layout s2048,1: its buffer spans 8589934592 bytes, more than the "
+      "limit of 4294967296 bytes per graph tensor";
+  graph g("strided");
+  SECTION("an input: validation refuses it") {
+    g.add_tensor(tensor("x", {1048576, 1}, tensor_role::input, "s2048,1"));
+    g.add_tensor(produced("y"));
+    g.add_op(relu("f", "x", "y"));
+    CHECK(error_of([&] { g.validate(); }) == "tensor 'x' (input)" + spans);
+    CHECK(status_of([&] { g.validate(); }) == status::invalid_arguments);
+    CHECK(status_of([&] { executor e(g); }) == status::invalid_arguments);
+  }
+  SECTION("a constant: validation refuses it before its data is asked for") {
+    add_with_data(g, tensor("x", {4, 1048576}, tensor_role::input), 1);
+    g.add_tensor(tensor("w", {1048576, 1}, tensor_role::constant, "s2048,1"));
+    g.add_tensor(produced("y"));
+    g.add_op({.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}});
+    CHECK(error_of([&] { g.validate(); }) == "tensor 'w' (constant)" + spans);
+  }
+  SECTION("an output declared in such a layout: the executor refuses it when built") {
+    add_with_data(g, tensor("x", {1048576, 1}, tensor_role::input), 1);
+    tensor_spec y = produced("y");
+    y.layout = layout::parse("s2048,1");
+    g.add_tensor(y);
+    g.add_op(relu("f", "x", "y"));
+    REQUIRE_NOTHROW(g.validate());
+    CHECK(error_of([&] { executor e(g); }) == "tensor 'y' (output, delivered from op 'f')" + spans);
+    CHECK(status_of([&] { executor e(g); }) == status::invalid_arguments);
+  }
+  SECTION("an op's layout: what it reads transformed and what it writes") {
+    add_with_data(g, tensor("x", {1048576, 1}, tensor_role::input), 1);
+    g.add_tensor(produced("y"));
+    op_spec f = relu("f", "x", "y");
+    f.layout = layout::parse("s2048,1");
+    g.add_op(f);
+    CHECK(error_of([&] { executor e(g); }) ==
+          "tensor 'x' (input, read by op 'f' as cpu/f32/s2048,1/jit)" + spans);
+  }
+  SECTION("matmul weights wanted in such a layout") {
+    add_with_data(g, tensor("x", {4, 1048576}, tensor_role::input), 1);
+    add_with_data(g, tensor("w", {1048576, 1}, tensor_role::constant), 2);
+    g.add_tensor(produced("y"));
+    op_spec fc{.name = "fc", .kind = "matmul", .inputs = {"x", "w"}, .outputs = {"y"}};
+    fc.attributes["weights_layout"] = std::string("s2048,1");
+    g.add_op(fc);
+    CHECK(error_of([&] { executor e(g); }) ==
+          "tensor 'w' (constant, read by op 'fc' as cpu/f32/s2048,1/jit)" + spans);
+  }
+  SECTION("make_tensor_data does not allocate it") {
+    CHECK(error_of([&] {
+            make_tensor_data(tensor("w", {1048576, 1}, tensor_role::constant, "s2048,1"),
+                             tensor_init{});
+          }) == "tensor 'w' (constant)" + spans);
+  }
+  SECTION("gaps within the limit, and the padding of blocked layouts, are allowed") {
+    // Rows of 8 elements 16 apart: 512 bytes for 256 of elements.
+    add_with_data(g, tensor("x", {4, 8}, tensor_role::input, "s16,1"), 1);
+    // 1x1x32768x32768 f32 is 4 GiB of elements, 64 GiB padded to 16 channels.
+    g.add_tensor(tensor("big", {1, 1, 32768, 32768}, tensor_role::input, "aBcd16b"));
+    g.add_tensor(produced("y"));
+    g.add_tensor(produced("z"));
+    g.add_op(relu("f", "x", "y"));
+    g.add_op(relu("h", "big", "z"));
+    CHECK_NOTHROW(g.validate());
+  }
+}
+
+TEST_CASE("a kernel's failure to say its kernel types names the op and the tensor",
+          "[graph][executor][errors]") {
+  // A user kernel that reads an attribute of its own to choose layouts.
+  class picky final : public op_kernel {
+   public:
+    kernel_type input_type(const op_spec& op, std::size_t index, const tensor_shape& shape,
+                           const kernel_type& op_type, const kernel_type& actual) const override {
+      kernel_type k = op_kernel::input_type(op, index, shape, op_type, actual);
+      k.layout = layout::parse(op.string_attribute("in_layout", "ab"));
+      return k;
+    }
+    kernel_type output_type(const op_spec& op, std::size_t index, const tensor_shape& shape,
+                            const kernel_type& op_type) const override {
+      kernel_type k = op_kernel::output_type(op, index, shape, op_type);
+      k.layout = layout::parse(op.string_attribute("out_layout", "ab"));
+      return k;
+    }
+    std::unique_ptr<bound_kernel> bind(const kernel_binding&) const override {
+      throw error(status::unimplemented, "picky binds nothing");
+    }
+  };
+  op_registry reg;
+  reg.add_kind("picky", [](const op_spec&, std::span<const tensor_shape> in) {
+    return std::vector<tensor_shape>{in[0]};
+  });
+  reg.add_kernel("picky", engine_kind::cpu, "jit", std::make_shared<picky>());
+  auto build = [&](const char* attribute, const char* value) {
+    graph g("picky");
+    add_with_data(g, tensor("x", {4, 8}, tensor_role::input), 1);
+    g.add_tensor(produced("y"));
+    op_spec op{.name = "p", .kind = "picky", .inputs = {"x"}, .outputs = {"y"}};
+    op.attributes[attribute] = std::string(value);
+    g.add_op(op);
+    return error_of([&] { executor e(g, {.ops = &reg}); });
+  };
+  CHECK(build("in_layout", "oihw16") ==
+        "op 'p' (picky) input 'x': layout 'oihw16' is neither a format tag nor "
+        "s<stride>,<stride>,...");
+  CHECK(
+      build("out_layout", "zz") ==
+      "op 'p' (picky) output 'y': layout 'zz' is neither a format tag nor s<stride>,<stride>,...");
+  // A failure that names the op already is not named twice.
+  {
+    graph g("picky");
+    add_with_data(g, tensor("x", {4, 8}, tensor_role::input), 1);
+    g.add_tensor(produced("y"));
+    op_spec op{.name = "p", .kind = "picky", .inputs = {"x"}, .outputs = {"y"}};
+    op.attributes["in_layout"] = std::int64_t{3};
+    g.add_op(op);
+    CHECK(error_of([&] { executor e(g, {.ops = &reg}); }) ==
+          "op 'p' (picky): attribute 'in_layout' must be a string, not an integer");
   }
 }
 

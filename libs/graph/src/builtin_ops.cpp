@@ -3,6 +3,7 @@
 // and GPU engine kinds under library "jit" (the backends choose their
 // implementation; the runtime's primitive cache keeps the code).
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -160,6 +161,21 @@ std::vector<int> weighted_args(std::size_t bias, const post_op_list& p) {
   return args;
 }
 
+// The layout the attribute weights_layout names (for input 1, the
+// weights), parsed here so that text that is no layout is refused naming
+// the op (the shape functions call it first); none when the op gives none.
+// A layout of another rank than the weights is left to the transform plan,
+// which names the op, the input and both kernel types.
+std::optional<layout> weights_layout_of(const op_spec& op) {
+  if (!op.has_attribute("weights_layout")) return std::nullopt;
+  const std::string text = op.string_attribute("weights_layout", "");
+  try {
+    return layout::parse(text);
+  } catch (const error& e) {
+    fail(op, "weights_layout \"" + text + "\": " + e.message());
+  }
+}
+
 // --- matmul ---------------------------------------------------------------
 
 std::vector<tensor_shape> matmul_shapes(const op_spec& op, std::span<const tensor_shape> in) {
@@ -184,6 +200,7 @@ std::vector<tensor_shape> matmul_shapes(const op_spec& op, std::span<const tenso
     fail(op, "weights batch " + std::to_string(w[0]) + " is neither 1 nor src's batch " +
                  std::to_string(s[0]));
   }
+  weights_layout_of(op);
   std::vector<std::int64_t> dst = s;
   dst[r - 1] = w[r - 1];
   if (bias) {
@@ -203,9 +220,9 @@ class matmul_kernel final : public op_kernel {
   kernel_type input_type(const op_spec& op, std::size_t index, const tensor_shape& shape,
                          const kernel_type& op_type, const kernel_type& actual) const override {
     kernel_type k = op_kernel::input_type(op, index, shape, op_type, actual);
-    if (index == 1 && op.has_attribute("weights_layout")) {
-      k.layout = layout::parse(op.string_attribute("weights_layout", ""));
-    } else if (index == 1 || (index == 2 && bias_of(op) == 1)) {
+    if (index == 1) {
+      k.layout = weights_layout_of(op).value_or(plain_layout(static_cast<int>(shape.dims.size())));
+    } else if (index == 2 && bias_of(op) == 1) {
       k.layout = plain_layout(static_cast<int>(shape.dims.size()));
     }
     return k;
@@ -284,6 +301,7 @@ std::vector<tensor_shape> conv_shapes(const op_spec& op, std::span<const tensor_
                  ": they must be O x C x KH x KW, or G x O/G x C/G x KH x KW for a grouped "
                  "convolution");
   }
+  weights_layout_of(op);
   const bool grouped = w.size() == 5;
   const std::int64_t groups = grouped ? w[0] : 1;
   const std::string weights = "weights '" + op.inputs[1] + "' are " + dims_to_string(w);
@@ -334,9 +352,7 @@ class conv_kernel final : public op_kernel {
                          const kernel_type& op_type, const kernel_type& actual) const override {
     kernel_type k = op_kernel::input_type(op, index, shape, op_type, actual);
     if (index == 1) {
-      k.layout = op.has_attribute("weights_layout")
-                     ? layout::parse(op.string_attribute("weights_layout", ""))
-                     : plain_layout(static_cast<int>(shape.dims.size()));
+      k.layout = weights_layout_of(op).value_or(plain_layout(static_cast<int>(shape.dims.size())));
     }
     return k;
   }

@@ -115,6 +115,9 @@ struct executor::state {
   std::unordered_map<std::string, std::size_t> tensor_index;
   std::vector<step> steps;
   std::vector<std::unique_ptr<site>> sites;
+  // tensor -> its sites (one per kernel type it is wanted in), so that
+  // add_site finds one in constant time however many the graph has.
+  std::unordered_map<std::size_t, std::vector<std::size_t>> sites_of_tensor;
   std::vector<std::size_t> inputs, outputs;  // tensor indices
   mutable std::atomic<std::uint64_t> runs{0};
   mutable std::atomic<std::uint64_t> constant_hits{0};
@@ -160,6 +163,20 @@ constant_key constant_key_of(const site& s, const memory& data) {
   return constant_key(graph_constant_backend_id, bytes);
 }
 
+// What an op kernel's input_type or output_type (`f`) says about the
+// op's `tensor`; a failure (a user kernel's, or an attribute it reads) is
+// prefixed with the op (`where`) and the tensor unless it names the op
+// already.
+template <typename F>
+kernel_type kernel_call(const std::string& where, const std::string& tensor, F&& f) {
+  try {
+    return f();
+  } catch (const error& e) {
+    if (e.message().rfind(where, 0) == 0) throw;
+    fail(e.code(), where + " " + tensor + ": " + e.message());
+  }
+}
+
 }  // namespace
 
 // `reader`: the engine of the op that reads the tensor in `to` (constants
@@ -168,8 +185,9 @@ constant_key constant_key_of(const site& s, const memory& data) {
 std::size_t executor::state::add_site(std::size_t tensor, const std::string& op,
                                       const kernel_type& from, const kernel_type& to,
                                       const engine& reader, transform_registry& transforms) {
-  for (std::size_t i = 0; i < sites.size(); ++i) {
-    if (sites[i]->tensor == tensor && sites[i]->to == to) return i;  // one per run
+  std::vector<std::size_t>& of_tensor = sites_of_tensor[tensor];
+  for (std::size_t i : of_tensor) {
+    if (sites[i]->to == to) return i;  // one per run
   }
   const tensor_state& t = tensors[tensor];
   auto s = std::make_unique<site>();
@@ -202,7 +220,9 @@ std::size_t executor::state::add_site(std::size_t tensor, const std::string& op,
     s->to_engine.emplace(eng);
     s->size_bytes = s->to_desc.size_bytes();
   }
+  of_tensor.reserve(of_tensor.size() + 1);
   sites.push_back(std::move(s));
+  of_tensor.push_back(sites.size() - 1);
   return sites.size() - 1;
 }
 
@@ -364,7 +384,9 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
     for (std::size_t k = 0; k < s.inputs.size(); ++k) {
       const std::size_t ti = s.inputs[k];
       const tensor_state& t = st.tensors[ti];
-      const kernel_type want = kernel->input_type(op, k, t.shape, type, t.type);
+      const kernel_type want = kernel_call(where, "input '" + t.name + "'", [&] {
+        return kernel->input_type(op, k, t.shape, type, t.type);
+      });
       if (want == t.type) {
         // Read as given: a constant on another engine of the op's place (a
         // user's OpenCL context) is memory the op's kernel cannot read.
@@ -381,8 +403,13 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
         s.input_sites.emplace_back();
         in_descs.push_back(t.desc);
       } else {
+        // The plan first (it names both kernel types when there is none);
+        // then every run (a constant once) allocates the transformed tensor.
         s.input_sites.emplace_back(st.add_site(ti, op.name, t.type, want, *s.eng, transforms));
-        in_descs.push_back(want.layout.desc_for(t.shape.dims, want.data_type));
+        in_descs.push_back(
+            checked_tensor_desc("tensor '" + t.name + "' (" + std::string(to_string(t.role)) +
+                                    ", read by op '" + op.name + "' as " + want.to_string() + ")",
+                                want.layout, t.shape.dims, want.data_type));
       }
       constant_inputs.push_back(t.role == tensor_role::constant);
     }
@@ -406,9 +433,14 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
                                             spec.layout.to_string() + " for " +
                                             std::to_string(shape.dims.size()) + " dims");
       }
-      const kernel_type written = kernel->output_type(op, k, shape, type);
+      const kernel_type written = kernel_call(where, "output '" + spec.name + "'", [&] {
+        return kernel->output_type(op, k, shape, type);
+      });
       s.outputs.push_back(ti);
-      s.output_descs.push_back(written.layout.desc_for(shape.dims, written.data_type));
+      const std::string role = std::string(to_string(spec.role));
+      s.output_descs.push_back(checked_tensor_desc(
+          "tensor '" + spec.name + "' (" + role + ", written by op '" + op.name + "')",
+          written.layout, shape.dims, written.data_type));
       out_types.push_back(written);
       tensor_state& t = st.tensors[ti];
       t.shape = shape;
@@ -421,7 +453,9 @@ executor::executor(const graph& g, executor_options options) : state_(std::make_
         s.delivery_sites.emplace_back();
       } else {
         t.type = delivered;
-        t.desc = delivered.layout.desc_for(shape.dims, delivered.data_type);
+        t.desc = checked_tensor_desc(
+            "tensor '" + spec.name + "' (" + role + ", delivered from op '" + op.name + "')",
+            delivered.layout, shape.dims, delivered.data_type);
         s.delivery_sites.emplace_back(st.add_site(ti, "", written, delivered, *s.eng, transforms));
       }
     }

@@ -126,12 +126,29 @@ bool op_spec::has_attribute(std::string_view key) const {
 
 graph::graph(std::string name) : name_(std::move(name)) {}
 
+namespace {
+
+// Appends `item` to `list` and its position under its name to `index`;
+// when the index cannot take it, the list is left as it was.
+template <typename T, typename Index>
+void append_indexed(std::vector<T>& list, Index& index, T item) {
+  list.push_back(std::move(item));
+  try {
+    index.emplace(list.back().name, list.size() - 1);
+  } catch (...) {
+    list.pop_back();
+    throw;
+  }
+}
+
+}  // namespace
+
 void graph::add_tensor(tensor_spec tensor) {
   if (tensor.name.empty()) fail("graph '" + name_ + "': a tensor without a name");
   if (find_tensor(tensor.name)) {
     fail("graph '" + name_ + "': tensor '" + tensor.name + "' is declared twice");
   }
-  tensors_.push_back(std::move(tensor));
+  append_indexed(tensors_, tensor_index_, std::move(tensor));
 }
 
 void graph::add_op(op_spec op) {
@@ -143,10 +160,10 @@ void graph::add_op(op_spec op) {
       tensor_spec t;
       t.name = out;
       t.role = tensor_role::intermediate;
-      tensors_.push_back(std::move(t));
+      append_indexed(tensors_, tensor_index_, std::move(t));
     }
   }
-  ops_.push_back(std::move(op));
+  append_indexed(ops_, op_index_, std::move(op));
 }
 
 void graph::set_data(std::string_view tensor, memory data) {
@@ -180,17 +197,13 @@ memory graph::data(std::string_view tensor) const {
 }
 
 const tensor_spec* graph::find_tensor(std::string_view name) const noexcept {
-  for (const auto& t : tensors_) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
+  auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
 const op_spec* graph::find_op(std::string_view name) const noexcept {
-  for (const auto& o : ops_) {
-    if (o.name == name) return &o;
-  }
-  return nullptr;
+  auto it = op_index_.find(name);
+  return it == op_index_.end() ? nullptr : &ops_[it->second];
 }
 
 std::vector<std::string> graph::names_of(tensor_role role) const {
@@ -233,14 +246,16 @@ std::vector<std::size_t> graph::validate() const {
                ": dims must be positive");
       }
       // An input is allocated by every run that makes its data, a constant
-      // once: either way the graph asks for its bytes.
-      check_tensor_bytes("tensor '" + t.name + "' (" + std::string(to_string(t.role)) + ")", t.dims,
-                         t.type);
+      // once: either way the graph asks for its bytes, and its layout's
+      // strides may ask for more than its elements take.
+      const std::string what = "tensor '" + t.name + "' (" + std::string(to_string(t.role)) + ")";
+      check_tensor_bytes(what, t.dims, t.type);
       if (t.layout.ndims() != 0 && t.layout.ndims() != static_cast<int>(t.dims.size())) {
         fail("tensor '" + t.name + "' has shape " + dims_to_string(t.dims) + " (" +
              std::to_string(t.dims.size()) + " dims) but layout " + t.layout.to_string() +
              " lays out " + std::to_string(t.layout.ndims()));
       }
+      checked_tensor_desc(what, declared_type(t, library::jit()).layout, t.dims, t.type);
       if (t.role == tensor_role::constant && !data(t.name)) {
         fail("constant tensor '" + t.name + "' has no data (graph::set_data)");
       }
@@ -310,6 +325,30 @@ void check_tensor_bytes(const std::string& what, const std::vector<std::int64_t>
        ", more than the limit of " + std::to_string(max_tensor_bytes) + " bytes per graph tensor");
 }
 
+memory_desc checked_tensor_desc(const std::string& what, const primcache::layout& layout,
+                                const std::vector<std::int64_t>& dims, data_type type) {
+  check_tensor_bytes(what, dims, type);
+  memory_desc md;
+  try {
+    md = layout.desc_for(dims, type);
+  } catch (const error& e) {
+    throw error(e.code(), what + " in layout " + layout.to_string() + ": " + e.message());
+  }
+  // The bytes its buffer spans (no overflow: the descriptor checked it).
+  // Beyond its elements, a blocked layout adds the padding of its blocks,
+  // which the limit allows; anything past that is the gaps plain strides
+  // leave, which it does not.
+  const auto spans = static_cast<std::uint64_t>(md.size_bytes());
+  const auto padded = static_cast<std::uint64_t>(md.nelems(true)) * size_of(type);
+  if (spans > max_tensor_bytes && spans > padded) {
+    fail(what + " is " + dims_to_string(dims) + " " + std::string(to_string(type)) + " in layout " +
+         layout.to_string() + ": its buffer spans " + std::to_string(spans) +
+         " bytes, more than the limit of " + std::to_string(max_tensor_bytes) +
+         " bytes per graph tensor");
+  }
+  return md;
+}
+
 layout plain_layout(int ndims) {
   static constexpr format_tag tags[] = {format_tag::a,    format_tag::ab,    format_tag::abc,
                                         format_tag::abcd, format_tag::abcde, format_tag::abcdef};
@@ -331,15 +370,15 @@ memory make_tensor_data(const tensor_spec& tensor, const tensor_init& init) {
   if (tensor.dims.empty() || tensor.type == data_type::undef) {
     fail("tensor '" + tensor.name + "': data needs dims and a data type");
   }
-  check_tensor_bytes("tensor '" + tensor.name + "' (" + std::string(to_string(tensor.role)) + ")",
-                     tensor.dims, tensor.type);
+  const kernel_type want = declared_type(tensor, library::jit());
+  checked_tensor_desc("tensor '" + tensor.name + "' (" + std::string(to_string(tensor.role)) + ")",
+                      want.layout, tensor.dims, tensor.type);
   if (init.kind == tensor_init::kind::fill) {
     check_init_value(tensor, "value", init.value);
   } else {
     check_init_value(tensor, "low", init.low);
     check_init_value(tensor, "high", init.high);
   }
-  const kernel_type want = declared_type(tensor, library::jit());
   const kernel_type host{place::cpu(), data_type::f32,
                          plain_layout(static_cast<int>(tensor.dims.size())), library::jit()};
   memory m(host.layout.desc_for(tensor.dims, data_type::f32), engine(engine_kind::cpu, 0));

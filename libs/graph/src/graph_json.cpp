@@ -225,6 +225,15 @@ tensor_spec parse_tensor(const json::value& v, const std::string& where) {
                                   std::to_string(t.layout.ndims()) + " dims, the shape has " +
                                   std::to_string(t.dims.size()));
   }
+  // A layout's strides may span more than the elements take (every run
+  // allocates an input's buffer, the loader a constant's).
+  if (!t.dims.empty() && t.type != data_type::undef && t.layout.ndims() != 0) {
+    try {
+      checked_tensor_desc("tensor \"" + t.name + "\" (" + role + ")", t.layout, t.dims, t.type);
+    } catch (const error& e) {
+      fail(at(where, "layout"), e.message());
+    }
+  }
   return t;
 }
 
@@ -271,6 +280,19 @@ op_spec parse_op(const json::value& v, const std::string& where) {
   if (const auto* x = find(o, "type")) op.type = parse_type(*x, at(where, "type"));
   if (const auto* x = find(o, "layout")) op.layout = parse_layout(*x, at(where, "layout"));
   return op;
+}
+
+// A failure of the machine rather than of the document: no memory, a
+// device or system call that failed, data that fails a check, a refusal
+// for safety.
+bool machine_failure(status code) {
+  switch (code) {
+    case status::out_of_memory:
+    case status::runtime_error:
+    case status::corrupt_data:
+    case status::permission_denied: return true;
+    default: return false;
+  }
 }
 
 // "line L, column C" of byte offset `pos` in `text`.
@@ -323,7 +345,12 @@ graph load_graph_json(std::string_view text) {
       try {
         g.set_data(copy.name, make_tensor_data(copy, init.value_or(tensor_init{})));
       } catch (const error& e) {
-        fail(where, "tensor \"" + copy.name + "\": " + e.message());
+        // What the document asks for (a bad init, a place this process has
+        // no device for) is invalid_arguments; a failure of the machine
+        // making the data keeps its status, so that a caller (primcached's
+        // exit code) does not take it for a malformed document.
+        throw error(machine_failure(e.code()) ? e.code() : status::invalid_arguments,
+                    "graph JSON " + where + ": tensor \"" + copy.name + "\": " + e.message());
       }
     }
   }

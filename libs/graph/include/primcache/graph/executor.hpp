@@ -36,7 +36,12 @@
 // (listing the known ones), an attribute the kind does not accept (listing
 // those it does), an op layout of another rank than its output, no kernel
 // for a kernel type (listing those registered), shapes that do not agree,
-// a tensor an op writes over max_tensor_bytes, an op or tensor placed on a
+// a tensor an op writes, delivers or reads transformed over
+// max_tensor_bytes (its elements, or the buffer a strided layout spans:
+// checked_tensor_desc), a kernel whose input_type or output_type throws
+// (prefixed with the op and the tensor; the built-ins refuse a
+// weights_layout that is no layout in their shape functions, naming the
+// op), an op or tensor placed on a
 // device the process does not have, a cycle, a missing constant's data, a
 // constant on an engine its op cannot read, no transform path (naming both
 // kernel types). run() throws for a missing or unknown input and for an
@@ -109,9 +114,15 @@ struct PRIMCACHE_API transform_record {
   kernel_type from;
   kernel_type to;
   std::vector<transform_kind> steps;
-  std::uint64_t bytes = 0;       // bytes read + written by one execution
-  bool constant = false;         // kept in the constant tensor cache
-  std::uint64_t executions = 0;  // times it ran
+  // Bytes read + written by one execution: transform_plan::bytes, the
+  // padding of blocked layouts (and gaps of strided ones) included.
+  std::uint64_t bytes = 0;
+  bool constant = false;  // kept in the constant tensor cache
+  // Times it ran: once per run that reads the tensor in `to`; for a
+  // constant whose plan moves data, once per transform into the constant
+  // tensor cache (a miss) instead; a constant's library-only plan (nothing
+  // moves, nothing is cached) counts per run like any other.
+  std::uint64_t executions = 0;
 };
 
 struct PRIMCACHE_API executor_stats {

@@ -28,6 +28,10 @@
 // Attributes are small values (integers, floats, strings and lists of them)
 // that the op kind reads (convolution strides, eltwise algorithm, ...).
 //
+// Finding a tensor or op by name takes constant time (the graph keeps
+// indexes by name), so loading, validating and building an executor grow
+// linearly with the graph.
+//
 // Thread-safety: a graph is a value; const members may be called from many
 // threads, mutation must not race with anything. Exceptions: error —
 // invalid_arguments for duplicate names and for everything validate()
@@ -36,10 +40,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -138,23 +144,53 @@ class PRIMCACHE_API graph {
   std::vector<std::size_t> validate() const;
 
  private:
+  // Hashes names as string_views, so that lookups by string_view need no
+  // string.
+  struct name_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  using name_index = std::unordered_map<std::string, std::size_t, name_hash, std::equal_to<>>;
+
   std::string name_;
   std::vector<tensor_spec> tensors_;
   std::vector<op_spec> ops_;
+  // Name -> position in tensors_ / ops_, kept by everything that adds to
+  // them: find_tensor and find_op (every op's inputs and outputs, in
+  // loading, validate() and the executor) in constant time, not a scan.
+  name_index tensor_index_;
+  name_index op_index_;
   std::map<std::string, memory, std::less<>> data_;
 };
 
-// The most bytes one tensor of a graph may take (its elements times the
-// element size, before the padding of blocked layouts): 4 GiB. validate()
+// The most bytes one tensor of a graph may take: 4 GiB, both its elements
+// times the element size and the bytes its buffer spans in its layout
+// (memory_desc::size_bytes), where the padding of blocked layouts is
+// allowed beyond the limit but not the gaps that plain strides leave
+// ("s2048,1" for 1048576x1 f32: 4 MiB of elements in 8 GiB). validate()
 // refuses a larger input or constant, make_tensor_data a larger tensor, and
-// the executor a larger tensor an op writes, so that nothing of that size is
-// allocated at load or on every run.
+// the executor a larger tensor an op writes, delivers or reads transformed,
+// so that nothing of that size is allocated at load or on every run.
 inline constexpr std::uint64_t max_tensor_bytes = std::uint64_t{1} << 32;
 // Throws error(invalid_arguments) when a tensor of `dims` and `type` takes
 // more than max_tensor_bytes; the message starts with `what` (the tensor)
 // and gives its shape, type, bytes and the limit.
 PRIMCACHE_API void check_tensor_bytes(const std::string& what,
                                       const std::vector<std::int64_t>& dims, data_type type);
+// The descriptor of a tensor of `dims` and `type` in `layout`
+// (layout::desc_for), once both of its sizes are within max_tensor_bytes:
+// check_tensor_bytes, then the bytes its buffer spans, padding of blocked
+// layouts aside. Throws error(invalid_arguments) starting with `what`: "...
+// is 1048576x1 f32 in layout s2048,1: its buffer spans 8589934592 bytes,
+// more than the limit of 4294967296 bytes per graph tensor"; desc_for's
+// failure (a layout that cannot lay out `dims`) keeps its status, prefixed
+// with `what` and the layout.
+PRIMCACHE_API memory_desc checked_tensor_desc(const std::string& what,
+                                              const primcache::layout& layout,
+                                              const std::vector<std::int64_t>& dims,
+                                              data_type type);
 
 // The plain row-major layout of `ndims` dimensions (a, ab, abc, ...).
 PRIMCACHE_API primcache::layout plain_layout(int ndims);

@@ -12,12 +12,18 @@
 // layout, place or role — each an
 // error(invalid_arguments) whose message starts "graph JSON" and names the
 // place in the document as a JSON pointer ("/ops/2/inputs/0"). Constants
-// get their data from "init" (default: uniform in [-1, 1), seed 1). The
-// graph is then validated (graph::validate) before it is returned.
+// get their data from "init" (default: uniform in [-1, 1), seed 1); a
+// failure making it starts "graph JSON /tensors/N: tensor "w": " and is
+// invalid_arguments when the document asks for what cannot be (a place
+// with no device), but keeps the status of a failure of the machine
+// (out_of_memory, runtime_error, corrupt_data, permission_denied: no
+// memory for the data, a device copy that failed). The graph is then
+// validated (graph::validate) before it is returned.
 //
 // Thread-safety: free functions over their arguments. Exceptions: error —
 // invalid_arguments as above (and for a file over max_graph_file_bytes),
-// not_found for a file that cannot be read or is not a regular file.
+// a machine failure's own status while making a constant's data, not_found
+// for a file that cannot be read or is not a regular file.
 #pragma once
 
 #include <cstdint>
