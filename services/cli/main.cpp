@@ -13,7 +13,6 @@
 // primcached's form: read_token). A request to the daemon takes at most 10 s
 // (http_client.hpp). Errors are one line on stderr and exit status 1 (2 for
 // a usage error).
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,7 +21,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,56 +76,40 @@ constexpr std::size_t max_token_file_bytes = 4096;
 std::string read_token(const target& t) {
   const std::string& path = t.token_file;
   const std::string refused = "the token file " + path + " ";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    const int e = errno;
+  // Opened without following a link or waiting on a FIFO; at most the
+  // limit and one byte read (primcache/base/regular_file.hpp).
+  const primcache::regular_file_text f =
+      primcache::read_regular_file(path, max_token_file_bytes, /*follow_links=*/false);
+  if (f.refusal == primcache::file_refusal::cannot_open) {
     struct stat lst {};
-    if (e == ELOOP && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    if (f.error == ELOOP && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
       throw failure{refused + "is a symbolic link: refusing to follow it"};
     }
-    throw failure{"cannot read the token file " + path + ": " + std::strerror(e) +
+    throw failure{"cannot read the token file " + path + ": " + f.reason +
                   " (is primcached running? give the path with --token-file)"};
   }
-  struct fd_closer {
-    int fd;
-    ~fd_closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    throw failure{"cannot read the token file " + path + ": " + std::strerror(errno)};
+  if (f.refusal == primcache::file_refusal::not_regular) {
+    throw failure{refused + "is " + f.reason + ": refusing to read it"};
   }
-  if (!S_ISREG(st.st_mode)) {
-    throw failure{refused + "is " + primcache::file_type_name(st.st_mode) +
-                  ", not a regular file: refusing to read it"};
-  }
-  if (st.st_uid != ::geteuid()) {
-    throw failure{refused + "is owned by uid " + std::to_string(st.st_uid) +
+  if (f.stat_known && f.uid != ::geteuid()) {
+    throw failure{refused + "is owned by uid " + std::to_string(f.uid) +
                   ", not by this user (uid " + std::to_string(::geteuid()) + "): refusing it"};
   }
-  if ((st.st_mode & 077) != 0) {
+  if (f.stat_known && (f.mode & 077) != 0) {
     char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(f.mode & 07777));
     throw failure{refused + "has mode " + mode +
                   ": others may read or change it (primcached writes it 0600): refusing it"};
   }
-  if (static_cast<std::uint64_t>(st.st_size) > max_token_file_bytes) {
-    throw failure{refused + "is " + std::to_string(st.st_size) + " bytes, more than " +
+  if (f.refusal == primcache::file_refusal::too_large) {
+    throw failure{refused + "is " + std::to_string(f.bytes) + " bytes, more than " +
                   std::to_string(max_token_file_bytes) + ": not a token file"};
   }
-  // At most the limit and one byte, whatever fstat said: a file that grew
-  // since holds no token of the form below either.
-  std::string text(max_token_file_bytes + 1, '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw failure{"cannot read the token file " + path + ": " + std::strerror(errno)};
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+  if (f.refusal == primcache::file_refusal::cannot_read) {
+    throw failure{"cannot read the token file " + path + ": " + f.reason};
   }
-  text.resize(got);
-  if (text.empty()) throw failure{refused + "is empty"};
-  std::string token = text;
+  if (f.text.empty()) throw failure{refused + "is empty"};
+  std::string token = f.text;
   if (token.back() == '\n') token.pop_back();
   const bool hex = std::all_of(token.begin(), token.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');

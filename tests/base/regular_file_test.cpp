@@ -49,6 +49,22 @@ TEST_CASE("read_regular_file reads regular files and refuses everything else", "
   CHECK(read_regular_file(fifo, 100).reason == "a FIFO, not a regular file");
   CHECK(read_regular_file("/dev/zero", 100).reason == "a character device, not a regular file");
 
+  // What fstat found comes back with the outcome; a link is followed only
+  // when asked to.
+  CHECK(ok.stat_known);
+  CHECK(S_ISREG(ok.mode));
+  CHECK(ok.uid == ::geteuid());
+  CHECK(small.stat_known);
+  CHECK(S_ISDIR(directory.mode));
+  CHECK_FALSE(missing.stat_known);
+  const std::string link = (dir / "link").string();
+  REQUIRE(::symlink(text_file.c_str(), link.c_str()) == 0);
+  CHECK(read_regular_file(link, 100).text == "{\"a\": 1}");
+  auto not_followed = read_regular_file(link, 100, /*follow_links=*/false);
+  CHECK(not_followed.refusal == file_refusal::cannot_open);
+  CHECK(not_followed.error == ELOOP);
+  CHECK(read_regular_file(text_file, 100, /*follow_links=*/false).text == "{\"a\": 1}");
+
   // A sparse file far over the limit: refused at open, nothing allocated.
   const std::string sparse = (dir / "sparse").string();
   std::ofstream(sparse).close();

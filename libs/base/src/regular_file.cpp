@@ -44,10 +44,12 @@ regular_file_text too_large(std::uint64_t bytes, std::uint64_t max_bytes, bool g
 
 }  // namespace
 
-regular_file_text read_regular_file(const std::string& path, std::uint64_t max_bytes) {
+regular_file_text read_regular_file(const std::string& path, std::uint64_t max_bytes,
+                                    bool follow_links) {
   // O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused
   // below); reads of a regular file ignore the flag.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  const int fd = ::open(
+      path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow_links ? 0 : O_NOFOLLOW));
   if (fd < 0) {
     const int e = errno;
     return refused(file_refusal::cannot_open, std::strerror(e), e);
@@ -58,20 +60,27 @@ regular_file_text read_regular_file(const std::string& path, std::uint64_t max_b
     const int e = errno;
     return refused(file_refusal::cannot_read, std::strerror(e), e);
   }
+  // Every outcome from here on says what fstat found.
+  auto with_stat = [&st](regular_file_text r) {
+    r.stat_known = true;
+    r.mode = st.st_mode;
+    r.uid = st.st_uid;
+    return r;
+  };
   if (!S_ISREG(st.st_mode)) {
-    return refused(file_refusal::not_regular,
-                   std::string(file_type_name(st.st_mode)) + ", not a regular file");
+    return with_stat(refused(file_refusal::not_regular,
+                             std::string(file_type_name(st.st_mode)) + ", not a regular file"));
   }
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > max_bytes) return too_large(size, max_bytes, false);
+  if (size > max_bytes) return with_stat(too_large(size, max_bytes, false));
   // What fstat said and one byte more, growing to at most the limit and one
   // byte: a file that grew since is read no further than that.
-  regular_file_text out;
+  regular_file_text out = with_stat({});
   out.text.resize(static_cast<std::size_t>(size) + 1);
   std::size_t got = 0;
   for (;;) {
     if (got == out.text.size()) {
-      if (got > max_bytes) return too_large(got, max_bytes, true);
+      if (got > max_bytes) return with_stat(too_large(got, max_bytes, true));
       out.text.resize(static_cast<std::size_t>(
           std::min<std::uint64_t>(std::uint64_t{out.text.size()} * 2, max_bytes + 1)));
     }
@@ -79,7 +88,7 @@ regular_file_text read_regular_file(const std::string& path, std::uint64_t max_b
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int e = errno;
-      return refused(file_refusal::cannot_read, std::strerror(e), e);
+      return with_stat(refused(file_refusal::cannot_read, std::strerror(e), e));
     }
     if (n == 0) break;
     got += static_cast<std::size_t>(n);

@@ -13,6 +13,9 @@
 // file that grows past the limit while it is read is refused too (at most
 // the limit and one byte are read). Callers word the refusal and choose
 // its status (each says "tune table P: ...", "graph file P: ...").
+// follow_links = false opens with O_NOFOLLOW (a symbolic link is then
+// cannot_open, ELOOP), and the owner and mode fstat found are reported, for
+// a caller that trusts only its own private file (a bearer token).
 //
 // Thread-safety: a free function over its arguments. Exceptions:
 // std::bad_alloc only.
@@ -43,9 +46,13 @@ struct regular_file_text {
   bool grew = false;        // too_large: found while reading, not at open
   std::string reason;       // "a FIFO, not a regular file", "No such file or directory",
                             // "70000000 bytes, more than the limit of 67108864"
+  bool stat_known = false;  // fstat succeeded: mode and uid are the file's
+  mode_t mode = 0;
+  uid_t uid = 0;
 };
 
-PRIMCACHE_API regular_file_text read_regular_file(const std::string& path, std::uint64_t max_bytes);
+PRIMCACHE_API regular_file_text read_regular_file(const std::string& path, std::uint64_t max_bytes,
+                                                  bool follow_links = true);
 
 // "a directory", "a FIFO", "a character device", "a block device",
 // "a socket", else "a special file": what a file that is not regular is.
