@@ -1,10 +1,5 @@
 #include "tune_command.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <optional>
@@ -38,24 +33,6 @@ struct row {
   std::string name, status, config;
   double default_ms = 0, tuned_ms = 0;
 };
-
-// The workload's text, read as primcached reads its files (input_file.hpp);
-// a refusal says the path and why: "cannot read the workload P: a FIFO, not
-// a regular file", "... : No such file or directory".
-std::string read_workload(const std::string& path) {
-  const std::string cannot_read = "cannot read the workload " + path;
-  try {
-    return primcached::read_input_file(path, cannot_read);
-  } catch (const error& e) {
-    if (e.message() != cannot_read) throw;
-  }
-  // read_input_file says no more than `cannot_read` when the file cannot be
-  // opened: open it again (as it does) for the reason.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) throw error(status::not_found, cannot_read + ": " + std::strerror(errno));
-  ::close(fd);
-  throw error(status::not_found, cannot_read);
-}
 
 }  // namespace
 
@@ -102,7 +79,9 @@ int run_tune_command(const std::vector<std::string>& args, std::FILE* out, std::
   try {
     // As primcached reads it: a regular file of at most 16 MiB, anything
     // else (a FIFO, /dev/zero, a directory) refused before it is read.
-    const std::string text = read_workload(workload_path);
+    const std::string text =
+        primcached::read_input_file(workload_path, "cannot read the workload " + workload_path,
+                                    primcached::max_input_file_bytes, /*open_reason=*/true);
     // Graph files are relative to the workload's folder, as in primcached.
     w = primcached::load_workload(text, workload_path,
                                   std::filesystem::path(workload_path).parent_path().string());

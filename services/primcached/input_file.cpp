@@ -17,11 +17,12 @@ std::string size_text(std::size_t bytes) {
 }  // namespace
 
 std::string read_input_file(const std::string& path, const std::string& cannot_read,
-                            std::size_t max_bytes) {
+                            std::size_t max_bytes, bool open_reason) {
   regular_file_text f = read_regular_file(path, max_bytes);
   switch (f.refusal) {
     case file_refusal::none: return std::move(f.text);
-    case file_refusal::cannot_open: throw error(status::not_found, cannot_read);
+    case file_refusal::cannot_open:
+      throw error(status::not_found, open_reason ? cannot_read + ": " + f.reason : cannot_read);
     case file_refusal::not_regular: throw error(status::not_found, cannot_read + ": " + f.reason);
     case file_refusal::too_large:
       throw error(status::permission_denied,

@@ -14,7 +14,8 @@
 //
 // Thread-safety: a free function over its arguments. Exceptions:
 // primcache::error whose message is `cannot_read` alone when the file cannot
-// be opened ("cannot read w.json"), else `cannot_read` and why ("cannot read
+// be opened ("cannot read w.json"; with open_reason, and why: "cannot read
+// w.json: No such file or directory"), else `cannot_read` and why ("cannot read
 // /dev/zero: a character device, not a regular file"); codes: not_found (it
 // cannot be opened, or is not a regular file), permission_denied (larger than
 // the limit), runtime_error (a read that failed).
@@ -29,6 +30,6 @@ namespace primcache::primcached {
 inline constexpr std::size_t max_input_file_bytes = std::size_t{16} << 20;
 
 std::string read_input_file(const std::string& path, const std::string& cannot_read,
-                            std::size_t max_bytes = max_input_file_bytes);
+                            std::size_t max_bytes = max_input_file_bytes, bool open_reason = false);
 
 }  // namespace primcache::primcached
