@@ -189,14 +189,7 @@ struct summary_window {
 // bound.
 void add_samples(summary_window& w, const std::vector<double>& samples, std::mt19937_64& rng) {
   constexpr std::size_t cap = 100000;
-  for (double v : samples) {
-    ++w.samples_seen;
-    if (w.creation_ms.size() < cap) {
-      w.creation_ms.push_back(v);
-    } else if (const std::uint64_t j = rng() % w.samples_seen; j < cap) {
-      w.creation_ms[j] = v;
-    }
-  }
+  for (double v : samples) offer_sample(w.creation_ms, w.samples_seen, cap, v, rng);
 }
 
 void print_summary(summary_window& w, const char* label, const workload& wl) {

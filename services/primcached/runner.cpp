@@ -59,6 +59,16 @@ primitive::args make_zeroed_args(const primitive_spec& spec, const primitive_des
   return args;
 }
 
+void offer_sample(std::vector<double>& samples, std::uint64_t& seen, std::size_t cap, double v,
+                  std::mt19937_64& rng) {
+  ++seen;
+  if (samples.size() < cap) {
+    samples.push_back(v);
+  } else if (const std::uint64_t j = rng() % seen; j < cap) {
+    samples[j] = v;
+  }
+}
+
 workload_runner::workload_runner(const workload& w, int threads, std::uint64_t seed,
                                  std::size_t max_samples_per_thread)
     : workload_(w),
@@ -202,12 +212,7 @@ void workload_runner::run(int index) noexcept {
         {
           const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
           std::lock_guard lock(state.mu);
-          const std::uint64_t seen = ++state.samples_seen;
-          if (state.creation_ms.size() < max_samples_) {
-            state.creation_ms.push_back(ms);
-          } else if (const std::uint64_t j = state.sample_rng() % seen; j < max_samples_) {
-            state.creation_ms[j] = ms;
-          }
+          offer_sample(state.creation_ms, state.samples_seen, max_samples_, ms, state.sample_rng);
         }
         state.creations.fetch_add(1, std::memory_order_relaxed);
         if (slot.args.empty()) slot.args = make_zeroed_args(spec, pd);

@@ -63,6 +63,11 @@ struct entry_outcome {
   bool never_succeeded() const { return failed > 0 && succeeded == 0; }
 };
 
+// Offers `v` to `samples`, kept a uniform sample (a reservoir) of at most
+// `cap` of the values offered so far; `seen` counts them, this one included.
+void offer_sample(std::vector<double>& samples, std::uint64_t& seen, std::size_t cap, double v,
+                  std::mt19937_64& rng);
+
 class workload_runner {
  public:
   static constexpr std::size_t default_max_samples_per_thread = 1 << 16;
