@@ -120,6 +120,8 @@ endfunction()
 #   test time against 1,408, tsan 196 s of wall against 195). Sources that
 #   compute references keep the build's level (primcache_reference_sources).
 function(primcache_test_sources target)
+  # tests/support's headers ("support/sanitizers.hpp", ...).
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   if("undefined" IN_LIST PRIMCACHE_SANITIZE)
     target_compile_options(${target} PRIVATE -fno-sanitize=undefined)
   endif()

@@ -24,25 +24,18 @@
 #include <vector>
 
 #include "primcache/cache/concurrent_cache.hpp"
+#include "support/sanitizers.hpp"
 
 using primcache::eviction_reason;
 using primcache::lookup_outcome;
 
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-#define PRIMCACHE_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PRIMCACHE_TEST_TSAN 1
-#endif
-#endif
-
 // The specified stress test makes 100k calls per thread everywhere (about
 // 25 s under ThreadSanitizer on two cores). The extra weighted variant makes
 // 10k under TSan, to keep CI's TSan job short.
 constexpr int kCallsPerThread = 100'000;
-#ifdef PRIMCACHE_TEST_TSAN
+#if PRIMCACHE_TEST_TSAN
 constexpr int kWeightedCallsPerThread = 10'000;
 #else
 constexpr int kWeightedCallsPerThread = 100'000;
@@ -718,7 +711,7 @@ TEST_CASE("stress: hits on resident keys during inserts, evictions, erasures and
           "[cache][concurrency][stress]") {
   tagged_cache cache(300);
   constexpr int kResidentKeys = 64;
-#ifdef PRIMCACHE_TEST_TSAN
+#if PRIMCACHE_TEST_TSAN
   constexpr int kHitsPerReader = 40'000;
 #else
   constexpr int kHitsPerReader = 400'000;

@@ -28,22 +28,12 @@
 #include "primcache/runtime/primcache.h"
 #include "primcache/runtime/runtime.hpp"
 #include "support/child_process.hpp"
+#include "support/sanitizers.hpp"
 #include "tiered/background_compiler.hpp"
 #include "tiered_test_support.hpp"
 
 using namespace primcache;
 using tag = format_tag;
-
-#if defined(__SANITIZE_THREAD__)
-#define TIERED_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TIERED_TEST_TSAN 1
-#endif
-#endif
-#ifndef TIERED_TEST_TSAN
-#define TIERED_TEST_TSAN 0
-#endif
 
 namespace {
 
@@ -430,7 +420,7 @@ TEST_CASE("the persistent cache stores and loads only specialized code",
 TEST_CASE("a child forked with compilations pending gets its specialized kernels",
           "[cpu][tiered][fork]") {
   if (!tiered_here()) return;
-#if TIERED_TEST_TSAN
+#if PRIMCACHE_TEST_TSAN
   // ThreadSanitizer refuses to start threads in the child of a multithreaded
   // fork (die_after_fork): this case runs in the other builds only.
   WARN("skipped under ThreadSanitizer");
@@ -487,14 +477,14 @@ TEST_CASE("a child forked with compilations pending gets its specialized kernels
 // after the other and waits for each.
 TEST_CASE("forks racing with the end of a background job leave a working pool in the child",
           "[cpu][tiered][fork]") {
-#if TIERED_TEST_TSAN
+#if PRIMCACHE_TEST_TSAN
   WARN("skipped under ThreadSanitizer");  // die_after_fork, as above
   return;
 #endif
   using cpu_internal::background_compiler;
   using cpu_internal::background_job;
   auto& pool = background_compiler::instance();
-#if defined(__SANITIZE_ADDRESS__)
+#if PRIMCACHE_TEST_ASAN
   const int forks = 60;  // a sanitized fork copies a large shadow mapping
 #else
   const int forks = 200;
@@ -548,7 +538,7 @@ TEST_CASE("forks racing with the end of a background job leave a working pool in
 }
 
 // A fork made right after the pool's first submit, while the threads that
-// submit started may still be starting up: under GCC 12's AddressSanitizer a
+// submit started may still be starting up: under the AddressSanitizer of GCC 12 and clang 15 a
 // thread's start-up allocates under the allocator's locks, which the
 // sanitizer does not take around fork(), so a child made then could start
 // with one of them held and hang in its first allocation of that size (a CI
@@ -559,14 +549,14 @@ TEST_CASE("forks racing with the end of a background job leave a working pool in
 // the allocator's size classes and runs jobs on its own pool.
 TEST_CASE("a fork right after the pool starts its threads leaves a working child",
           "[cpu][tiered][fork]") {
-#if TIERED_TEST_TSAN
+#if PRIMCACHE_TEST_TSAN
   WARN("skipped under ThreadSanitizer");  // die_after_fork, as above
   return;
 #endif
   using cpu_internal::background_compiler;
   using cpu_internal::background_job;
   auto& pool = background_compiler::instance();
-#if defined(__SANITIZE_ADDRESS__)
+#if PRIMCACHE_TEST_ASAN
   const int rounds = 24;  // a sanitized fork copies a large shadow mapping
 #else
   const int rounds = 48;
@@ -623,7 +613,7 @@ TEST_CASE("processes exiting during their first compilation exit cleanly",
           "[cpu][tiered][exit-race]") {
   if (!tiered_here()) return;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-#if TIERED_TEST_TSAN || defined(__SANITIZE_ADDRESS__)
+#if PRIMCACHE_TEST_TSAN || PRIMCACHE_TEST_ASAN
   const int runs = 24;  // sanitized processes start slowly
 #else
   const int runs = 80;

@@ -28,23 +28,13 @@
 #include "primcache/control/registry.hpp"
 #include "primcache/runtime/runtime.hpp"
 #include "support/child_process.hpp"
+#include "support/sanitizers.hpp"
 #include "tiered/background_compiler.hpp"
 #include "tiered_test_support.hpp"
 
 using namespace primcache;
 using cpu_internal::background_compiler;
 using cpu_internal::background_job;
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define POOL_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define POOL_TEST_SANITIZED 1
-#endif
-#endif
-#ifndef POOL_TEST_SANITIZED
-#define POOL_TEST_SANITIZED 0
-#endif
 
 namespace {
 
@@ -208,7 +198,7 @@ TEST_CASE("a child forked while a thread runs a job in wait() finds it done",
 // its address space so that no thread stack fits.
 TEST_CASE("a pool thread that cannot start refuses the job instead of throwing",
           "[cpu][tiered][pool]") {
-#if POOL_TEST_SANITIZED
+#if PRIMCACHE_TEST_TSAN || PRIMCACHE_TEST_ASAN
   WARN("skipped under the sanitizers (their address space cannot be capped)");
   return;
 #endif

@@ -29,6 +29,7 @@
 #include "primcache/const_cache/constant_tensor_caches.hpp"
 #include "primcache/control/registry.hpp"
 #include "support/child_process.hpp"
+#include "support/sanitizers.hpp"
 
 using const_cache_test::buffer_counter;
 using const_cache_test::KiB;
@@ -183,10 +184,10 @@ TEST_CASE("a fork child made from inside a kind setting's callback finishes that
 // unsubscribe, make devices and look up many keys without pause hold the
 // caches' locks (and are inside callbacks) much of the time; a fork in that
 // moment gave the child a lock held for ever. Not under AddressSanitizer:
-// GCC 12's does not lock its allocator around fork(), so a child forked while
+// GCC 12's and clang 15's do not lock their allocators around fork(), so a child forked while
 // a churning thread allocates can hang in its own first allocation, whatever
 // the caches do (fork_service_threads_test.cpp).
-#if !defined(__SANITIZE_ADDRESS__)
+#if !PRIMCACHE_TEST_ASAN
 TEST_CASE("fork children use the caches while other threads churn them", "[fork][const_cache]") {
   primcache::control_registry registry;
   buffer_counter buffers;

@@ -1,6 +1,6 @@
 // fork() right after a component started its threads: the tiered store's
 // background writer and the admin server's I/O threads. A thread allocates
-// while it starts, and GCC 12's AddressSanitizer does not lock its allocator
+// while it starts, and the AddressSanitizer of GCC 12 and clang 15 does not lock its allocator
 // around fork(): a child forked in that moment inherits a size class's lock
 // held by a thread it does not have, and its first allocation of that size
 // waits forever. open() and start() return once their threads are past
@@ -21,10 +21,11 @@
 #include "primcache/persist/directory_store.hpp"
 #include "primcache/persist/tiered_store.hpp"
 #include "support/child_process.hpp"
+#include "support/sanitizers.hpp"
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
+#if PRIMCACHE_TEST_ASAN
 constexpr int k_rounds = 16;  // a sanitized fork copies a large shadow mapping
 #else
 constexpr int k_rounds = 32;

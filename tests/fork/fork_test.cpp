@@ -21,6 +21,7 @@
 
 #include "primcache/runtime/runtime.hpp"
 #include "support/child_process.hpp"
+#include "support/sanitizers.hpp"
 
 namespace pc = primcache;
 
@@ -197,7 +198,7 @@ TEST_CASE("a forked child writes several entries to the persistent cache",
 
 // A fork right after a process's first persistent-cache write started the
 // writer thread (whose start-up allocates), or while that thread writes:
-// GCC 12's AddressSanitizer does not lock its allocator around fork(), so
+// the AddressSanitizer of GCC 12 and clang 15 does not lock its allocator around fork(), so
 // before the prepare handler waited for both, a child could start with an
 // allocator lock held by a thread it does not have and hang in its first
 // allocation of that size. The writer thread is new only once per process,
@@ -208,7 +209,7 @@ TEST_CASE("a fork while the persistent-cache writer starts or writes leaves a wo
   char dir_template[] = "/tmp/primcache_fork_writer_XXXXXX";
   REQUIRE(::mkdtemp(dir_template) != nullptr);
   const std::string dir = dir_template;
-#if defined(__SANITIZE_ADDRESS__)
+#if PRIMCACHE_TEST_ASAN
   const int rounds = 12;  // a sanitized fork copies a large shadow mapping
 #else
   const int rounds = 24;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "primcache/runtime/thread_pool.hpp"
+#include "support/sanitizers.hpp"
 
 using primcache::thread_pool;
 
@@ -16,7 +17,7 @@ using primcache::thread_pool;
 TEST_CASE("concurrent callers each get complete, private regions", "[runtime][thread_pool]") {
   thread_pool pool(4);
   constexpr int kCallers = 4;
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if PRIMCACHE_TEST_TSAN || PRIMCACHE_TEST_ASAN
   constexpr int kRegions = 300;
 #else
   constexpr int kRegions = 3000;
@@ -66,7 +67,7 @@ TEST_CASE("resizing while other threads run regions loses no share", "[runtime][
 TEST_CASE("many short regions back to back complete", "[runtime][thread_pool]") {
   thread_pool pool(3);
   std::atomic<long> total{0};
-#if defined(__SANITIZE_THREAD__)
+#if PRIMCACHE_TEST_TSAN
   constexpr int kRegions = 2000;
 #else
   constexpr int kRegions = 20000;
@@ -113,7 +114,7 @@ TEST_CASE("a caller's regions do not wait for another caller's region", "[runtim
 
 TEST_CASE("an exception reaches only the caller whose region threw", "[runtime][thread_pool]") {
   thread_pool pool(3);
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if PRIMCACHE_TEST_TSAN || PRIMCACHE_TEST_ASAN
   constexpr int kRegions = 200;
 #else
   constexpr int kRegions = 2000;

@@ -30,6 +30,7 @@
 #include "primcache/graph/op_registry.hpp"
 #include "process.hpp"
 #include "runner.hpp"
+#include "support/sanitizers.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -185,17 +186,7 @@ const std::string outgrows_memory_graph = R"({"name": "outgrows_memory",
               {"name": "y", "role": "output"}],
   "ops": [{"name": "outer", "kind": "matmul", "inputs": ["x", "w"], "outputs": ["y"]}]})";
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-#else
-constexpr bool sanitized = false;
-#endif
+constexpr bool sanitized = PRIMCACHE_TEST_ASAN || PRIMCACHE_TEST_TSAN;
 
 // primcached on `workload` for 1.5 s, its address space capped at 3.5 GiB
 // (`ulimit -v`, as a container's memory limit caps a service): the daemon

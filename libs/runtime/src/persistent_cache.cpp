@@ -241,7 +241,7 @@ class writer {
   // fork(): the prepare handler waits for the write in progress and for the
   // thread's start-up, and holds the locks across fork, so the child never
   // starts with a lock the writer thread held (the store's, the C library's,
-  // or under GCC 12's AddressSanitizer the allocator's: thread_startup.hpp);
+  // or under the AddressSanitizer of GCC 12 and clang 15 the allocator's: thread_startup.hpp);
   // in the child the thread does not exist, so the queue is abandoned (its
   // items are the parent's to write) and a new thread starts on the next
   // write.

@@ -151,8 +151,8 @@ thread_pool::~thread_pool() {
 // A thread's start-up allocates (its stack guard, thread-local storage and,
 // under AddressSanitizer, the sanitizer's own bookkeeping). A fork at that
 // moment could give the child an allocator lock held by a thread the child
-// does not have: glibc's malloc locks its arenas around fork(), but GCC 12's
-// AddressSanitizer allocator does not, and CI saw a child's new workers wait
+// does not have: glibc's malloc locks its arenas around fork(), but the AddressSanitizer
+// allocators of GCC 12 and clang 15 do not, and CI saw a child's new workers wait
 // forever on such a lock. So a fork waits until every worker of every pool
 // is past its start-up, and holds the pools' worker locks across the fork so
 // that no new worker starts meanwhile. Running workers allocate nothing of

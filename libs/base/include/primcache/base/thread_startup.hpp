@@ -4,7 +4,7 @@
 //
 // A new thread allocates while it starts (its thread-local storage, and
 // under AddressSanitizer the sanitizer's own records). glibc's malloc locks
-// its arenas around fork(), but GCC 12's AddressSanitizer allocator does
+// its arenas around fork(), but the AddressSanitizer allocator of GCC 12 and clang 15 does
 // not: a fork in that moment gives the child an allocator lock held by a
 // thread the child does not have, and the child's first allocation of that
 // size waits forever. A component that starts threads counts them here, and
