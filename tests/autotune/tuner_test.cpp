@@ -112,6 +112,33 @@ TEST_CASE("drift of the default between its two measurements counts as noise",
   }
 }
 
+TEST_CASE("the noise scales with each time: a slow default's jitter hides no far faster candidate",
+          "[autotune][tuner]") {
+  fake_clock clk;
+  // A 12 us default with three of its five runs preempted (median 25 us: a
+  // spread of 13 us, more than it takes in all) against a candidate forty
+  // times as fast. An absolute noise (13 us) kept the default.
+  const std::vector<std::int64_t> preempted{12000, 25000, 25000, 25000, 12050};
+  scripted_candidates s(clk, {preempted, {300}});
+  tune_options o = fake_options(clk);
+  o.remeasure_default = false;
+  const tune_result r = tune(s.callbacks(), o);
+  CHECK(r.winner == 1);
+  CHECK(r.candidates[0].median_ns == 25000);
+  // Its spread, 13000 / 12000 of its time, in ns of the default.
+  CHECK(r.noise_ns == Approx(13000));
+  SECTION("the same jitter still hides a candidate within it") {
+    scripted_candidates t(clk, {preempted, {11000}});
+    // 11000 * (1 + 13000 / 12000) > 12000.
+    CHECK(tune(t.callbacks(), o).winner == 0);
+  }
+  SECTION("and a candidate's own jitter hides it") {
+    scripted_candidates t(clk, {{12000}, {6000, 13000, 13000, 13000, 13000}});
+    // 6000 * (1 + 7000 / 6000) > 12000.
+    CHECK(tune(t.callbacks(), o).winner == 0);
+  }
+}
+
 TEST_CASE("a candidate with wrong output is rejected and reported", "[autotune][tuner]") {
   fake_clock clk;
   scripted_candidates s(clk, {{1000}, {300}, {600}});

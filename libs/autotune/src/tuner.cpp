@@ -22,6 +22,12 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// (median - minimum) / minimum of one candidate's runs: its jitter as a
+// share of its time.
+double relative_spread(const candidate_report& c) {
+  return c.min_ns > 0 ? (c.median_ns - c.min_ns) / c.min_ns : 0.0;
+}
+
 // What an exception says, for reports.
 std::string what_of(std::exception_ptr e) {
   try {
@@ -402,9 +408,12 @@ tune_result tune(const tuning_callbacks& cb, const tune_options& opt) {
   for (std::size_t slot = 1; slot < order.size(); ++slot) {
     const candidate_report& c = r.candidates[slot];
     if (c.outcome != candidate_outcome::measured) continue;
-    const double noise = std::max({def.median_ns - def.min_ns, c.median_ns - c.min_ns,
-                                   opt.min_margin * def.min_ns, drift_ns});
-    if (c.min_ns < def.min_ns - noise) contenders.push_back({slot, noise});
+    // Each spread relative to its own minimum (tuner.hpp): a default whose
+    // runs spread by more than a far faster candidate's whole time (a
+    // preempted run on a loaded machine) must not hide that candidate.
+    const double noise = std::max({relative_spread(def), relative_spread(c), opt.min_margin,
+                                   def.min_ns > 0 ? drift_ns / def.min_ns : 0.0});
+    if (c.min_ns * (1 + noise) < def.min_ns) contenders.push_back({slot, noise * def.min_ns});
   }
   std::stable_sort(contenders.begin(), contenders.end(),
                    [&](const contender& a, const contender& b) {

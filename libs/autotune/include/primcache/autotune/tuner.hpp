@@ -40,14 +40,19 @@
 // joining the first ones.
 //
 // The winner: the default stands unless a correct candidate is faster than
-// it by more than the noise, where
-//   noise = max(spread(default), spread(candidate), min_margin * default_min,
-//               drift)
-//   spread = median - minimum of one candidate's runs,
+// it by more than the noise, as a share of each one's time:
+//   candidate_min * (1 + noise) < default_min, where
+//   noise = max(spread(default), spread(candidate), min_margin,
+//               drift / default_min)
+//   spread = (median - minimum) / minimum of one candidate's runs,
 //   drift = |minimum of the default's first runs - of its second runs|,
 // and among the candidates that clear it the fastest wins. A candidate
 // within the noise never replaces the default, so tuning cannot pick a
-// regression that measurement jitter made look like a gain.
+// regression that measurement jitter made look like a gain. Each spread
+// is relative to its own time so that jitter scales with what it
+// disturbs: a slow default with one preempted run (a spread larger than a
+// candidate 40 times as fast takes in all) does not hide that candidate,
+// as an absolute noise would.
 //
 // The confirmation (confirm, on by default): a cold measurement is not
 // what a loop that runs a primitive again and again sees (a small tile
@@ -222,7 +227,7 @@ struct PRIMCACHE_API tune_result {
   std::size_t winner = 0;  // index of the winner; 0: the default stands
   double default_ns = 0;   // the default's minimum
   double winner_ns = 0;    // the winner's minimum
-  double noise_ns = 0;     // the noise the winner cleared (0 when the default stands)
+  double noise_ns = 0;     // the noise the winner cleared, in ns of the default (0: it stood)
   double drift_ns = 0;     // |first - second minimum| of the default (remeasure_default)
   // The last confirmation's warm minimums (the winner's when one passed):
   // the default's and the candidate's; 0 when nothing was confirmed.
