@@ -38,24 +38,26 @@ namespace primcache::cpu_internal {
 namespace {
 
 // The matmul: its generator emits vector code with the unrolling decided,
-// no calls and no allocas, and steps the K loop's pointers itself, so the
-// pipeline only cleans up what the generator leaves: common subexpressions
-// of the address arithmetic, invariant loads and addresses hoisted out of
-// loops, folded branches. mem2reg and instcombine found nothing to do (the
-// object is the same code without them) and were 40% of the pipeline's
-// time; a second early-cse instead of GVN gives the same object for a third
-// of GVN's time. Less and Aggressive code generation cost what Default
-// does. Code generation runs at None (FastISel, none of the machine-level
-// optimizations) with the greedy register allocator (process_jit.cpp sets
-// it for level None): half the time of Default, and the micro-kernel's K loop
-// is the same instructions (the fast allocator, None's own, spilled the
-// accumulators at every block boundary); the kernels run as fast
-// (bench_matmul, alternating runs; docs/PERFORMANCE.md, fourth pass). No loop
-// strength reduction (the generator's addresses are already a carried
-// pointer plus a constant) and no machine scheduler (None runs neither).
+// no calls and no allocas, and steps the K loop's pointers itself, so no IR
+// pass runs. The cleanup pipeline it had (early-cse, simplifycfg, licm,
+// early-cse: 0.7-0.9 ms of a 5 ms creation) changed no K loop but those
+// of the two micro-kernels with a gelu_erf epilogue, which spilled an
+// accumulator in the K loop with it and two without (the epilogue now
+// leaves the K loop's registers alone: matmul_generator.cpp): over the 34
+// matmul objects bench_matmul, bench_const_cache and primcached's two
+// workloads make, what else differs is outside the K loops (the driver's
+// address arithmetic, a tail's branches); docs/PERFORMANCE.md, "Where a
+// compilation goes, sixth pass". Code generation runs at None
+// (FastISel, none of the machine-level optimizations) with the greedy
+// register allocator (process_jit.cpp sets it for level None): half the
+// time of Default, and the micro-kernel's K loop is the same instructions
+// (the fast allocator, None's own, spilled the accumulators at every block
+// boundary); the kernels run as fast (bench_matmul, alternating runs;
+// docs/PERFORMANCE.md, fourth pass). No loop strength reduction (the
+// generator's addresses are already a carried pointer plus a constant) and
+// no machine scheduler (None runs neither).
 constexpr std::string_view k_matmul_prefix = "matmul_";
-constexpr compile_settings k_matmul{
-    "function(early-cse<memssa>,simplifycfg,loop-mssa(licm),early-cse<memssa>)", 0, false, false};
+constexpr compile_settings k_matmul{"", 0, false, false};
 // The shape-generic matmul (compiled ahead of time under a name with this
 // prefix) keeps the settings it was measured with: its generator computes
 // its addresses from run-time strides and leaves loop strength reduction

@@ -6,8 +6,9 @@
 // once without sharing LLVM state), a module with the target's triple and
 // data layout set, and calls `build` to fill it. It then verifies the IR,
 // runs the settings' pipeline with the new pass manager and the target's
-// cost model (for the matmul and the convolution a short cleanup pipeline,
-// not O3: their generators emit vector IR already), and generates code at
+// cost model (none for the specialized matmul and convolution, whose
+// generators emit the final form; a short cleanup pipeline for the generic
+// kernels; O3 for the rest), and generates code at
 // the settings' level, without the passes they drop, on a TargetMachine
 // borrowed from a per-ISA pool, capturing the object with an
 // llvm::ObjectCache. docs/PERFORMANCE.md ("Where a compilation goes")
