@@ -81,16 +81,24 @@ void set_omp_threads(int n) {
 // Through the public API, as a user runs it: a cached matmul primitive
 // executed on a stream (the argument map lookup and scratchpad hand-out are
 // part of each iteration).
-void bm_primcache(benchmark::State& state, shape s, int threads) {
+// With `gelu`, a gelu_erf post-op (BM_MatmulGelu): the epilogue a
+// transformer's FFN runs on each tile.
+void bm_primcache(benchmark::State& state, shape s, int threads, bool gelu) {
   namespace pc = primcache;
   pc::set_num_threads(threads);
   static pc::engine eng(pc::engine_kind::cpu, 0);
   pc::memory::desc a_md({s.m, s.k}, pc::data_type::f32, pc::format_tag::ab);
   pc::memory::desc b_md({s.k, s.n}, pc::data_type::f32, pc::format_tag::ab);
   pc::memory::desc c_md({s.m, s.n}, pc::data_type::f32, pc::format_tag::ab);
+  pc::primitive_attr attr;
+  if (gelu) {
+    pc::post_ops ops;
+    ops.append_eltwise(1.f, pc::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
   pc::matmul prim;
   try {
-    prim = pc::matmul(pc::matmul::primitive_desc(pc::matmul::desc(a_md, b_md, c_md), eng));
+    prim = pc::matmul(pc::matmul::primitive_desc(pc::matmul::desc(a_md, b_md, c_md), attr, eng));
   } catch (const pc::error& e) {
     state.SkipWithError(e.what());
     return;
@@ -140,7 +148,7 @@ void bm_primcache_generic(benchmark::State& state, shape s, int threads) {
   set_flops(state, s);
 }
 
-void bm_onednn(benchmark::State& state, shape s, int threads) {
+void bm_onednn(benchmark::State& state, shape s, int threads, bool gelu) {
   set_omp_threads(threads);
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
@@ -149,7 +157,13 @@ void bm_onednn(benchmark::State& state, shape s, int threads) {
   dnnl::memory::desc a_md({s.m, s.k}, dt::f32, tag::ab);
   dnnl::memory::desc b_md({s.k, s.n}, dt::f32, tag::ab);
   dnnl::memory::desc c_md({s.m, s.n}, dt::f32, tag::ab);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
+  dnnl::primitive_attr attr;
+  if (gelu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
   dnnl::matmul prim(pd);
   operands o(s);
   dnnl::memory a(a_md, eng, o.a.data());
@@ -187,14 +201,27 @@ void register_all() {
   for (const shape& s : kShapes) {
     for (int t : threads) {
       const std::string suffix = "/" + s.name() + "/threads:" + std::to_string(t);
-      benchmark::RegisterBenchmark(("BM_Matmul/primcache" + suffix).c_str(), bm_primcache, s, t)
+      benchmark::RegisterBenchmark(("BM_Matmul/primcache" + suffix).c_str(), bm_primcache, s, t,
+                                   false)
           ->UseRealTime();
       benchmark::RegisterBenchmark(("BM_Matmul/primcache_generic" + suffix).c_str(),
                                    bm_primcache_generic, s, t)
           ->UseRealTime();
-      benchmark::RegisterBenchmark(("BM_Matmul/onednn" + suffix).c_str(), bm_onednn, s, t)
+      benchmark::RegisterBenchmark(("BM_Matmul/onednn" + suffix).c_str(), bm_onednn, s, t, false)
           ->UseRealTime();
       benchmark::RegisterBenchmark(("BM_Matmul/openblas" + suffix).c_str(), bm_openblas, s, t)
+          ->UseRealTime();
+    }
+  }
+  // A gelu_erf post-op on primcached's default workload's shape and a
+  // transformer FFN's.
+  for (const shape& s : {shape{128, 128, 512}, shape{128, 768, 3072}}) {
+    for (int t : threads) {
+      const std::string suffix = "/" + s.name() + "/threads:" + std::to_string(t);
+      benchmark::RegisterBenchmark(("BM_MatmulGelu/primcache" + suffix).c_str(), bm_primcache, s, t,
+                                   true)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("BM_MatmulGelu/onednn" + suffix).c_str(), bm_onednn, s, t, true)
           ->UseRealTime();
     }
   }

@@ -280,18 +280,24 @@ class matmul_generator {
         }
       }
     };
+    // The sums go to dst as the K loop ends, also before an epilogue, which
+    // reads them back a row at a time: an epilogue that took them as values
+    // would keep every one live through it, and its temporaries (gelu_erf's
+    // polynomials) made the register allocator spill accumulators inside
+    // the K loop (one or two of 24 at 6x64, one of 8 at 2x64: a load and a
+    // store per K step each). The round trip is a store and a load per
+    // vector and tile, in L1.
+    store_all(acc);
     const bool has_epilogue = p_.with_bias || !p_.post_ops.empty();
     if (!has_epilogue) {
-      store_all(acc);
       b_.CreateRetVoid();
       return fn;
     }
     auto* epi = llvm::BasicBlock::Create(ctx_, "epilogue", fn);
-    auto* plain = llvm::BasicBlock::Create(ctx_, "partial", fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, "partial", fn);
     llvm::Value* last = b_.CreateICmpNE(b_.CreateAnd(flags, 2), b_.getInt32(0));
-    b_.CreateCondBr(last, epi, plain);
-    b_.SetInsertPoint(plain);
-    store_all(acc);
+    b_.CreateCondBr(last, epi, done);
+    b_.SetInsertPoint(done);
     b_.CreateRetVoid();
 
     b_.SetInsertPoint(epi);
@@ -325,17 +331,43 @@ class matmul_generator {
         op_ptr[i] = gep(op_ptr[i], dst_off);
       }
     }
-    for (int r = 0; r < rows; ++r) {
-      for (int v = 0; v < nv; ++v) {
-        llvm::Value* x = acc[r * nv + v];
-        if (p_.with_bias) x = b_.CreateFAdd(x, bias[v]);
-        x = emit_post_ops(b_, x, p_.post_ops, [&](int i, const binary_add_op& op) -> llvm::Value* {
-          if (op.broadcast != binary_broadcast::none) return op_cols[i][v];
-          return load_vec(gep(op_ptr[i], r * ldc + std::int64_t{v} * lanes_), width(v));
-        });
-        store_vec(x, gep(c, r * ldc + std::int64_t{v} * lanes_), width(v));
+    // One row of the tile per iteration, not the tile unrolled: the code of
+    // an eltwise post-op (gelu_erf is about a hundred instructions a vector)
+    // is emitted once per vector of a row instead of once per accumulator,
+    // and its constants live in one iteration (a block materializes each
+    // constant once: unrolled over 24 accumulators they stayed live through
+    // the whole epilogue and the allocator spilled around them). The
+    // pointers into dst and into same-shape operands step by a row.
+    values rows_init{c};
+    std::vector<std::size_t> row_slot(nops, 0);  // operand i's pointer in the carried values
+    for (std::size_t i = 0; i < nops; ++i) {
+      const post_op& op = p_.post_ops[i];
+      if (op.what != post_op::kind::binary_add || op.binary.broadcast != binary_broadcast::none) {
+        continue;
       }
+      row_slot[i] = rows_init.size();
+      rows_init.push_back(op_ptr[i]);
     }
+    emit_loop(
+        i64c(0), i64c(rows), 1, rows_init,
+        [&](llvm::Value*, const values& cur) {
+          llvm::Value* c_row = cur[0];
+          for (int v = 0; v < nv; ++v) {
+            const std::int64_t at = std::int64_t{v} * lanes_;
+            llvm::Value* x = load_vec(gep(c_row, at), width(v));
+            if (p_.with_bias) x = b_.CreateFAdd(x, bias[v]);
+            x = emit_post_ops(b_, x, p_.post_ops,
+                              [&](int i, const binary_add_op& op) -> llvm::Value* {
+                                if (op.broadcast != binary_broadcast::none) return op_cols[i][v];
+                                return load_vec(gep(cur[row_slot[i]], at), width(v));
+                              });
+            store_vec(x, gep(c_row, at), width(v));
+          }
+          values next;
+          for (llvm::Value* ptr : cur) next.push_back(gep(ptr, ldc));
+          return next;
+        },
+        "epilogue.row");
     b_.CreateRetVoid();
     return fn;
   }
