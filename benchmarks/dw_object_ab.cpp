@@ -15,6 +15,9 @@
 // - "compile": the heuristic's configuration, compiled in this process;
 // - "compile:OW_BLOCK,OC_BLOCKS[,oc_outer|spatial_outer]": another register
 //   tile and loop order (the other fields as the heuristic's);
+// - "FILE@OW_BLOCK,OC_BLOCKS[,ORDER]": an object compiled for that tile and
+//   order (an older build's default, where today's heuristic picks
+//   another: loading it with the wrong tile runs the wrong items);
 // - "chunks:MIN": the heuristic's kernel, its items shared among the
 //   threads in chunks of at least MIN vector multiply-adds
 //   (conv_chunk_min_fmas, kernels/conv_schedule.hpp; 0: a sixteenth of a
@@ -50,6 +53,24 @@ namespace {
 
 namespace pc = primcache;
 namespace ci = primcache::cpu_internal;
+
+// "OW_BLOCK,OC_BLOCKS[,oc_outer|spatial_outer]": `base` with that register
+// tile (and loop order).
+pc::result<ci::conv_config> with_tile(ci::conv_config base, const std::string& spec) {
+  char order[32] = "";
+  if (std::sscanf(spec.c_str(), "%d,%d,%31s", &base.ow_block, &base.oc_blocks, order) < 2) {
+    return pc::failure{pc::status::invalid_arguments, "bad tile in " + spec};
+  }
+  const std::string o = order;
+  if (o == "oc_outer") {
+    base.order = ci::conv_loop_order::oc_outer;
+  } else if (o == "spatial_outer") {
+    base.order = ci::conv_loop_order::spatial_outer;
+  } else if (!o.empty()) {
+    return pc::failure{pc::status::invalid_arguments, "bad order in " + spec};
+  }
+  return base;
+}
 
 // The calling thread's CPU time, or wall time when other threads work too.
 double now_us(bool wall) {
@@ -149,27 +170,27 @@ int main(int argc, char** argv) {
         return ci::conv_kernel::create(p, cfg, isa);
       }
       if (what.starts_with("compile:")) {
-        ci::conv_config other = cfg;
-        char order[32] = "";
-        if (std::sscanf(what.c_str() + 8, "%d,%d,%31s", &other.ow_block, &other.oc_blocks, order) <
-            2) {
-          return pc::failure{pc::status::invalid_arguments, "bad tile in " + what};
-        }
-        const std::string o = order;
-        if (o == "oc_outer") other.order = ci::conv_loop_order::oc_outer;
-        if (o == "spatial_outer") other.order = ci::conv_loop_order::spatial_outer;
-        if (!o.empty() && o != "oc_outer" && o != "spatial_outer") {
-          return pc::failure{pc::status::invalid_arguments, "bad order in " + what};
-        }
-        return ci::conv_kernel::create(p, other, isa);
+        auto other = with_tile(cfg, what.substr(8));
+        if (!other) return other.why();
+        return ci::conv_kernel::create(p, other.value(), isa);
       }
-      std::ifstream f(what, std::ios::binary);
-      if (!f) return pc::failure{pc::status::not_found, "cannot read " + what};
+      // FILE@OW_BLOCK,OC_BLOCKS[,ORDER]: an object compiled for another
+      // tile than today's heuristic picks (an older build's default).
+      std::string path = what;
+      ci::conv_config file_cfg = cfg;
+      if (const std::size_t at = what.rfind('@'); at != std::string::npos) {
+        auto other = with_tile(cfg, what.substr(at + 1));
+        if (!other) return other.why();
+        file_cfg = other.value();
+        path = what.substr(0, at);
+      }
+      std::ifstream f(path, std::ios::binary);
+      if (!f) return pc::failure{pc::status::not_found, "cannot read " + path};
       const std::vector<char> bytes{std::istreambuf_iterator<char>(f), {}};
       std::vector<std::byte> object(bytes.size());
       std::transform(bytes.begin(), bytes.end(), object.begin(),
                      [](char b) { return static_cast<std::byte>(b); });
-      return ci::conv_kernel::load(p, cfg, object);
+      return ci::conv_kernel::load(p, file_cfg, object);
     }();
     if (!k) {
       std::fprintf(stderr, "dw_object_ab: %s: %s\n", a.c_str(), k.why().message.c_str());
