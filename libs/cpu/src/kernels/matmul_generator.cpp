@@ -294,10 +294,10 @@ class matmul_generator {
       return fn;
     }
     auto* epi = llvm::BasicBlock::Create(ctx_, "epilogue", fn);
-    auto* done = llvm::BasicBlock::Create(ctx_, "partial", fn);
+    auto* partial = llvm::BasicBlock::Create(ctx_, "partial", fn);
     llvm::Value* last = b_.CreateICmpNE(b_.CreateAnd(flags, 2), b_.getInt32(0));
-    b_.CreateCondBr(last, epi, done);
-    b_.SetInsertPoint(done);
+    b_.CreateCondBr(last, epi, partial);
+    b_.SetInsertPoint(partial);
     b_.CreateRetVoid();
 
     b_.SetInsertPoint(epi);
