@@ -40,14 +40,14 @@ namespace {
 // The matmul: its generator emits vector code with the unrolling decided,
 // no calls and no allocas, and steps the K loop's pointers itself, so no IR
 // pass runs. The cleanup pipeline it had (early-cse, simplifycfg, licm,
-// early-cse: 0.7-0.9 ms of a 5 ms creation) changed no K loop but those
-// of the two micro-kernels with a gelu_erf epilogue, which spilled an
-// accumulator in the K loop with it and two without (the epilogue now
-// leaves the K loop's registers alone: matmul_generator.cpp): over the 34
-// matmul objects bench_matmul, bench_const_cache and primcached's two
-// workloads make, what else differs is outside the K loops (the driver's
-// address arithmetic, a tail's branches); docs/PERFORMANCE.md, "Where a
-// compilation goes, sixth pass". Code generation runs at None
+// early-cse: 0.7-1.0 ms of a 5 ms creation) changed one K loop of the
+// 52 micro-kernels in the 34 matmul objects bench_matmul,
+// bench_const_cache and primcached's two workloads make: a 6x64 one with a
+// gelu_erf epilogue, which spilled an accumulator in the K loop with it
+// and two without (the epilogue now leaves the K loop's registers alone:
+// matmul_generator.cpp); what else differs is outside the K loops (the
+// driver's address arithmetic, a tail's branches); docs/PERFORMANCE.md,
+// "Where a compilation goes, sixth pass". Code generation runs at None
 // (FastISel, none of the machine-level optimizations) with the greedy
 // register allocator (process_jit.cpp sets it for level None): half the
 // time of Default, and the micro-kernel's K loop is the same instructions
