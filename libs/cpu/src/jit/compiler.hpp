@@ -8,7 +8,7 @@
 // runs the settings' pipeline with the new pass manager and the target's
 // cost model (none for the specialized matmul and convolution, whose
 // generators emit the final form; a short cleanup pipeline for the generic
-// kernels; O3 for the rest), and generates code at
+// matmul, convolution and layout walks; O3 for the rest), and generates code at
 // the settings' level, without the passes they drop, on a TargetMachine
 // borrowed from a per-ISA pool, capturing the object with an
 // llvm::ObjectCache. docs/PERFORMANCE.md ("Where a compilation goes")
