@@ -351,13 +351,15 @@ class generic_matmul_generator {
 
   // void micro(const i64* params, const float* a, const float* bp, float* c,
   //            i64 kc, i32 flags, const float* bias, const float* const* binary,
-  //            i64 dst_off, i64 col, i64 cols): as the specialized
+  //            i64 dst_off, i64 col, i64 cols, i64 ldb): as the specialized
   // micro-kernel (matmul_generator.cpp) for `rows` rows and, with `tail`,
-  // cols < nr columns; bp is a packed panel (row stride nr, zero-padded).
+  // cols < nr columns; bp is B's first row for this tile, ldb floats apart:
+  // a packed panel (ldb nr, zero-padded) or the weights in place (their K
+  // stride; the tail variant reads only the columns before N).
   llvm::Function* build_micro_kernel(int rows, bool tail, const std::string& name) {
     llvm::Function* fn =
         declare(name, b_.getVoidTy(),
-                {ptr_, ptr_, ptr_, ptr_, i64_, i32_, ptr_, ptr_, i64_, i64_, i64_}, false);
+                {ptr_, ptr_, ptr_, ptr_, i64_, i32_, ptr_, ptr_, i64_, i64_, i64_, i64_}, false);
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     llvm::Value* params = fn->getArg(0);
     llvm::Value* a = fn->getArg(1);
@@ -367,6 +369,7 @@ class generic_matmul_generator {
     llvm::Value* flags = fn->getArg(5);
     llvm::Value* col = fn->getArg(9);
     llvm::Value* cols = fn->getArg(10);
+    llvm::Value* ldb = fn->getArg(11);
     llvm::Value* sam = param(params, gm_src_m_stride);
     llvm::Value* sak = param(params, gm_src_k_stride);
     llvm::Value* ldc = param(params, gm_dst_m_stride);
@@ -405,11 +408,11 @@ class generic_matmul_generator {
     // of A per row, rows * nv fused multiply-adds, in k order.
     auto step = [&](llvm::Value* k, std::int64_t dk, values cur) {
       llvm::Value* kk = dk == 0 ? k : b_.CreateAdd(k, i64c(dk));
-      llvm::Value* brow = gep(bp, b_.CreateMul(kk, i64c(nr_)));
+      llvm::Value* brow = gep(bp, b_.CreateMul(kk, ldb));
       llvm::Value* koff = b_.CreateMul(kk, sak);
       values bv;
       for (int v = 0; v < nv_; ++v) {
-        bv.push_back(load_vec(gep(brow, std::int64_t{v} * lanes_), nullptr));
+        bv.push_back(load_vec(gep(brow, std::int64_t{v} * lanes_), masks[v]));
       }
       for (int r = 0; r < rows; ++r) {
         llvm::Value* s = b_.CreateAlignedLoad(f32_, gep(a_rows[r], koff), llvm::Align(4));
@@ -504,6 +507,8 @@ class generic_matmul_generator {
     llvm::Value* mcb = param(params, gm_mc_blocks);
     llvm::Value* ncb = param(params, gm_nc_blocks);
     llvm::Value* prepacked = b_.CreateICmpNE(param(params, gm_prepacked), i64c(0));
+    llvm::Value* pack_b = b_.CreateICmpNE(param(params, gm_pack_b), i64c(0));
+    llvm::Value* swk = param(params, gm_wei_k_stride);
     llvm::Value* src = gep(fn->getArg(1), b_.CreateMul(batch, param(params, gm_src_batch_stride)));
     llvm::Value* wei = gep(fn->getArg(2), b_.CreateMul(batch, param(params, gm_wei_batch_stride)));
     llvm::Value* dst_off_b = b_.CreateMul(batch, param(params, gm_dst_batch_stride));
@@ -521,7 +526,7 @@ class generic_matmul_generator {
                 llvm::Value* last = b_.CreateZExt(b_.CreateICmpSGE(b_.CreateAdd(pc, kc), k), i32_);
                 llvm::Value* flags = b_.CreateOr(first, b_.CreateShl(last, 1));
                 emit_if(
-                    b_.CreateNot(prepacked),
+                    pack_b,
                     [&] {
                       b_.CreateCall(pack_, {params, wei, pack, pc, kcur, jc, jce});
                     },
@@ -541,8 +546,8 @@ class generic_matmul_generator {
                                 jc, jce, {},
                                 [&](llvm::Value* jr, const values&) {
                                   emit_tile(params, a, wei, pack, dst, dst_off_b, bias, binary, k,
-                                            kc, pc, kcur, flags, prepacked, ldc, n, row, rows, jc,
-                                            jr);
+                                            kc, pc, kcur, flags, prepacked, pack_b, swk, ldc, n,
+                                            row, rows, jc, jr);
                                   return values{};
                                 },
                                 "jr");
@@ -561,23 +566,28 @@ class generic_matmul_generator {
   void emit_tile(llvm::Value* params, llvm::Value* a, llvm::Value* wei, llvm::Value* pack,
                  llvm::Value* dst, llvm::Value* dst_off_b, llvm::Value* bias, llvm::Value* binary,
                  llvm::Value* k, llvm::Value* kc, llvm::Value* pc, llvm::Value* kcur,
-                 llvm::Value* flags, llvm::Value* prepacked, llvm::Value* ldc, llvm::Value* n,
-                 llvm::Value* row, llvm::Value* rows, llvm::Value* jc, llvm::Value* jr) {
+                 llvm::Value* flags, llvm::Value* prepacked, llvm::Value* pack_b, llvm::Value* swk,
+                 llvm::Value* ldc, llvm::Value* n, llvm::Value* row, llvm::Value* rows,
+                 llvm::Value* jc, llvm::Value* jr) {
     llvm::Value* col = b_.CreateMul(jr, i64c(nr_));
     llvm::Value* cols = smin(i64c(nr_), b_.CreateSub(n, col));
-    // Prepacked: column block jr holds K rows of nr floats; else the panel
-    // packed for [jc, jce) at K offset pc.
+    // Prepacked: column block jr holds K rows of nr floats; packed here:
+    // the panel packed for [jc, jce) at K offset pc; else the weights'
+    // rows in place (dense along N), from row pc and column col.
     llvm::Value* from_weights = gep(wei, b_.CreateAdd(b_.CreateMul(jr, b_.CreateMul(k, i64c(nr_))),
                                                       b_.CreateMul(pc, i64c(nr_))));
     llvm::Value* from_pack =
         gep(pack, b_.CreateMul(b_.CreateSub(jr, jc), b_.CreateMul(kc, i64c(nr_))));
-    llvm::Value* bp = b_.CreateSelect(prepacked, from_weights, from_pack);
+    llvm::Value* in_place = gep(wei, b_.CreateAdd(b_.CreateMul(pc, swk), col));
+    llvm::Value* bp =
+        b_.CreateSelect(prepacked, from_weights, b_.CreateSelect(pack_b, from_pack, in_place));
+    llvm::Value* ldb = b_.CreateSelect(b_.CreateOr(prepacked, pack_b), i64c(nr_), swk);
     llvm::Value* off = b_.CreateAdd(b_.CreateMul(row, ldc), col);
     llvm::Value* c = gep(dst, off);
     llvm::Value* dst_off = b_.CreateAdd(dst_off_b, off);
     llvm::Value* full = b_.CreateICmpEQ(cols, i64c(nr_));
     std::vector<llvm::Value*> args = {params, a,      bp,      c,   kcur, flags,
-                                      bias,   binary, dst_off, col, cols};
+                                      bias,   binary, dst_off, col, cols, ldb};
 
     llvm::Function* fn = b_.GetInsertBlock()->getParent();
     auto* done = llvm::BasicBlock::Create(ctx_, "tile.done", fn);

@@ -68,7 +68,8 @@ enum generic_matmul_slot : int {
   gm_dst_batch_stride,
   gm_dst_m_stride,
   gm_with_bias,  // 0 or 1
-  gm_prepacked,  // 0 or 1: weights arrive packed with nr (else packed here)
+  gm_prepacked,  // 0 or 1: weights arrive packed with nr
+  gm_pack_b,     // 0 or 1: not prepacked, packed here per panel (else read in place)
   gm_kc,         // K cache block
   gm_mc_blocks,  // row blocks per M cache block
   gm_nc_blocks,  // column blocks per N cache block

@@ -20,8 +20,19 @@ matmul_config generic_config(const matmul_problem& p, const matmul_config& speci
   c.mr = s.mr;
   c.nr = s.nr();
   c.k_unroll = 4;
-  c.pack_b = !p.prepacked_weights;
   c.n_inner = true;
+  // The weights are read in place where the specialized kernel reads them
+  // so (dense along N, not reused by several row blocks: a matrix-vector
+  // product); its K blocks, short when no row block reuses the weights
+  // (with_blocking in matmul_config.cpp, for the TLB), and one N block.
+  c.pack_b = !p.prepacked_weights && (specialized.pack_b || p.wei_strides[2] != 1);
+  if (!c.pack_b && !p.prepacked_weights) {
+    const std::int64_t kc_max = p.m <= c.mr ? 64 : 256;
+    c.kc = div_up(p.k, div_up(p.k, kc_max));
+    c.mc = round_up(std::min<std::int64_t>(p.m, 4096), c.mr);
+    c.nc = div_up(div_up(p.n, c.nr), c.thr_n) * c.nr;
+    return c;
+  }
   c.kc = div_up(p.k, div_up(p.k, 256));
   const std::int64_t mc_rows = std::max<std::int64_t>(c.mr, (512 * 1024) / (c.kc * 4));
   c.mc = std::max<std::int64_t>(c.mr, mc_rows / c.mr * c.mr);
@@ -52,6 +63,7 @@ generic_matmul_kernel::generic_matmul_kernel(const matmul_problem& p, const matm
   v[gm_dst_m_stride] = p.dst_strides[1];
   v[gm_with_bias] = p.with_bias ? 1 : 0;
   v[gm_prepacked] = p.prepacked_weights ? 1 : 0;
+  v[gm_pack_b] = c.pack_b ? 1 : 0;
   v[gm_kc] = c.kc;
   v[gm_mc_blocks] = c.mc / c.mr;
   v[gm_nc_blocks] = c.nc / c.nr;
