@@ -333,6 +333,13 @@ TEST_CASE("the generic convolution on the bench_conv layer kinds and every post-
     s.ih = s.iw = 20;
     check_problem(make_problem(s), isa, 1, true);
   }
+  SECTION("3x3 over 7-pixel rows: one row tile with an edge pixel at each end") {
+    // conv5_3x3_512to512_7's geometry with fewer channels: its 7x3 tile
+    // holds both edge pixels, which the masked edge form runs in one call.
+    s.ic = s.oc = 48;
+    s.ih = s.iw = 7;
+    check_problem(make_problem(s), isa, 5, true);
+  }
   SECTION("1x1 over flattened rows, 256 to 64 channels") {
     s.ic = 256;
     s.oc = 64;

@@ -22,6 +22,10 @@ generic_conv_tiles generic_conv_tiles_for(cpu_isa isa) noexcept {
   return {2, 6};
 }
 
+bool generic_conv_masked_edges(cpu_isa isa) noexcept {
+  return isa >= cpu_isa::avx512_core;
+}
+
 std::string generic_conv_symbol(int ow_block, int blocks, bool interior) {
   return "conv_generic_tile_" + std::to_string(ow_block) + "x" + std::to_string(blocks) +
          (interior ? "_interior" : "_edge");
@@ -61,6 +65,7 @@ class generic_conv_generator {
   generic_conv_generator(cpu_isa isa, llvm::Module& m)
       : tiles_(generic_conv_tiles_for(isa)),
         dw_tiles_(generic_dw_tiles_for(isa)),
+        masked_edges_(generic_conv_masked_edges(isa)),
         m_(m),
         ctx_(m.getContext()),
         b_(ctx_),
@@ -438,6 +443,44 @@ class generic_conv_generator {
     auto mask_of = [&](int k) { return k == blocks - 1 ? last_mask : full_mask; };
     auto c0_of = [&](int k) { return b_.CreateAdd(c_first, i64c(std::int64_t{k} * lanes)); };
 
+    // The masked edge form: which taps of each pixel are inside the image
+    // depends on kw and the pixel only, so a table made once per call holds,
+    // for every (kw, pixel), the source offset (clamped into the image) and
+    // a mask of all lanes or none; each multiply-add of the reduction is
+    // then one masked FMA (a select on the accumulator that AVX-512 folds
+    // into the FMA) with no arithmetic per channel. Computed per channel
+    // (the form below), the checks cost more than the multiply-adds, which
+    // held a 7-pixel row (two edge pixels) at half the specialized speed.
+    const bool masked = !interior && masked_edges_;
+    llvm::Value* edge_offsets = nullptr;
+    llvm::Value* edge_masks = nullptr;
+    if (masked) {
+      llvm::Value* entries = b_.CreateMul(kw_size, i64c(owb));
+      edge_offsets = b_.CreateAlloca(i64_, entries);
+      edge_masks = b_.CreateAlloca(b_.getInt16Ty(), entries);
+      emit_loop(
+          i64c(0), kw_size, {},
+          [&](llvm::Value* kw, const values&) {
+            llvm::Value* iw_kw = b_.CreateAdd(iw0, b_.CreateMul(kw, dw1));
+            llvm::Value* row_at = b_.CreateMul(kw, i64c(owb));
+            for (int j = 0; j < owb; ++j) {
+              llvm::Value* iw = b_.CreateAdd(iw_kw, b_.CreateMul(sw, i64c(j)));
+              llvm::Value* inside =
+                  b_.CreateAnd(b_.CreateICmpSGE(iw, i64c(0)), b_.CreateICmpSLT(iw, iw_size));
+              llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(iw, i64c(0)), i64c(0), iw);
+              llvm::Value* at = b_.CreateSelect(b_.CreateICmpSGE(lo, iw_size),
+                                                b_.CreateSub(iw_size, i64c(1)), lo);
+              llvm::Value* e = b_.CreateAdd(row_at, i64c(j));
+              b_.CreateAlignedStore(b_.CreateMul(at, src_ws), b_.CreateGEP(i64_, edge_offsets, e),
+                                    llvm::Align(8));
+              b_.CreateAlignedStore(b_.CreateSExt(inside, b_.getInt16Ty()),
+                                    b_.CreateGEP(b_.getInt16Ty(), edge_masks, e), llvm::Align(2));
+            }
+            return values{};
+          },
+          "edge.table");
+    }
+
     const values init = initial_accumulators(bias, owb, blocks, c0_of, mask_of);
 
     // The reduction: kh, then input channels, then kw, one multiply-add per
@@ -463,6 +506,26 @@ class generic_conv_generator {
                       for (int k = 0; k < blocks; ++k) {
                         w.push_back(b_.CreateAlignedLoad(
                             vec_, gep(wkw, b_.CreateMul(wei_bs, i64c(k))), llvm::Align(4)));
+                      }
+                      if (masked) {
+                        llvm::Value* row_at = b_.CreateMul(kw, i64c(owb));
+                        for (int j = 0; j < owb; ++j) {
+                          llvm::Value* e = b_.CreateAdd(row_at, i64c(j));
+                          llvm::Value* off = b_.CreateAlignedLoad(
+                              i64_, b_.CreateGEP(i64_, edge_offsets, e), llvm::Align(8));
+                          llvm::Value* bits = b_.CreateAlignedLoad(
+                              b_.getInt16Ty(), b_.CreateGEP(b_.getInt16Ty(), edge_masks, e),
+                              llvm::Align(2));
+                          llvm::Value* inside = b_.CreateBitCast(
+                              bits, llvm::FixedVectorType::get(b_.getInt1Ty(), lanes));
+                          llvm::Value* xs =
+                              splat(b_.CreateAlignedLoad(f32_, gep(in_row, off), llvm::Align(4)));
+                          for (int k = 0; k < blocks; ++k) {
+                            llvm::Value*& s = a[static_cast<std::size_t>(j * blocks + k)];
+                            s = b_.CreateSelect(inside, fma(xs, w[k], s), s);
+                          }
+                        }
+                        return a;
                       }
                       llvm::Value* iw_kw = b_.CreateAdd(iw0, b_.CreateMul(kw, dw1));
                       for (int j = 0; j < owb; ++j) {
@@ -1054,6 +1117,7 @@ class generic_conv_generator {
 
   const generic_conv_tiles tiles_;
   const generic_dw_tiles dw_tiles_;
+  const bool masked_edges_;
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;

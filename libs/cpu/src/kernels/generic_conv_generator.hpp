@@ -77,6 +77,14 @@ generic_conv_tiles generic_conv_tiles_for(cpu_isa isa) noexcept;
 // interior or edge.
 std::string generic_conv_symbol(int ow_block, int blocks, bool interior);
 
+// Whether the edge tiles of an ISA are the masked form (a per-call table of
+// each pixel's tap offsets and inside-the-image masks, one masked FMA per
+// multiply-add: AVX-512's mask registers), fast enough to run a whole row
+// tile that holds edge pixels; else (avx2: a blend per multiply-add) each
+// multiply-add checks its tap, and the driver gives the edge form only
+// the edge pixels.
+bool generic_conv_masked_edges(cpu_isa isa) noexcept;
+
 // The depthwise tiles of an ISA: every ow_block x blocks with blocks <=
 // max_blocks, ow_block <= max_width and ow_block * blocks <= budget.
 struct generic_dw_tiles {

@@ -108,6 +108,7 @@ generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geome
   inside_lo_ = (f.pl + f.sw - 1) / f.sw;
   const std::int64_t room = f.iw - 1 + f.pl - (f.kw - 1) * (f.dw + 1);
   inside_hi_ = room < 0 ? 0 : std::min(room / f.sw + 1, f.ow);
+  masked_edges_ = generic_conv_masked_edges(isa_);
   // A depthwise item's chunk is of the tensor's channels (one "group").
   work_items_ = f.n * (f.depthwise ? 1 : f.g) * chunks_ * f.oh;
   zeroes_dst_padding_ =
@@ -338,6 +339,13 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
       const std::int64_t end = std::min<std::int64_t>(ow0 + owb, f.ow);
       const std::int64_t a = std::clamp(inside_lo_, ow0, end);
       const std::int64_t b = std::clamp(inside_hi_, a, end);
+      if (masked_edges_ && (a != ow0 || b != end)) {
+        // The masked edge form runs the whole tile: split, its edge
+        // pixels would run as 1-pixel tiles, each a chain of `blocks`
+        // dependent multiply-adds (a third of the FMA throughput).
+        call(ow0, end, false);
+        continue;
+      }
       call(ow0, a, false);
       call(a, b, true);
       call(b, end, false);
