@@ -512,6 +512,34 @@ TEST_CASE("the generic convolution declines what it cannot run bit-identically",
     REQUIRE_FALSE(g);
     CHECK(g.why().code == status::unimplemented);
   }
+  SECTION("a kernel wider than the masked edge form's table, with padding") {
+    // 1 x (max + 1) taps over a row padded on both sides: at avx512_core
+    // the edge tiles' per-call table holds max taps a pixel, so the
+    // specialized kernel is made instead; unpadded, no pixel is an edge one
+    // and the generic kernel runs it (bit for bit); max taps run too.
+    const std::int64_t max = generic_conv_max_masked_kw;
+    s.ic = s.oc = 16;
+    s.kh = 1;
+    s.ih = 2;
+    s.pt = s.pb = 0;
+    s.kw = max + 1;
+    s.iw = max + 8;
+    s.pl = s.pr = 2;
+    const conv_problem padded = make_problem(s);
+    auto g = generic_conv_kernel::create(padded, default_conv_config(padded, isa), isa);
+    if (generic_conv_masked_edges(isa)) {
+      REQUIRE_FALSE(g);
+      CHECK(g.why().code == status::unimplemented);
+      CHECK(g.why().message.find("taps wide") != std::string::npos);
+    } else {
+      CHECK(g);
+    }
+    s.pl = s.pr = 0;
+    check_problem(make_problem(s), isa, 6, false);
+    s.kw = max;
+    s.pl = s.pr = 2;
+    check_problem(make_problem(s), isa, 7, false);
+  }
   SECTION("an invalid problem") {
     conv_problem p = make_problem(s);
     p.stride_h = 0;

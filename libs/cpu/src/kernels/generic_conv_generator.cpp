@@ -2,6 +2,8 @@
 
 #include <functional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <llvm/IR/Function.h>
@@ -157,31 +159,6 @@ class generic_conv_generator {
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
   }
-  // The value of yes() where cond holds, else of no() (both vectors).
-  llvm::Value* emit_choice(llvm::Value* cond, const std::function<llvm::Value*()>& yes,
-                           const std::function<llvm::Value*()>& no, const char* name) {
-    llvm::Function* fn = b_.GetInsertBlock()->getParent();
-    auto* y = llvm::BasicBlock::Create(ctx_, std::string(name) + ".yes", fn);
-    auto* n = llvm::BasicBlock::Create(ctx_, std::string(name) + ".no", fn);
-    auto* done = llvm::BasicBlock::Create(ctx_, std::string(name) + ".done", fn);
-    b_.CreateCondBr(cond, y, n);
-    b_.SetInsertPoint(y);
-    llvm::Value* vy = yes();
-    llvm::BasicBlock* from_y = b_.GetInsertBlock();
-    b_.CreateBr(done);
-    b_.SetInsertPoint(n);
-    llvm::Value* vn = no();
-    llvm::BasicBlock* from_n = b_.GetInsertBlock();
-    b_.CreateBr(done);
-    b_.SetInsertPoint(done);
-    llvm::PHINode* phi = b_.CreatePHI(vy->getType(), 2);
-    phi->addIncoming(vy, from_y);
-    phi->addIncoming(vn, from_n);
-    return phi;
-  }
-
-  // The element offset of channel c in an activation layout (blocked: an
-  // i1 value): (c / 16) * cs + c % 16, or c * cs.
   // then() where cond holds, else otherwise; the values they return (as
   // many, of the same types) merged after.
   values emit_values_choice(llvm::Value* cond, const std::function<values()>& then,
@@ -210,6 +187,15 @@ class generic_conv_generator {
     return out;
   }
 
+  // The value of yes() where cond holds, else of no() (of one type).
+  llvm::Value* emit_choice(llvm::Value* cond, const std::function<llvm::Value*()>& yes,
+                           const std::function<llvm::Value*()>& no, const char* name) {
+    return emit_values_choice(
+        cond, [&] { return values{yes()}; }, [&] { return values{no()}; }, name)[0];
+  }
+
+  // The element offset of channel c in an activation layout (blocked: an
+  // i1 value): (c / 16) * cs + c % 16, or c * cs.
   llvm::Value* channel_offset(llvm::Value* blocked, llvm::Value* cs, llvm::Value* c) {
     llvm::Value* plain = b_.CreateMul(c, cs);
     llvm::Value* blk = b_.CreateAdd(b_.CreateMul(b_.CreateLShr(c, 4), cs), b_.CreateAnd(c, 15));
@@ -480,10 +466,20 @@ class generic_conv_generator {
     // (the form below), the checks cost more than the multiply-adds, which
     // held a 7-pixel row (two edge pixels) at half the specialized speed.
     const bool masked = !interior && masked_edges_;
+    // Whether source column iw is inside the image, and iw clamped into it
+    // (where an edge form loads for a tap it leaves out).
+    auto inside_and_clamped = [&](llvm::Value* iw) {
+      llvm::Value* inside =
+          b_.CreateAnd(b_.CreateICmpSGE(iw, i64c(0)), b_.CreateICmpSLT(iw, iw_size));
+      llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(iw, i64c(0)), i64c(0), iw);
+      llvm::Value* at =
+          b_.CreateSelect(b_.CreateICmpSGE(lo, iw_size), b_.CreateSub(iw_size, i64c(1)), lo);
+      return std::pair{inside, at};
+    };
     llvm::Value* edge_offsets = nullptr;
     llvm::Value* edge_masks = nullptr;
     if (masked) {
-      llvm::Value* entries = b_.CreateMul(kw_size, i64c(owb));
+      llvm::Value* entries = i64c(generic_conv_max_masked_kw * owb);
       edge_offsets = b_.CreateAlloca(i64_, entries);
       edge_masks = b_.CreateAlloca(b_.getInt16Ty(), entries);
       emit_loop(
@@ -492,12 +488,8 @@ class generic_conv_generator {
             llvm::Value* iw_kw = b_.CreateAdd(iw0, b_.CreateMul(kw, dw1));
             llvm::Value* row_at = b_.CreateMul(kw, i64c(owb));
             for (int j = 0; j < owb; ++j) {
-              llvm::Value* iw = b_.CreateAdd(iw_kw, b_.CreateMul(sw, i64c(j)));
-              llvm::Value* inside =
-                  b_.CreateAnd(b_.CreateICmpSGE(iw, i64c(0)), b_.CreateICmpSLT(iw, iw_size));
-              llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(iw, i64c(0)), i64c(0), iw);
-              llvm::Value* at = b_.CreateSelect(b_.CreateICmpSGE(lo, iw_size),
-                                                b_.CreateSub(iw_size, i64c(1)), lo);
+              auto [inside, at] =
+                  inside_and_clamped(b_.CreateAdd(iw_kw, b_.CreateMul(sw, i64c(j))));
               llvm::Value* e = b_.CreateAdd(row_at, i64c(j));
               b_.CreateAlignedStore(b_.CreateMul(at, src_ws), b_.CreateGEP(i64_, edge_offsets, e),
                                     llvm::Align(8));
@@ -544,13 +536,9 @@ class generic_conv_generator {
       for (int j = 0; j < owb; ++j) {
         llvm::Value* iw = b_.CreateAdd(iw_kw, b_.CreateMul(sw, i64c(j)));
         llvm::Value* inside = nullptr;
-        if (!interior) {
-          // Inside the image; else the load reads a
-          // clamped address and the sum stays.
-          inside = b_.CreateAnd(b_.CreateICmpSGE(iw, i64c(0)), b_.CreateICmpSLT(iw, iw_size));
-          llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(iw, i64c(0)), i64c(0), iw);
-          iw = b_.CreateSelect(b_.CreateICmpSGE(lo, iw_size), b_.CreateSub(iw_size, i64c(1)), lo);
-        }
+        // Edge form: outside the image the load reads a clamped address
+        // and the sum stays.
+        if (!interior) std::tie(inside, iw) = inside_and_clamped(iw);
         llvm::Value* x =
             b_.CreateAlignedLoad(f32_, gep(in_row, b_.CreateMul(iw, src_ws)), llvm::Align(4));
         llvm::Value* xs = splat(x);

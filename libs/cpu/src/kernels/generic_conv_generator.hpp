@@ -84,6 +84,11 @@ std::string generic_conv_symbol(int ow_block, int blocks, bool interior);
 // multiply-add checks its tap, and the driver gives the edge form only
 // the edge pixels.
 bool generic_conv_masked_edges(cpu_isa isa) noexcept;
+// The widest kernel the masked edge form takes: its table lives on the
+// stack (10 bytes per kw and pixel: 15 KiB at 64 x 24). Wider kernels
+// that have edge pixels are created synchronously (the generic kernel
+// declines them).
+inline constexpr std::int64_t generic_conv_max_masked_kw = 64;
 
 // The depthwise tiles of an ISA: every ow_block x blocks with blocks <=
 // max_blocks, ow_block <= max_width and ow_block * blocks <= budget.

@@ -132,6 +132,18 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
   if (!code_isa) return code_isa.why();
   const conv_geometry flat = flatten_conv_pointwise(g.value());
   if (flat.depthwise) return create_depthwise(p, g.value(), flat, specialized, code_isa.value());
+  // The masked edge form's table holds up to generic_conv_max_masked_kw
+  // taps a pixel; a wider kernel with pixels at the image's edges (a tap
+  // in the padding) is left to the specialized kernel.
+  const bool edges =
+      flat.pl > 0 ||
+      (flat.ow - 1) * flat.sw - flat.pl + (flat.kw - 1) * (flat.dw + 1) > flat.iw - 1;
+  if (generic_conv_masked_edges(code_isa.value()) && flat.kw > generic_conv_max_masked_kw &&
+      edges) {
+    return unimplemented("a kernel " + std::to_string(flat.kw) +
+                         " taps wide with padding: the generic edge tiles take at most " +
+                         std::to_string(generic_conv_max_masked_kw));
+  }
   const generic_conv_tiles built = generic_conv_tiles_for(code_isa.value());
   // The specialized kernel's tile when it is built in, else the heuristic's
   // for the built-in code's ISA (always built in).
