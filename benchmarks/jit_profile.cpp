@@ -266,11 +266,12 @@ int main(int argc, char** argv) {
     }
   }
   // The settings each kernel compiles under: the matmul's by its name, the
-  // convolution's stated by its generator (every convolution, depthwise
-  // included: no IR pass, None).
+  // convolution's stated by its generator (no IR pass; None, the depthwise
+  // one at Default).
   const std::pair<const char*, ci::compile_settings> kernels[] = {
       {"matmul_f32", ci::default_compile_settings("matmul_f32")},
-      {"conv_fwd_f32", ci::conv_compile_settings}};
+      {"conv_fwd_f32", ci::conv_compile_settings},
+      {"conv_fwd_f32 (depthwise)", ci::dw_conv_compile_settings}};
   for (const auto& [kernel, kernel_settings] : kernels) {
     const std::string pipeline = settings.pipeline ? "\"" + *settings.pipeline + "\""
                                  : *kernel_settings.pipeline != 0

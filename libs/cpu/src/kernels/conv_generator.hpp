@@ -45,12 +45,23 @@ inline bool conv_steps_channels(const conv_geometry& g, const conv_config& c) no
   return !g.src.blocked || (16 % c.ic_unroll == 0 && g.icg % c.ic_unroll == 0);
 }
 
-// The settings a convolution compiles under: conv_compile_settings, for
-// every geometry and configuration (depthwise included since the depthwise
-// tiles keep their sums in SSA values and step the kh loop's addresses).
-inline compile_settings conv_compile_settings_for(const conv_geometry&,
+// A depthwise convolution's: the same, but code generation at Default.
+// Its taps share source vectors (stride 1: a vector serves up to three)
+// and weight vectors (every pixel of the tile); at None every FMA is the
+// 213 form, tied to a multiplicand, so each shared vector is copied before
+// it is overwritten (72 register copies in dw_3x3_512_14's object) and no
+// load folds into an FMA. At Default the FMAs are the 231 form with their
+// loads folded: 0.99-1.13x the speed at None on bench_conv's nine depthwise
+// layers (dw_object_ab), and dw_3x3_512_14 back at e17cb22's speed (0.94
+// at None), for about twice the compile time (docs/PERFORMANCE.md, "The
+// depthwise convolution at CodeGenOpt::Default").
+inline constexpr compile_settings dw_conv_compile_settings{"", 2, false, false};
+
+// The settings a convolution compiles under: dw_conv_compile_settings for a
+// depthwise one, else conv_compile_settings.
+inline compile_settings conv_compile_settings_for(const conv_geometry& g,
                                                   const conv_config&) noexcept {
-  return conv_compile_settings;
+  return g.depthwise ? dw_conv_compile_settings : conv_compile_settings;
 }
 
 // Defines conv_entry_symbol in m, code for `isa` (the depthwise tiles'
