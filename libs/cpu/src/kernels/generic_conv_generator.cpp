@@ -159,39 +159,27 @@ class generic_conv_generator {
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
   }
-  // then() where cond holds, else otherwise; the values they return (as
-  // many, of the same types) merged after.
-  values emit_values_choice(llvm::Value* cond, const std::function<values()>& then,
-                            const std::function<values()>& otherwise, const char* name) {
-    llvm::Function* fn = b_.GetInsertBlock()->getParent();
-    auto* yes = llvm::BasicBlock::Create(ctx_, std::string(name) + ".then", fn);
-    auto* no = llvm::BasicBlock::Create(ctx_, std::string(name) + ".else", fn);
-    auto* done = llvm::BasicBlock::Create(ctx_, std::string(name) + ".done", fn);
-    b_.CreateCondBr(cond, yes, no);
-    b_.SetInsertPoint(yes);
-    const values a = then();
-    llvm::BasicBlock* a_end = b_.GetInsertBlock();
-    b_.CreateBr(done);
-    b_.SetInsertPoint(no);
-    const values c = otherwise();
-    llvm::BasicBlock* c_end = b_.GetInsertBlock();
-    b_.CreateBr(done);
-    b_.SetInsertPoint(done);
-    values out;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      llvm::PHINode* phi = b_.CreatePHI(a[i]->getType(), 2);
-      phi->addIncoming(a[i], a_end);
-      phi->addIncoming(c[i], c_end);
-      out.push_back(phi);
-    }
-    return out;
-  }
-
-  // The value of yes() where cond holds, else of no() (of one type).
+  // The value of yes() where cond holds, else of no() (both vectors).
   llvm::Value* emit_choice(llvm::Value* cond, const std::function<llvm::Value*()>& yes,
                            const std::function<llvm::Value*()>& no, const char* name) {
-    return emit_values_choice(
-        cond, [&] { return values{yes()}; }, [&] { return values{no()}; }, name)[0];
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* y = llvm::BasicBlock::Create(ctx_, std::string(name) + ".yes", fn);
+    auto* n = llvm::BasicBlock::Create(ctx_, std::string(name) + ".no", fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, std::string(name) + ".done", fn);
+    b_.CreateCondBr(cond, y, n);
+    b_.SetInsertPoint(y);
+    llvm::Value* vy = yes();
+    llvm::BasicBlock* from_y = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(n);
+    llvm::Value* vn = no();
+    llvm::BasicBlock* from_n = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    llvm::PHINode* phi = b_.CreatePHI(vy->getType(), 2);
+    phi->addIncoming(vy, from_y);
+    phi->addIncoming(vn, from_n);
+    return phi;
   }
 
   // The element offset of channel c in an activation layout (blocked: an
@@ -556,7 +544,7 @@ class generic_conv_generator {
     // take the tap without a kw loop: a loop of one iteration per channel
     // cost the interior tile its pointers (reloaded from the stack at each
     // channel) and a third of the 1x1 layers' speed.
-    auto reduce = [&](const values& start, int taps) {
+    auto reduce = [&](const values& start, bool single) {
       return emit_loop(
           tile(gt_kh_lo), tile(gt_kh_hi), start,
           [&](llvm::Value* kh, const values& cur_kh) {
@@ -569,27 +557,23 @@ class generic_conv_generator {
                   llvm::Value* coff = channel_offset(src_blocked, src_cs, b_.CreateAdd(c_in0, ic));
                   llvm::Value* in_row = gep(row, coff);
                   llvm::Value* wu = gep(wk, b_.CreateMul(ic, i64c(lanes)));
-                  if (taps > 0) {
-                    values a = cur_ic;
-                    for (int kw = 0; kw < taps; ++kw) a = tap(i64c(kw), in_row, wu, a);
-                    return a;
-                  }
+                  if (single) return tap(i64c(0), in_row, wu, cur_ic);
                   return emit_loop(
                       i64c(0), kw_size, cur_ic,
                       [&](llvm::Value* kw, const values& cur) { return tap(kw, in_row, wu, cur); },
                       "kw");
                 },
-                taps > 0 ? "ic.taps" : "ic");
+                single ? "ic.tap" : "ic");
           },
           "kh");
     };
     values acc;
     if (interior) {
-      acc = emit_values_choice(
-          b_.CreateICmpEQ(kw_size, i64c(1)), [&] { return reduce(init, 1); },
-          [&] { return reduce(init, 0); }, "one_tap");
+      acc = emit_multi_choice(
+          b_.CreateICmpEQ(kw_size, i64c(1)), [&] { return reduce(init, true); },
+          [&] { return reduce(init, false); });
     } else {
-      acc = reduce(init, 0);
+      acc = reduce(init, false);
     }
 
     emit_epilogue(fn, dst, acc, owb, blocks, valid_of, mask_of, c0_of);
