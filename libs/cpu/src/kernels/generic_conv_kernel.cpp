@@ -23,6 +23,13 @@ failure unimplemented(const std::string& message) {
   return kernel_unimplemented("generic convolution", message);
 }
 
+// The output pixels [begin, end) whose taps all fall inside the image:
+// ow * sw - pl >= 0 and ow * sw - pl + (kw - 1) * (dw + 1) <= iw - 1.
+range pixels_inside(const conv_geometry& f) {
+  const std::int64_t room = f.iw - 1 + f.pl - (f.kw - 1) * (f.dw + 1);
+  return {(f.pl + f.sw - 1) / f.sw, room < 0 ? 0 : std::min(room / f.sw + 1, f.ow)};
+}
+
 // The tile functions looked up so far, for the life of the process (the
 // built-in code is never unloaded): a creation looks up at most 4 x its
 // ow_block symbols once per process instead of on every creation. Its lock
@@ -103,12 +110,9 @@ generic_conv_kernel::generic_conv_kernel(const conv_problem& p, const conv_geome
   packs_weights_ = !in_place;
   packed_bytes_ = static_cast<std::size_t>(conv_packed_weight_floats(f)) * sizeof(float);
   chunks_ = div_up(f.nb, tile_.oc_blocks);
-  // Output pixels whose taps all fall inside the image: ow * sw - pl >= 0
-  // and ow * sw - pl + (kw - 1) * (dw + 1) <= iw - 1.
-  inside_lo_ = (f.pl + f.sw - 1) / f.sw;
-  const std::int64_t room = f.iw - 1 + f.pl - (f.kw - 1) * (f.dw + 1);
-  inside_hi_ = room < 0 ? 0 : std::min(room / f.sw + 1, f.ow);
-  masked_edges_ = generic_conv_masked_edges(isa_);
+  const range inside = pixels_inside(f);
+  inside_lo_ = inside.begin;
+  inside_hi_ = inside.end;
   // A depthwise item's chunk is of the tensor's channels (one "group").
   work_items_ = f.n * (f.depthwise ? 1 : f.g) * chunks_ * f.oh;
   zeroes_dst_padding_ =
@@ -135,9 +139,8 @@ result<std::unique_ptr<generic_conv_kernel>> generic_conv_kernel::create(
   // The masked edge form's table holds up to generic_conv_max_masked_kw
   // taps a pixel; a wider kernel with pixels at the image's edges (a tap
   // in the padding) is left to the specialized kernel.
-  const bool edges =
-      flat.pl > 0 ||
-      (flat.ow - 1) * flat.sw - flat.pl + (flat.kw - 1) * (flat.dw + 1) > flat.iw - 1;
+  const range inside = pixels_inside(flat);
+  const bool edges = inside.begin > 0 || inside.end < flat.ow;
   if (generic_conv_masked_edges(code_isa.value()) && flat.kw > generic_conv_max_masked_kw &&
       edges) {
     return unimplemented("a kernel " + std::to_string(flat.kw) +
@@ -289,6 +292,8 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
   const conv_geometry& f = flat_;
   const int owb = tile_.ow_block;
   const std::int64_t dk = f.dh + 1;
+  // The masked edge form runs a whole row tile that holds edge pixels.
+  const bool masked_edges = generic_conv_masked_edges(isa_);
   std::int64_t t[gt_count] = {};
   // Depthwise: one "group", the chunks over the tensor's channels.
   const std::int64_t groups = f.depthwise ? 1 : f.g;
@@ -339,7 +344,9 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
     }
     // Each tile of the row as its pixels whose taps are all inside (one
     // interior call) and the pixels left and right of them (edge calls):
-    // only the pixels at the image's edges pay the edge form's selects.
+    // only the pixels at the image's edges pay the edge form's checks
+    // (avx2); in the masked form (avx512_core) a tile with edge pixels
+    // runs whole as one edge call.
     auto call = [&](std::int64_t from, std::int64_t to, bool interior) {
       if (to <= from) return;
       t[gt_iw0] = from * f.sw - f.pl;
@@ -351,7 +358,7 @@ void generic_conv_kernel::run_items(const float* src, const float* wei, const fl
       const std::int64_t end = std::min<std::int64_t>(ow0 + owb, f.ow);
       const std::int64_t a = std::clamp(inside_lo_, ow0, end);
       const std::int64_t b = std::clamp(inside_hi_, a, end);
-      if (masked_edges_ && (a != ow0 || b != end)) {
+      if (masked_edges && (a != ow0 || b != end)) {
         // The masked edge form runs the whole tile: split, its edge
         // pixels would run as 1-pixel tiles, each a chain of `blocks`
         // dependent multiply-adds (a third of the FMA throughput).

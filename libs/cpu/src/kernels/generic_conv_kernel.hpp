@@ -109,9 +109,6 @@ class generic_conv_kernel {
   std::int64_t chunks_ = 0;  // output-channel chunks per group
   // Output pixels [inside_lo_, inside_hi_) have every tap inside the image.
   std::int64_t inside_lo_ = 0, inside_hi_ = 0;
-  // Whether the edge tiles are the masked form (generic_conv_masked_edges),
-  // run over a whole row tile that holds edge pixels.
-  bool masked_edges_ = false;
   std::int64_t work_items_ = 0;
   // Depthwise problems the row functions take (generic_dw_row_symbol): the
   // row function of a full chunk and of the last, and the split of a row
