@@ -12,6 +12,11 @@
 // the eltwise (kernels/generic_eltwise_kernel.hpp), which shares the walk.
 // The last three reorder cases and the last eltwise case have padding
 // (channels not a multiple of the block: dst's padding written as zero).
+// BM_EltwiseGelu/{primcache,onednn}/{erf,tanh}/{narrow,wide}: the two
+// gelus over 128x3072 f32 values drawn from a normal distribution of
+// standard deviation 1 (narrow: normalized activations) or 8 (wide: sums
+// like a matmul's over a few hundred products, whose tails past +-10
+// reach the functions' subnormal ranges), against oneDNN's gelus.
 //
 //   OMP_WAIT_POLICY=PASSIVE build/<dir>/benchmarks/bench_reorder
 //
@@ -23,6 +28,7 @@
 
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -344,6 +350,70 @@ void set_omp_threads(int n) {
   if (set) set(n);
 }
 
+struct gelu_case {
+  std::string name;
+  primcache::algorithm alg;
+  dnnl::algorithm onednn_alg;
+  float spread;  // the inputs' standard deviation
+};
+
+const std::vector<gelu_case>& gelu_cases() {
+  using primcache::algorithm;
+  static const std::vector<gelu_case> c = {
+      {"erf/narrow", algorithm::eltwise_gelu_erf, dnnl::algorithm::eltwise_gelu_erf, 1.f},
+      {"erf/wide", algorithm::eltwise_gelu_erf, dnnl::algorithm::eltwise_gelu_erf, 8.f},
+      {"tanh/narrow", algorithm::eltwise_gelu_tanh, dnnl::algorithm::eltwise_gelu_tanh, 1.f},
+      {"tanh/wide", algorithm::eltwise_gelu_tanh, dnnl::algorithm::eltwise_gelu_tanh, 8.f},
+  };
+  return c;
+}
+
+constexpr std::int64_t kGeluRows = 128, kGeluCols = 3072;
+
+std::vector<float> gelu_inputs(float spread) {
+  std::vector<float> v(static_cast<std::size_t>(kGeluRows * kGeluCols));
+  std::mt19937 gen(11);
+  std::normal_distribution<float> dist(0.f, spread);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+void bm_gelu_primcache(benchmark::State& state, const gelu_case& c) {
+  namespace pc = primcache;
+  pc::set_num_threads(static_cast<int>(state.range(0)));
+  static pc::engine eng(pc::engine_kind::cpu, 0);
+  const pc::memory::desc md({kGeluRows, kGeluCols}, data_type::f32, format_tag::ab);
+  auto src = gelu_inputs(c.spread);
+  std::vector<float> dst(src.size());
+  pc::memory src_mem(md, eng, src.data()), dst_mem(md, eng, dst.data());
+  pc::set_jit_mode(pc::jit_mode::sync);  // the specialized kernel
+  pc::eltwise_forward prim(pc::eltwise_forward::primitive_desc(
+      pc::eltwise_forward::desc(pc::prop_kind::forward_inference, c.alg, md), eng));
+  pc::stream strm(eng);
+  for (auto _ : state) {
+    prim.execute(strm, {{PRIMCACHE_ARG_SRC, src_mem}, {PRIMCACHE_ARG_DST, dst_mem}});
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kGeluRows * kGeluCols);
+}
+
+void bm_gelu_onednn(benchmark::State& state, const gelu_case& c) {
+  set_omp_threads(static_cast<int>(state.range(0)));
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  const dnnl::memory::desc md({kGeluRows, kGeluCols}, dnnl::memory::data_type::f32,
+                              dnnl::memory::format_tag::ab);
+  auto src_values = gelu_inputs(c.spread);
+  dnnl::memory src(md, eng, src_values.data()), dst(md, eng);
+  dnnl::eltwise_forward prim(dnnl::eltwise_forward::primitive_desc(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, c.onednn_alg, md), eng));
+  for (auto _ : state) {
+    prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+    strm.wait();
+  }
+  state.SetItemsProcessed(state.iterations() * kGeluRows * kGeluCols);
+}
+
 void bm_onednn(benchmark::State& state, const reorder_case& c) {
   set_omp_threads(static_cast<int>(state.range(0)));
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -399,6 +469,17 @@ int register_all() {
         ->UseRealTime();
     benchmark::RegisterBenchmark(("BM_Eltwise/primcache_generic/" + c.name).c_str(),
                                  bm_eltwise_generic, c)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime();
+  }
+  for (const auto& c : gelu_cases()) {
+    benchmark::RegisterBenchmark(("BM_EltwiseGelu/primcache/" + c.name).c_str(), bm_gelu_primcache,
+                                 c)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_EltwiseGelu/onednn/" + c.name).c_str(), bm_gelu_onednn, c)
         ->Arg(1)
         ->Arg(2)
         ->UseRealTime();

@@ -82,6 +82,13 @@ std::vector<float> special_inputs() {
       -103.27f, -103.28f, -103.97f,  -104.0f,   -104.1f,     -150.0f,   1.4142135f, -1.4142135f,
       9.0f,     -9.0f,    3.92f,     -13.0f,    -14.5f,      1e-20f,    -1e-20f,    1e20f,
       -1e20f,   1e30f,    -1e30f,    4e19f,     -4e19f};
+  // Around the bounds past which the gelus take their known results
+  // instead of computing their tails (ir_math.cpp, gelu_known_lanes).
+  for (float bound : {6.0f, -11.0f, -14.5f}) {
+    v.push_back(std::nextafter(bound, -INFINITY));
+    v.push_back(bound);
+    v.push_back(std::nextafter(bound, INFINITY));
+  }
   return v;
 }
 

@@ -246,12 +246,27 @@ llvm::Value* sigmoid_core(llvm::IRBuilderBase& b, llvm::Value* hi, llvm::Value* 
   return b.CreateSelect(positive, d, exp_finish(b, e, d));
 }
 
-// gelu(x) computed as `value`, except at x = -inf, where x * Phi(x) is
-// -inf * 0 but its limit is -0.
-llvm::Value* times_cdf(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* value) {
+// Where the gelus are known without their tails: x itself above `above`
+// (their Phi(x) rounds away in x Phi(x)), -0 below `below` (under half the
+// smallest subnormal; -inf included). Those lanes compute from stand-ins
+// instead: from their own values the tails would be subnormal or underflow,
+// and on x86 an instruction whose result underflows takes a microcode
+// assist, over a hundred cycles for the whole vector, which inputs of
+// magnitude 10 or more (a matmul's sums before a gelu) hit in most vectors
+// (docs/PERFORMANCE.md, "Subnormal tails"). The results are the same bits.
+// NaN is in neither range.
+struct gelu_lanes {
+  llvm::Value* under;    // x < below
+  llvm::Value* clamped;  // x, or `above` where x > above
+  llvm::Value* factor;   // x, or -0 where x < below
+};
+
+gelu_lanes gelu_known_lanes(llvm::IRBuilderBase& b, llvm::Value* x, float below, float above) {
   llvm::Type* ft = x->getType();
-  llvm::Value* minus_inf = llvm::ConstantFP::getInfinity(ft, /*Negative=*/true);
-  return b.CreateSelect(b.CreateFCmpOEQ(x, minus_inf), fconst(ft, -0.0f), value);
+  llvm::Value* top = fconst(ft, above);
+  llvm::Value* under = b.CreateFCmpOLT(x, fconst(ft, below));
+  return {under, b.CreateSelect(b.CreateFCmpOGT(x, top), top, x),
+          b.CreateSelect(under, fconst(ft, -0.0f), x)};
 }
 
 // NaN -> 0, then x clamped to [lo, hi] (inside +-2^31), rounded to nearest
@@ -303,22 +318,29 @@ llvm::Value* emit_gelu_erf(llvm::IRBuilderBase& b, llvm::Value* x) {
   llvm::Type* ft = x->getType();
   llvm::Value* half = fconst(ft, 0.5f);
   llvm::Value* one = fconst(ft, 1.0f);
-  llvm::Value* y = b.CreateFMul(x, fconst(ft, 0.707106781186547524f));
+  constexpr float inv_sqrt2 = 0.707106781186547524f;
+  llvm::Value* y = b.CreateFMul(x, fconst(ft, inv_sqrt2));
   llvm::Value* ay = fabs(b, y);
+  // Above 6, 1 - Phi(x) < 1e-9 rounds away in x (1 - erfc(y)/2): the tail
+  // is taken at 6. Below -14.5 the factor -0 makes it -0 without an
+  // underflow.
+  gelu_lanes known = gelu_known_lanes(b, x, -14.5f, 6.0f);
   // (x / sqrt 2)^2 = x^2 / 2 exactly, from x's exact square: the rounding of
   // y itself does not reach the exponential.
-  llvm::Value* ax = fabs(b, x);
+  llvm::Value* ax = fabs(b, known.clamped);
   auto [hi, lo] = two_prod(b, ax, ax);
-  erfc_parts erfc = erfc_reduce(b, ay, b.CreateFMul(hi, half), b.CreateFMul(lo, half));
+  llvm::Value* ay_tail = b.CreateFMul(ax, fconst(ft, inv_sqrt2));  // ay where not clamped
+  erfc_parts erfc = erfc_reduce(b, ay_tail, b.CreateFMul(hi, half), b.CreateFMul(lo, half));
   // gelu = x Phi(x), Phi(x) = (1 + erf(y)) / 2. For |y| < 0.5 from erf;
   // beyond, from erfc: x (1 - erfc(y)/2) for x > 0, and x erfc(|y|)/2 for
   // x < 0, where 1 + erf(y) would cancel, with x folded into exp's scaling.
   llvm::Value* negative = b.CreateFCmpOLT(x, fconst(ft, 0.0f));
-  llvm::Value* factor = b.CreateFMul(b.CreateFMul(erfc.t, half), b.CreateSelect(negative, x, one));
+  llvm::Value* factor =
+      b.CreateFMul(b.CreateFMul(erfc.t, half), b.CreateSelect(negative, known.factor, one));
   llvm::Value* tail = exp_finish(b, erfc.e, factor);
   llvm::Value* large = b.CreateSelect(negative, tail, b.CreateFMul(x, b.CreateFSub(one, tail)));
   llvm::Value* small = b.CreateFMul(x, fmuladd(b, erf_small(b, y), half, half));
-  return times_cdf(b, x, b.CreateSelect(b.CreateFCmpOLT(ay, half), small, large));
+  return b.CreateSelect(b.CreateFCmpOLT(ay, half), small, large);
 }
 
 llvm::Value* emit_gelu_tanh(llvm::IRBuilderBase& b, llvm::Value* x) {
@@ -335,14 +357,20 @@ llvm::Value* emit_gelu_tanh(llvm::IRBuilderBase& b, llvm::Value* x) {
   constexpr float c2h = static_cast<float>(c2);
   constexpr float c2l = static_cast<float>(c2 - static_cast<double>(c2h));
 
-  auto [sh, sl] = two_prod(b, x, x);
+  // Above 6, sigmoid(v) rounds to 1 (v = 25 at 6: e^-25 is far below half
+  // an ulp of 1); below -11, x sigmoid(v) is -0 (v = -112 at -11). Both
+  // take v at 6, since sigmoid_core computes e^-|v| unscaled; the factor
+  // -0 gives the second its -0.
+  gelu_lanes known = gelu_known_lanes(b, x, -11.0f, 6.0f);
+  llvm::Value* xv = b.CreateSelect(known.under, fconst(ft, 6.0f), known.clamped);
+  auto [sh, sl] = two_prod(b, xv, xv);
   auto [ph, pl] = two_prod(b, fconst(ft, c2h), sh);  // c2 x^2
   pl = b.CreateFAdd(pl, fmuladd(b, fconst(ft, c2h), sl, b.CreateFMul(fconst(ft, c2l), sh)));
   auto [wh, wl] = two_sum(b, fconst(ft, c1h), ph);  // c1 + c2 x^2
   wl = b.CreateFAdd(wl, b.CreateFAdd(pl, fconst(ft, c1l)));
-  auto [vh, vl] = two_prod(b, x, wh);  // x (c1 + c2 x^2)
-  vl = fmuladd(b, x, wl, vl);
-  return times_cdf(b, x, sigmoid_core(b, vh, vl, x));
+  auto [vh, vl] = two_prod(b, xv, wh);  // x (c1 + c2 x^2)
+  vl = fmuladd(b, xv, wl, vl);
+  return sigmoid_core(b, vh, vl, known.factor);
 }
 
 llvm::Value* emit_round_half_even(llvm::IRBuilderBase& b, llvm::Value* x) {

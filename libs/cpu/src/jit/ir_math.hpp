@@ -18,11 +18,13 @@
 // gelu_tanh 3.4, gelu_erf 4.9 — also in the far negative tails of the gelus,
 // where their arguments are carried in extra precision. NaN in gives NaN
 // out; infinities give the mathematical limits; results in the subnormal
-// range are rounded once, not flushed to zero. The conversions round to
-// nearest even exactly; they agree with scalar references on all 2^32
-// floats. The helpers assume the default floating-point environment (round
-// to nearest, no flush-to-zero or denormals-are-zero): threads that run
-// kernels must not change it.
+// range are rounded once, not flushed to zero; where a gelu's result is
+// known (x itself, or -0) its tail is not computed, so that no intermediate
+// underflows (an x86 microcode assist) unless the result itself is
+// subnormal. The conversions round to nearest even exactly; they agree with
+// scalar references on all 2^32 floats. The helpers assume the default
+// floating-point environment (round to nearest, no flush-to-zero or
+// denormals-are-zero): threads that run kernels must not change it.
 //
 //   llvm::Value* x = b.CreateLoad(vec_ty, src_ptr);
 //   llvm::Value* y = primcache::cpu_internal::emit_gelu_erf(b, x);
