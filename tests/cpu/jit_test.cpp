@@ -3,9 +3,12 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/CommandLine.h>
@@ -293,6 +296,29 @@ TEST_CASE("a captured object records its ISA, and loading refuses one above the 
     CHECK(r.why().code == primcache::status::unimplemented);
     CHECK_THAT(r.why().message, Catch::Matchers::Contains("this host supports"));
   }
+}
+
+TEST_CASE("a builder reads the ISA its module is compiled for; other modules have none",
+          "[cpu][jit][isa]") {
+  namespace ci = primcache::cpu_internal;
+  for (cpu_isa isa : {cpu_isa::x86_64, cpu_isa::avx2, cpu_isa::avx512_core}) {
+    std::optional<cpu_isa> seen;
+    auto object = ci::compile_object("axpy", isa, [&](llvm::Module& mod) {
+      seen = ci::module_isa(mod);
+      cpu_test::build_axpy(mod, isa, "axpy");
+    });
+    REQUIRE(object.has_value());
+    REQUIRE(seen.has_value());
+    CHECK(*seen == isa);
+  }
+  llvm::LLVMContext ctx;
+  llvm::Module bare("bare", ctx);
+  CHECK_FALSE(ci::module_isa(bare).has_value());
+  // A symbol of that name that is not a constant integer records nothing.
+  new llvm::GlobalVariable(bare, llvm::Type::getFloatTy(ctx), true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantFP::get(llvm::Type::getFloatTy(ctx), 1.0), ci::isa_symbol);
+  CHECK_FALSE(ci::module_isa(bare).has_value());
 }
 
 TEST_CASE("a compile_probe records each phase and the IR's size, and no probe records nothing",

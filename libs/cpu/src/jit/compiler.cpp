@@ -4,6 +4,7 @@
 #include <ctime>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -301,14 +302,16 @@ result<std::vector<std::byte>> compile_module(std::string_view name, cpu_isa isa
   module.setDataLayout((*tm).createDataLayout());
 
   auto start = probe_clock::now();
-  if (auto built = run_builder(name, build, module); !built) return built.why();
   // The object records the ISA it is compiled for, so that load() can refuse
-  // code this process may not run (an object from another host or cap).
+  // code this process may not run (an object from another host or cap);
+  // defined before the builder runs, for generators that read it
+  // (module_isa).
   if (module.getNamedValue(isa_symbol) == nullptr) {
     auto* i32 = llvm::Type::getInt32Ty(module.getContext());
     new llvm::GlobalVariable(module, i32, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
                              llvm::ConstantInt::get(i32, static_cast<int>(isa)), isa_symbol);
   }
+  if (auto built = run_builder(name, build, module); !built) return built.why();
   if (probe) {
     profile.build_ms = ms_since(start);
     profile.instructions_before = instruction_count(module);
@@ -364,6 +367,14 @@ result<std::vector<std::byte>> compile_module(std::string_view name, cpu_isa isa
 std::atomic<std::uint64_t> compilations{0};
 
 }  // namespace
+
+std::optional<cpu_isa> module_isa(const llvm::Module& module) {
+  const llvm::GlobalVariable* g = module.getNamedGlobal(isa_symbol);
+  if (g == nullptr || !g->hasInitializer()) return std::nullopt;
+  const auto* value = llvm::dyn_cast<llvm::ConstantInt>(g->getInitializer());
+  if (value == nullptr) return std::nullopt;
+  return static_cast<cpu_isa>(value->getSExtValue());
+}
 
 compile_settings default_compile_settings(std::string_view name) noexcept {
   if (name.starts_with(k_generic_matmul_prefix)) return k_generic_matmul;

@@ -85,6 +85,11 @@ result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa
 // default_compile_settings(name).
 result<std::vector<std::byte>> compile_object(std::string_view name, cpu_isa isa, ir_builder build);
 
+// The ISA a module being built is compiled for (compile_object defines
+// isa_symbol before it runs the builder); nullopt in a module it does not
+// build.
+std::optional<cpu_isa> module_isa(const llvm::Module& module);
+
 // The pipeline and code-generation level of default_compile_settings(name).
 const char* kernel_pipeline(std::string_view name) noexcept;
 int kernel_codegen_level(std::string_view name) noexcept;
