@@ -265,12 +265,13 @@ llvm::Value* sigmoid_core(llvm::IRBuilderBase& b, llvm::Value* hi, llvm::Value* 
 // Where the gelus are known without their tails: x itself above `above`
 // (their Phi(x) rounds away in x Phi(x)), -0 below `below` (under half the
 // smallest subnormal; -inf included). Those lanes compute from stand-ins
-// instead: from their own values the tails would be subnormal or underflow,
-// and on x86 an instruction whose result underflows takes a microcode
-// assist, over a hundred cycles for the whole vector, which inputs of
-// magnitude 10 or more (a matmul's sums before a gelu) hit in most vectors
-// (docs/PERFORMANCE.md, "Subnormal tails"). The results are the same bits.
-// NaN is in neither range.
+// instead (x clamped to `above`, a factor of -0; gelu_tanh also takes v at
+// the clamp below): from their own values the tails would be subnormal or
+// underflow, and on x86 an instruction whose result underflows takes a
+// microcode assist, over a hundred cycles for the whole vector, which
+// inputs of magnitude 10 or more (a matmul's sums before a gelu) hit in
+// most vectors (docs/PERFORMANCE.md, "Subnormal tails"). The results are
+// the same bits. NaN is in neither range.
 struct gelu_lanes {
   llvm::Value* under;    // x < below
   llvm::Value* clamped;  // x, or `above` where x > above

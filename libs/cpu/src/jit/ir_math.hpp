@@ -9,8 +9,9 @@
 // reductions plus polynomials, the rounding conversions are integer
 // operations, and all of them work on a float scalar or any <N x float>
 // vector, so a kernel gets full-width vector code at every ISA level. Only
-// intrinsics that x86 lowers inline are used (fabs, copysign, fmuladd);
-// tests list every compiled object's imports to keep it so.
+// intrinsics that x86 lowers inline are used (fabs, copysign, fmuladd, and
+// fma only where the module's ISA has FMA: module_isa); tests list every
+// compiled object's imports to keep it so.
 //
 // Accuracy, measured against double-precision references over 35 million
 // inputs spanning every binade (docs/cpu.md has the table), in units in the
