@@ -501,15 +501,10 @@ io_outcome unasked_bytes(std::string_view head) {
 
 }  // namespace
 
-io_outcome redis_connection::check_nothing_pending() {
+io_outcome redis_connection::check_nothing_pending(steady::time_point deadline) {
+  if (ssl_ != nullptr) return tls_check_nothing_pending(deadline);
   // What a peek shows of unasked bytes: enough for an error line.
   char head[256];
-  if (ssl_ != nullptr) {
-    const int pending = SSL_pending(as_ssl(ssl_));
-    if (pending <= 0) return {};
-    const int n = SSL_peek(as_ssl(ssl_), head, std::min<int>(pending, sizeof head));
-    return unasked_bytes(std::string_view(head, n > 0 ? static_cast<std::size_t>(n) : 0));
-  }
   for (;;) {
     const ssize_t r = ::recv(fd_, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
     if (r > 0) return unasked_bytes(std::string_view(head, static_cast<std::size_t>(r)));
@@ -521,6 +516,48 @@ io_outcome redis_connection::check_nothing_pending() {
     const int e = errno;
     return {e == ECONNRESET ? io_failure::closed : io_failure::error, "recv: " + errno_text(e)};
   }
+}
+
+io_outcome redis_connection::tls_check_nothing_pending(steady::time_point deadline) {
+  // The socket may hold records that are no reply (TLS 1.3 session
+  // tickets, a key update): so what it holds goes into OpenSSL without
+  // waiting, and only the application data OpenSSL makes of it counts.
+  // (At most 256 KiB: far more than such records take; past that a peek
+  // has unasked bytes to show, however many more a server sends.)
+  bool peer_closed = false;
+  for (std::size_t taken = 0; taken < 256 * 1024;) {
+    char buf[16 * 1024];
+    const ssize_t r = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    if (r > 0) {
+      if (BIO_write(SSL_get_rbio(as_ssl(ssl_)), buf, static_cast<int>(r)) != r) {
+        throw std::bad_alloc();
+      }
+      taken += static_cast<std::size_t>(r);
+      continue;
+    }
+    if (r == 0) {
+      peer_closed = true;
+      break;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    const int e = errno;
+    return {e == ECONNRESET ? io_failure::closed : io_failure::error, "recv: " + errno_text(e)};
+  }
+  if (SSL_pending(as_ssl(ssl_)) > 0 || BIO_ctrl_pending(SSL_get_rbio(as_ssl(ssl_))) > 0) {
+    char head[256];
+    ERR_clear_error();
+    const int n = SSL_peek(as_ssl(ssl_), head, sizeof head);
+    if (n > 0) return unasked_bytes(std::string_view(head, static_cast<std::size_t>(n)));
+    const int e = SSL_get_error(as_ssl(ssl_), n);
+    if (e == SSL_ERROR_ZERO_RETURN) return {io_failure::closed, "the server closed TLS"};
+    if (e != SSL_ERROR_WANT_READ) return {io_failure::error, "TLS: " + openssl_errors()};
+    // Only records that are no data: what they ask for (a key update's
+    // answer) goes out before the command.
+    if (io_outcome o = tls_flush(deadline); !o.ok()) return o;
+  }
+  if (peer_closed) return {io_failure::closed, "the server closed the connection"};
+  return {};
 }
 
 io_outcome redis_connection::exchange(std::span<const std::string_view> argv,
@@ -542,9 +579,8 @@ io_outcome redis_connection::exchange(std::span<const std::string_view> argv,
   // Nothing may be waiting before a command: no command is pipelined, so
   // bytes there answer nothing we asked (a reply's tail that came after the
   // reply, in a later segment). Read as this command's reply they would put
-  // the connection one reply behind for good. (Over TLS only decrypted
-  // bytes count: the socket may hold a session ticket, which is no reply.)
-  if (io_outcome o = check_nothing_pending(); !o.ok()) return o;
+  // the connection one reply behind for good.
+  if (io_outcome o = check_nothing_pending(deadline); !o.ok()) return o;
 
   // Send.
   if (ssl_ == nullptr) {

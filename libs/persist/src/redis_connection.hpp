@@ -163,8 +163,10 @@ class redis_connection {
                       redis_reply& reply);
   // Fails unless the connection has no reply bytes waiting (a protocol
   // error) and is still open (closed: so a pooled connection the server
-  // dropped is found before a command goes into it).
-  io_outcome check_nothing_pending();
+  // dropped is found before a command goes into it). Never waits for the
+  // socket; over TLS it may send what the records found there ask for.
+  io_outcome check_nothing_pending(steady::time_point deadline);
+  io_outcome tls_check_nothing_pending(steady::time_point deadline);
   // Sends all `n` bytes on the socket before `deadline`.
   io_outcome send_all(const char* p, std::size_t n, steady::time_point deadline);
   // Receives what the socket has (waiting for some until `deadline`): the
