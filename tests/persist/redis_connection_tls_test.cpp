@@ -43,8 +43,8 @@ std::unique_ptr<redis_connection> connect_tls(const tls_proxy& proxy, const tls_
   const auto addresses = resolve("127.0.0.1", proxy.port(), why);
   REQUIRE(why == "");
   io_outcome out;
-  auto c = redis_connection::connect(addresses, steady::now() + 3s, out,
-                                     tls_peer{&ctx, "127.0.0.1"});
+  auto c =
+      redis_connection::connect(addresses, steady::now() + 3s, out, tls_peer{&ctx, "127.0.0.1"});
   INFO(out.message);
   REQUIRE(out.ok());
   REQUIRE(c != nullptr);

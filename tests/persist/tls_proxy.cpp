@@ -60,12 +60,10 @@ bool send_all(int fd, const char* p, std::size_t n) {
 
 }  // namespace
 
-tls_proxy::tls_proxy(const std::string& cert_file, const std::string& key_file,
-                     int backend_port)
+tls_proxy::tls_proxy(const std::string& cert_file, const std::string& key_file, int backend_port)
     : backend_port_(backend_port) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (ctx == nullptr ||
-      SSL_CTX_use_certificate_chain_file(ctx, cert_file.c_str()) != 1 ||
+  if (ctx == nullptr || SSL_CTX_use_certificate_chain_file(ctx, cert_file.c_str()) != 1 ||
       SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
     if (ctx) SSL_CTX_free(ctx);
     throw std::runtime_error("tls proxy: cannot load " + cert_file + " and " + key_file);
