@@ -1,10 +1,16 @@
 #include "http_client.hpp"
 
+#include "resolve.hpp"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+
+#include <future>
+#include <memory>
+#include <thread>
 
 namespace primcache::cli {
 
@@ -31,21 +37,52 @@ void run_all(boost::asio::io_context& ioc) {
 
 }  // namespace
 
+tcp::resolver::results_type resolve_within(const std::string& host, std::uint16_t port,
+                                           std::chrono::steady_clock::time_point deadline,
+                                           const std::string& within, lookup_fn lookup) {
+  const std::string where = host + ":" + std::to_string(port);
+  if (!lookup) {
+    lookup = [](const std::string& h, const std::string& p) {
+      boost::asio::io_context ioc;
+      return tcp::resolver(ioc).resolve(h, p);  // throws boost::system::system_error
+    };
+  }
+  // getaddrinfo cannot be cancelled: the thread owns all it uses (the
+  // promise's shared state, copies of the arguments), so leaving it
+  // behind at the deadline is safe.
+  auto answer = std::make_shared<std::promise<tcp::resolver::results_type>>();
+  std::future<tcp::resolver::results_type> f = answer->get_future();
+  std::thread([answer, lookup = std::move(lookup), host, service = std::to_string(port)] {
+    try {
+      answer->set_value(lookup(host, service));
+    } catch (...) {
+      answer->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (f.wait_until(deadline) != std::future_status::ready) {
+    throw connect_error("cannot resolve " + where + ": no answer from the resolver within " +
+                        within);
+  }
+  try {
+    return f.get();
+  } catch (const boost::system::system_error& e) {
+    throw connect_error("cannot resolve " + where + ": " + e.code().message());
+  }
+}
+
 http_response http_request(const std::string& host, std::uint16_t port, const std::string& method,
                            const std::string& target, const std::string& body,
                            const std::string& token, std::chrono::milliseconds timeout) {
   const std::string where = host + ":" + std::to_string(port);
   const std::string within = duration_text(timeout);
-  // One deadline for the whole request: connect, send and the answer
-  // together take at most `timeout`. Beast's timeouts apply to its
+  // One deadline for the whole request: lookup, connect, send and the
+  // answer together take at most `timeout`. Beast's timeouts apply to its
   // asynchronous operations only, hence async_* driven by the io_context.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto endpoints = resolve_within(host, port, deadline, within);
   boost::asio::io_context ioc;
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
-  tcp::resolver resolver(ioc);
-  const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
-  if (ec) throw connect_error("cannot resolve " + where + ": " + ec.message());
 
   stream.expires_at(deadline);
   stream.async_connect(endpoints,

@@ -5,18 +5,20 @@
 //       primcache::cli::http_request("127.0.0.1", 8477, "GET", "/api/v1/caches", "", "");
 //   if (r.status == 200) ...
 //
-// `timeout` bounds the whole request: connecting, sending and reading the
-// answer together (asynchronous operations under one deadline; a HOST given
-// as a name is looked up first, by the system's resolver, with its own
-// limits). A server that accepts but never answers, or a stopped one, is an
-// error after `timeout`, not a wait without end.
+// `timeout` bounds the whole request: looking the host up, connecting,
+// sending and reading the answer together (asynchronous operations under one
+// deadline; the system's resolver, which cannot be interrupted, runs on a
+// thread of its own that is left behind if it outlasts the deadline). A
+// server that accepts but never answers, a stopped one, or a name server
+// that does not answer, is an error after `timeout`, not a wait without end.
 //
 // Thread-safety: independent calls may run concurrently. Exceptions:
 // primcache::cli::connect_error when nothing answers at the address (or the
 // connection fails, or the timeout passes), with a message naming the
 // address and why: "no primcached answers at 127.0.0.1:8477 (Connection
 // refused)", "... (no connection within 10 s)", "no answer from
-// 127.0.0.1:8477: timed out after 10 s (is primcached stopped or too busy?)".
+// 127.0.0.1:8477: timed out after 10 s (is primcached stopped or too busy?)",
+// "cannot resolve admin.example:8477: no answer from the resolver within 10 s".
 #pragma once
 
 #include <chrono>

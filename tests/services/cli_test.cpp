@@ -1,5 +1,6 @@
 // The primcache command line's own safeguards: its HTTP requests end at their
-// timeout whatever the server does (http_client.hpp, called directly, and
+// timeout whatever the server or the resolver does (http_client.hpp and
+// resolve.hpp, called directly, and
 // `primcache stats` as a process), and it reads the token file only when it
 // is what primcached writes (main.cpp, read_token; run as a process).
 #include <arpa/inet.h>
@@ -21,6 +22,7 @@
 #include <catch2/catch.hpp>
 
 #include "http_client.hpp"
+#include "resolve.hpp"
 
 #include "process.hpp"
 
@@ -183,6 +185,53 @@ TEST_CASE("primcache's HTTP requests end at their timeout whatever the server do
     REQUIRE(f.wait_for(10s) == std::future_status::ready);
     const outcome o = f.get();
     CHECK(o.error == "no primcached answers at " + address + " (Connection refused)");
+  }
+}
+
+TEST_CASE("a host's lookup is bounded by the request's deadline", "[services][cli]") {
+  using primcache::cli::resolve_within;
+  using results = boost::asio::ip::tcp::resolver::results_type;
+  const auto now = [] { return std::chrono::steady_clock::now(); };
+  SECTION("a resolver that does not answer: an error at the deadline, the lookup left behind") {
+    // A name server that never answers, played by a lookup that waits for
+    // the test to let it go (so nothing is left running when the test ends).
+    auto release = std::make_shared<std::promise<void>>();
+    auto finished = std::make_shared<std::promise<void>>();
+    std::shared_future<void> released = release->get_future().share();
+    std::future<void> lookup_done = finished->get_future();
+    const auto start = now();
+    try {
+      resolve_within("admin.example", 8477, start + 300ms, "300 ms",
+                     [released, finished](const std::string&, const std::string&) {
+                       released.wait();
+                       finished->set_value();
+                       return results();
+                     });
+      FAIL("resolve_within returned while its lookup was still waiting");
+    } catch (const primcache::cli::connect_error& e) {
+      CHECK(std::string(e.what()) ==
+            "cannot resolve admin.example:8477: no answer from the resolver within 300 ms");
+    }
+    CHECK(now() - start >= 300ms);
+    CHECK(now() - start < 5s);
+    release->set_value();
+    CHECK(lookup_done.wait_for(10s) == std::future_status::ready);
+  }
+  SECTION("a lookup that fails: its reason") {
+    CHECK_THROWS_WITH(
+        resolve_within("nowhere.invalid", 1, now() + 10s, "10 s",
+                       [](const std::string&, const std::string&) -> results {
+                         throw boost::system::system_error(boost::asio::error::host_not_found);
+                       }),
+        "cannot resolve nowhere.invalid:1: " +
+            boost::system::error_code(boost::asio::error::host_not_found).message());
+  }
+  SECTION("the system's resolver: a numeric address and localhost") {
+    auto numeric = resolve_within("127.0.0.1", 8477, now() + 10s, "10 s");
+    REQUIRE(numeric.size() == 1);
+    CHECK(numeric.begin()->endpoint().port() == 8477);
+    CHECK(numeric.begin()->endpoint().address().to_string() == "127.0.0.1");
+    CHECK(resolve_within("localhost", 8477, now() + 10s, "10 s").size() >= 1);
   }
 }
 
