@@ -409,6 +409,13 @@ TEST_CASE("every post-op is fused into the convolution's store", "[cpu][conv][po
     p.post_ops = {binary(1, ci::binary_broadcast::none), eltwise(alg::relu),
                   binary(0, ci::binary_broadcast::per_channel), eltwise(alg::clip, 0.f, 1.f)};
   }
+  SECTION("a chain the epilogue applies to several pixels at once: sum, gelu_erf, adds") {
+    // gelu_erf makes the epilogue join a block's pixels into one wide
+    // vector; each pixel's dst-shaped operand must still be its own.
+    p.post_ops = {binary(1, ci::binary_broadcast::none), eltwise(alg::gelu_erf),
+                  binary(0, ci::binary_broadcast::per_channel),
+                  binary(2, ci::binary_broadcast::scalar), eltwise(alg::tanh)};
+  }
   for (cpu_isa isa : test_isas()) check_against_reference(p, ci::default_conv_config(p, isa), isa);
 }
 

@@ -3,6 +3,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -34,7 +35,10 @@ using ci::eltwise_alg;
 // shapes of the emitted IR run.
 using post_ops_fn = void(const float* x, const float* const* operands, float* y, std::int64_t n);
 
-void build_post_ops(llvm::Module& m, cpu_isa isa, const ci::post_op_chain& chain) {
+// `joined` > 1: the vector body takes that many vectors a step through the
+// emit_post_ops that joins them (post_op_group's count at a time).
+void build_post_ops(llvm::Module& m, cpu_isa isa, const ci::post_op_chain& chain,
+                    unsigned joined = 1) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::IRBuilder<> b(ctx);
   llvm::Type* f32 = b.getFloatTy();
@@ -53,32 +57,53 @@ void build_post_ops(llvm::Module& m, cpu_isa isa, const ci::post_op_chain& chain
   auto* exit = llvm::BasicBlock::Create(ctx, "exit", fn);
   llvm::Value* n = fn->getArg(3);
 
+  auto operand = [&](const ci::binary_add_op& op, llvm::Value* i, unsigned width) {
+    llvm::Type* t = width == 1 ? f32 : llvm::FixedVectorType::get(f32, width);
+    llvm::Value* slot = b.CreateGEP(ptr, fn->getArg(1), b.getInt64(op.arg_index));
+    llvm::Value* base = b.CreateAlignedLoad(ptr, slot, llvm::Align(8));
+    if (op.broadcast == binary_broadcast::scalar) {
+      llvm::Value* s = b.CreateAlignedLoad(f32, base, llvm::Align(4));
+      return width == 1 ? s : b.CreateVectorSplat(width, s);
+    }
+    return static_cast<llvm::Value*>(
+        b.CreateAlignedLoad(t, b.CreateGEP(f32, base, i), llvm::Align(4)));
+  };
+  auto joined_body = [&](llvm::Value* i) {
+    llvm::Type* t = llvm::FixedVectorType::get(f32, lanes);
+    auto at = [&](std::size_t k) { return b.CreateAdd(i, b.getInt64(k * lanes)); };
+    ci::emit_post_ops(
+        b, joined, chain, ci::post_op_group(chain, ci::isa_vector_bits(isa)),
+        [&](std::size_t k) {
+          return b.CreateAlignedLoad(t, b.CreateGEP(f32, fn->getArg(0), at(k)), llvm::Align(4));
+        },
+        [&](int, const ci::binary_add_op& op, std::size_t k) { return operand(op, at(k), lanes); },
+        [&](std::size_t k, llvm::Value* y) {
+          b.CreateAlignedStore(y, b.CreateGEP(f32, fn->getArg(2), at(k)), llvm::Align(4));
+        });
+  };
   auto body = [&](llvm::Value* i, unsigned width) {
     llvm::Type* t = width == 1 ? f32 : llvm::FixedVectorType::get(f32, width);
     llvm::Value* x = b.CreateAlignedLoad(t, b.CreateGEP(f32, fn->getArg(0), i), llvm::Align(4));
-    llvm::Value* y = ci::emit_post_ops(b, x, chain, [&](int, const ci::binary_add_op& op) {
-      llvm::Value* slot = b.CreateGEP(ptr, fn->getArg(1), b.getInt64(op.arg_index));
-      llvm::Value* base = b.CreateAlignedLoad(ptr, slot, llvm::Align(8));
-      if (op.broadcast == binary_broadcast::scalar) {
-        llvm::Value* s = b.CreateAlignedLoad(f32, base, llvm::Align(4));
-        return width == 1 ? s : b.CreateVectorSplat(width, s);
-      }
-      return static_cast<llvm::Value*>(
-          b.CreateAlignedLoad(t, b.CreateGEP(f32, base, i), llvm::Align(4)));
-    });
+    llvm::Value* y = ci::emit_post_ops(
+        b, x, chain, [&](int, const ci::binary_add_op& op) { return operand(op, i, width); });
     b.CreateAlignedStore(y, b.CreateGEP(f32, fn->getArg(2), i), llvm::Align(4));
   };
 
   b.SetInsertPoint(entry);
-  llvm::Value* nvec = b.CreateAnd(n, b.getInt64(~std::uint64_t{lanes - 1}));
+  const unsigned step = lanes * joined;
+  llvm::Value* nvec = b.CreateMul(b.CreateUDiv(n, b.getInt64(step)), b.getInt64(step));
   b.CreateBr(vhead);
   b.SetInsertPoint(vhead);
   llvm::PHINode* i = b.CreatePHI(i64, 2);
   i->addIncoming(b.getInt64(0), entry);
   b.CreateCondBr(b.CreateICmpULT(i, nvec), vbody, shead);
   b.SetInsertPoint(vbody);
-  body(i, lanes);
-  i->addIncoming(b.CreateAdd(i, b.getInt64(lanes)), b.GetInsertBlock());
+  if (joined > 1) {
+    joined_body(i);
+  } else {
+    body(i, lanes);
+  }
+  i->addIncoming(b.CreateAdd(i, b.getInt64(step)), b.GetInsertBlock());
   b.CreateBr(vhead);
   b.SetInsertPoint(shead);
   llvm::PHINode* j = b.CreatePHI(i64, 2);
@@ -97,9 +122,9 @@ struct compiled {
   post_ops_fn* fn;
 };
 
-compiled compile(cpu_isa isa, const ci::post_op_chain& chain) {
-  auto m = ci::jit_module::compile("post_ops", isa,
-                                   [&](llvm::Module& mod) { build_post_ops(mod, isa, chain); });
+compiled compile(cpu_isa isa, const ci::post_op_chain& chain, unsigned joined = 1) {
+  auto m = ci::jit_module::compile(
+      "post_ops", isa, [&](llvm::Module& mod) { build_post_ops(mod, isa, chain, joined); });
   INFO((m ? std::string() : m.why().message));
   REQUIRE(m.has_value());
   auto fn = m.value()->lookup_function<post_ops_fn>("post_ops");
@@ -212,33 +237,75 @@ TEST_CASE("emitted eltwise post-ops match their references", "[cpu][post_ops]") 
   }
 }
 
+// Operands for the chains below, for `n` elements: 0 a scalar, 1 shaped
+// as dst, 2 one per element (per channel).
+struct chain_operands {
+  explicit chain_operands(std::size_t n) : same_shape(n), per_element(n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      same_shape[i] = std::sin(static_cast<float>(i));
+      per_element[i] = 0.25f * std::cos(static_cast<float>(i));
+    }
+  }
+  float scalar = -0.75f;
+  std::vector<float> same_shape, per_element;
+  const float* pointers[3] = {&scalar, same_shape.data(), per_element.data()};
+};
+
 TEST_CASE("emitted post-op chains apply eltwise and binary additions in order", "[cpu][post_ops]") {
   const ci::post_op_chain chain = {
       binary(1, binary_broadcast::none),        eltwise(eltwise_alg::tanh),
       binary(0, binary_broadcast::scalar),      eltwise(eltwise_alg::linear, 2.f, 1.f),
       binary(2, binary_broadcast::per_channel), eltwise(eltwise_alg::relu)};
   const auto x = inputs();
-  std::vector<float> same_shape(x.size()), per_element(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    same_shape[i] = std::sin(static_cast<float>(i));
-    per_element[i] = 0.25f * std::cos(static_cast<float>(i));
-  }
-  const float scalar = -0.75f;
-  const float* operands[] = {&scalar, same_shape.data(), per_element.data()};
+  const chain_operands o(x.size());
   for (cpu_isa isa : test_isas()) {
     INFO(primcache::to_string(isa));
     compiled k = compile(isa, chain);
     std::vector<float> y(x.size());
-    k.fn(x.data(), operands, y.data(), static_cast<std::int64_t>(x.size()));
+    k.fn(x.data(), o.pointers, y.data(), static_cast<std::int64_t>(x.size()));
     int bad = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
-      const float ops[] = {same_shape[i], 0.f, scalar, 0.f, per_element[i], 0.f};
+      const float ops[] = {o.same_shape[i], 0.f, o.scalar, 0.f, o.per_element[i], 0.f};
       const float want = ci::apply_post_ops_reference(x[i], chain, ops);
       // tanh (3 ulp with rounding) of an exactly added input, then
       // additions: each step at most 2 ulp of 4 (the largest magnitude).
       const double tol = 8.0 * ulp_at(4.f);
       if (!same(y[i], want, tol) && bad++ < 3) {
         FAIL_CHECK("x " << x[i] << ": got " << y[i] << ", want " << want);
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("post-ops applied to vectors joined into one give each vector's own results",
+          "[cpu][post_ops]") {
+  // Seven vectors a step: joined 4 + 2 + 1 at AVX-512, 2 + 2 + 2 + 1 below;
+  // each must get its own dst-shaped and per-element operands and the same
+  // bits as a vector taken alone.
+  const ci::post_op_chain chain = {
+      binary(1, binary_broadcast::none),        eltwise(eltwise_alg::gelu_erf),
+      binary(0, binary_broadcast::scalar),      eltwise(eltwise_alg::tanh),
+      binary(2, binary_broadcast::per_channel), eltwise(eltwise_alg::sigmoid, 0.f, 0.f, 1.5f)};
+  REQUIRE(ci::post_op_group(chain, 512) == 4);
+  REQUIRE(ci::post_op_group(chain, 256) == 2);
+  REQUIRE(ci::post_op_group({binary(0, binary_broadcast::none), eltwise(eltwise_alg::relu),
+                             eltwise(eltwise_alg::linear, 2.f, 1.f), eltwise(eltwise_alg::clip)},
+                            512) == 1);
+  const auto x = inputs();
+  const chain_operands o(x.size());
+  for (cpu_isa isa : test_isas()) {
+    INFO(primcache::to_string(isa));
+    compiled alone = compile(isa, chain);
+    compiled joined = compile(isa, chain, 7);
+    std::vector<float> want(x.size()), got(x.size());
+    alone.fn(x.data(), o.pointers, want.data(), static_cast<std::int64_t>(x.size()));
+    joined.fn(x.data(), o.pointers, got.data(), static_cast<std::int64_t>(x.size()));
+    int bad = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const bool same_bits = std::memcmp(&got[i], &want[i], sizeof(float)) == 0;
+      if (!same_bits && bad++ < 3) {
+        FAIL_CHECK("element " << i << ", x " << x[i] << ": got " << got[i] << ", want " << want[i]);
       }
     }
     CHECK(bad == 0);

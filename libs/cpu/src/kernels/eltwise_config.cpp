@@ -20,6 +20,13 @@ bool has_per_channel(const post_op_chain& chain) {
   return false;
 }
 
+bool has_gelu_erf(const eltwise_problem& p) {
+  if (p.op.alg == eltwise_alg::gelu_erf) return true;
+  return std::any_of(p.post_ops.begin(), p.post_ops.end(), [](const post_op& op) {
+    return op.what == post_op::kind::eltwise && op.eltwise.alg == eltwise_alg::gelu_erf;
+  });
+}
+
 // Vectors wider than the innermost loop, or unrolling past it, give the
 // same code as narrower ones: such configs are brought to the narrower form
 // so that different configs mean different code.
@@ -52,6 +59,17 @@ eltwise_config default_eltwise_config(const eltwise_problem& p, cpu_isa isa) {
   c.vector_lanes = static_cast<int>(std::max(4u, isa_vector_bits(isa) / 32));
   c.unroll = 2;
   if (!validate_eltwise_problem(p)) return c;
+  // gelu_erf's code is a dependency chain of about a hundred instructions a
+  // vector: four vectors' chains interleaved (one vector of 64 lanes, whose
+  // every step LLVM emits for its four registers in turn) keep the FMA
+  // units busy where two unrolled vectors, one's chain after the other's,
+  // wait on latency. Needs the 32 registers of AVX-512; measured 1.3-1.7x
+  // there, nothing at AVX2, and no gain or a loss for the shorter chains
+  // (docs/PERFORMANCE.md, "Interleaved epilogues").
+  if (isa_vector_bits(isa) >= 512 && has_gelu_erf(p)) {
+    c.vector_lanes = 64;
+    c.unroll = 1;
+  }
   auto plan = eltwise_walk_plan(p);
   if (!plan) return c;
   const walk_plan& w = plan.value();

@@ -12,6 +12,7 @@
 #include <llvm/IR/Module.h>
 
 #include "jit/ir_loop.hpp"
+#include "jit/target.hpp"
 #include "kernels/integer_math.hpp"
 #include "kernels/matmul_config.hpp"
 
@@ -27,6 +28,7 @@ class matmul_generator {
       : p_(p),
         c_(c),
         lanes_(matmul_vector_lanes(isa)),
+        post_op_group_(post_op_group(p.post_ops, isa_vector_bits(isa))),
         m_(m),
         ctx_(m.getContext()),
         b_(ctx_),
@@ -336,7 +338,9 @@ class matmul_generator {
     // is emitted once per vector of a row instead of once per accumulator,
     // and its constants live in one iteration (a block materializes each
     // constant once: unrolled over 24 accumulators they stayed live through
-    // the whole epilogue and the allocator spilled around them). The
+    // the whole epilogue and the allocator spilled around them). A row's
+    // vectors go through the post-ops joined (post_op_group: up to four
+    // for a gelu), so that their dependency chains interleave. The
     // pointers into dst and into same-shape operands step by a row.
     values rows_init{c};
     std::vector<std::size_t> row_slot(nops, 0);  // operand i's pointer in the carried values
@@ -352,17 +356,21 @@ class matmul_generator {
         i64c(0), i64c(rows), 1, rows_init,
         [&](llvm::Value*, const values& cur) {
           llvm::Value* c_row = cur[0];
-          for (int v = 0; v < nv; ++v) {
-            const std::int64_t at = std::int64_t{v} * lanes_;
-            llvm::Value* x = load_vec(gep(c_row, at), width(v));
-            if (p_.with_bias) x = b_.CreateFAdd(x, bias[v]);
-            x = emit_post_ops(b_, x, p_.post_ops,
-                              [&](int i, const binary_add_op& op) -> llvm::Value* {
-                                if (op.broadcast != binary_broadcast::none) return op_cols[i][v];
-                                return load_vec(gep(cur[row_slot[i]], at), width(v));
-                              });
-            store_vec(x, gep(c_row, at), width(v));
-          }
+          auto column = [&](std::size_t v) { return std::int64_t{static_cast<int>(v)} * lanes_; };
+          auto valid = [&](std::size_t v) { return width(static_cast<int>(v)); };
+          emit_post_ops(
+              b_, static_cast<std::size_t>(nv), p_.post_ops, post_op_group_,
+              [&](std::size_t v) {
+                llvm::Value* x = load_vec(gep(c_row, column(v)), valid(v));
+                return p_.with_bias ? b_.CreateFAdd(x, bias[v]) : x;
+              },
+              [&](int i, const binary_add_op& op, std::size_t v) -> llvm::Value* {
+                if (op.broadcast != binary_broadcast::none) return op_cols[i][v];
+                return load_vec(gep(cur[row_slot[i]], column(v)), valid(v));
+              },
+              [&](std::size_t v, llvm::Value* y) {
+                store_vec(y, gep(c_row, column(v)), valid(v));
+              });
           values next;
           for (llvm::Value* ptr : cur) next.push_back(gep(ptr, ldc));
           return next;
@@ -554,6 +562,8 @@ class matmul_generator {
   const matmul_problem& p_;
   const matmul_config& c_;
   const int lanes_;
+  // Vectors of a row the epilogue passes through the post-ops at once.
+  const int post_op_group_;
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;

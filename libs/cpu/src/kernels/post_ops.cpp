@@ -83,6 +83,74 @@ llvm::Value* emit_post_ops(llvm::IRBuilderBase& b, llvm::Value* x, const post_op
   return x;
 }
 
+namespace {
+
+// The vectors `parts` (of one type) as one, in order.
+llvm::Value* join_vectors(llvm::IRBuilderBase& b, std::vector<llvm::Value*> parts) {
+  while (parts.size() > 1) {
+    std::vector<llvm::Value*> joined;
+    for (std::size_t i = 0; i + 1 < parts.size(); i += 2) {
+      const auto n = llvm::cast<llvm::FixedVectorType>(parts[i]->getType())->getNumElements();
+      std::vector<int> order(2 * n);
+      for (unsigned j = 0; j < 2 * n; ++j) order[j] = static_cast<int>(j);
+      joined.push_back(b.CreateShuffleVector(parts[i], parts[i + 1], order));
+    }
+    parts = std::move(joined);
+  }
+  return parts[0];
+}
+
+// Part `k` of `wide`, `n` lanes.
+llvm::Value* vector_part(llvm::IRBuilderBase& b, llvm::Value* wide, unsigned k, unsigned n) {
+  std::vector<int> order(n);
+  for (unsigned j = 0; j < n; ++j) order[j] = static_cast<int>(k * n + j);
+  return b.CreateShuffleVector(wide, order);
+}
+
+}  // namespace
+
+void emit_post_ops(llvm::IRBuilderBase& b, std::size_t count, const post_op_chain& chain, int group,
+                   post_op_vector vector, binary_operand_loader_at load_operand,
+                   post_op_result result) {
+  const auto most = static_cast<std::size_t>(std::max(group, 1));
+  for (std::size_t first = 0; first < count;) {
+    std::size_t n = 1;
+    while (2 * n <= most && first + 2 * n <= count) n *= 2;
+    std::vector<llvm::Value*> parts;
+    for (std::size_t k = 0; k < n; ++k) parts.push_back(vector(first + k));
+    const auto lanes = llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements();
+    llvm::Value* x = join_vectors(b, std::move(parts));
+    x = emit_post_ops(b, x, chain, [&](int i, const binary_add_op& op) {
+      std::vector<llvm::Value*> operands;
+      for (std::size_t k = 0; k < n; ++k) operands.push_back(load_operand(i, op, first + k));
+      return join_vectors(b, std::move(operands));
+    });
+    for (std::size_t k = 0; k < n; ++k) {
+      result(first + k, n == 1 ? x : vector_part(b, x, static_cast<unsigned>(k), lanes));
+    }
+    first += n;
+  }
+}
+
+int post_op_group(const post_op_chain& chain, unsigned vector_bits) {
+  const bool long_chain = std::any_of(chain.begin(), chain.end(), [](const post_op& op) {
+    if (op.what != post_op::kind::eltwise) return false;
+    switch (op.eltwise.alg) {
+      case eltwise_alg::gelu_erf:
+      case eltwise_alg::gelu_tanh:
+      case eltwise_alg::tanh:
+      case eltwise_alg::sigmoid:
+      case eltwise_alg::exp: return true;
+      case eltwise_alg::relu:
+      case eltwise_alg::linear:
+      case eltwise_alg::clip: return false;
+    }
+    return false;
+  });
+  if (!long_chain) return 1;
+  return vector_bits >= 512 ? 4 : 2;
+}
+
 float eltwise_reference(float x, const eltwise_op& op) {
   double v = x;
   double y = 0;

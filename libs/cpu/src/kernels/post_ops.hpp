@@ -90,6 +90,31 @@ using binary_operand_loader = llvm::function_ref<llvm::Value*(int index, const b
 llvm::Value* emit_post_ops(llvm::IRBuilderBase& b, llvm::Value* x, const post_op_chain& chain,
                            binary_operand_loader load_operand);
 
+// The chain applied to `count` vectors of one type, `group` of them at a
+// time joined into one vector `group` times as wide (group a power of two;
+// fewer at the end), so that the code generator emits each step for those
+// vectors one after another: the chains of independent vectors interleave,
+// where one vector's whole chain after another's leaves the core waiting
+// on each step's latency. Group by group, vector(k) gives vector k (its
+// code is emitted then), load_operand(i, op, k) binary post-op i's operand
+// for it, and result(k, y) takes its result, so that no more than a group
+// is live at once.
+using post_op_vector = llvm::function_ref<llvm::Value*(std::size_t k)>;
+using binary_operand_loader_at =
+    llvm::function_ref<llvm::Value*(int index, const binary_add_op&, std::size_t k)>;
+using post_op_result = llvm::function_ref<void(std::size_t k, llvm::Value* y)>;
+void emit_post_ops(llvm::IRBuilderBase& b, std::size_t count, const post_op_chain& chain, int group,
+                   post_op_vector vector, binary_operand_loader_at load_operand,
+                   post_op_result result);
+
+// How many vectors an epilogue should join for the chain (above), on an ISA
+// of `vector_bits`-wide registers: 4 at 512 bits (32 registers), 2 below
+// (16), for a chain with a function whose code is a long dependency chain
+// (the gelus, tanh, sigmoid, exp; gelu_erf is about a hundred instructions
+// a vector, most of them dependent); 1 for the rest (docs/PERFORMANCE.md,
+// "Interleaved epilogues").
+int post_op_group(const post_op_chain& chain, unsigned vector_bits);
+
 // Reference semantics (scalar, plain C++), for reference implementations
 // and tests. `operands[i]` is the operand value of binary post-op i.
 float apply_post_ops_reference(float x, const post_op_chain& chain, const float* operands);
