@@ -37,19 +37,32 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-// A TLS connection to `proxy`, checked against the test CA.
-std::unique_ptr<redis_connection> connect_tls(const tls_proxy& proxy, const tls_context& ctx) {
-  std::string why;
-  const auto addresses = resolve("127.0.0.1", proxy.port(), why);
-  REQUIRE(why == "");
-  io_outcome out;
-  auto c =
-      redis_connection::connect(addresses, steady::now() + 3s, out, tls_peer{&ctx, "127.0.0.1"});
-  INFO(out.message);
-  REQUIRE(out.ok());
-  REQUIRE(c != nullptr);
-  return c;
-}
+// A scripted server (`answer`) behind a TLS front, and TLS connections to
+// it checked against the test CA.
+struct tls_fake {
+  explicit tls_fake(fake_redis_server::answer_fn answer)
+      : fake(std::move(answer)),
+        proxy(pki.file("server.crt"), pki.file("server.key"), fake.port()),
+        ctx(pki.file("ca.crt"), "", "") {}
+
+  std::unique_ptr<redis_connection> connect() const {
+    std::string why;
+    const auto addresses = resolve("127.0.0.1", proxy.port(), why);
+    REQUIRE(why == "");
+    io_outcome out;
+    auto c =
+        redis_connection::connect(addresses, steady::now() + 3s, out, tls_peer{&ctx, "127.0.0.1"});
+    INFO(out.message);
+    REQUIRE(out.ok());
+    REQUIRE(c != nullptr);
+    return c;
+  }
+
+  test_pki pki;
+  fake_redis_server fake;
+  tls_proxy proxy;
+  const tls_context ctx;
+};
 
 io_outcome ping(redis_connection& c, redis_reply& reply) {
   const std::vector<std::string_view> argv = {"PING"};
@@ -60,11 +73,8 @@ io_outcome ping(redis_connection& c, redis_reply& reply) {
 
 TEST_CASE("over TLS, session tickets waiting before a command are no stray bytes",
           "[redis_connection][tls]") {
-  test_pki pki;
-  fake_redis_server fake([](const std::vector<std::string>&) { return "+PONG\r\n"; });
-  tls_proxy proxy(pki.file("server.crt"), pki.file("server.key"), fake.port());
-  const tls_context ctx(pki.file("ca.crt"), "", "");
-  auto c = connect_tls(proxy, ctx);
+  tls_fake t([](const std::vector<std::string>&) { return "+PONG\r\n"; });
+  auto c = t.connect();
   std::this_thread::sleep_for(200ms);  // the tickets are in the socket
   for (int i = 0; i < 3; ++i) {
     redis_reply reply;
@@ -73,7 +83,7 @@ TEST_CASE("over TLS, session tickets waiting before a command are no stray bytes
     REQUIRE(out.ok());
     CHECK(reply.str == "PONG");
   }
-  CHECK(fake.commands().size() == 3);
+  CHECK(t.fake.commands().size() == 3);
 }
 
 TEST_CASE("over TLS, bytes after a reply in a later record fail the next command, unsent",
@@ -82,16 +92,13 @@ TEST_CASE("over TLS, bytes after a reply in a later record fail the next command
   // own, an error line (what Redis sends a connection it will not serve).
   // Read as the second PING's reply, it would put the connection one reply
   // behind for good.
-  test_pki pki;
   int answered = 0;  // on the fake's thread only
-  fake_redis_server fake([&](const std::vector<std::string>&) {
+  tls_fake t([&](const std::vector<std::string>&) {
     if (answered++ > 0) return std::string("+PONG\r\n");
     return "+PONG\r\n" + std::string(fake_redis_server::pause) +
            "-ERR max number of clients reached\r\n";
   });
-  tls_proxy proxy(pki.file("server.crt"), pki.file("server.key"), fake.port());
-  const tls_context ctx(pki.file("ca.crt"), "", "");
-  auto c = connect_tls(proxy, ctx);
+  auto c = t.connect();
   redis_reply reply;
   REQUIRE(ping(*c, reply).ok());
   CHECK(reply.str == "PONG");
@@ -100,22 +107,19 @@ TEST_CASE("over TLS, bytes after a reply in a later record fail the next command
   CHECK(out.failure == io_failure::protocol);
   CHECK_THAT(out.message, Contains("protocol error: bytes nobody asked for") &&
                               Contains("(the server said: ERR max number of clients reached)"));
-  CHECK(fake.commands().size() == 1);
+  CHECK(t.fake.commands().size() == 1);
 }
 
 TEST_CASE("over TLS, a server that closed an idle connection is found before a command",
           "[redis_connection][tls]") {
-  test_pki pki;
-  fake_redis_server fake([](const std::vector<std::string>&) { return "+PONG\r\n"; });
-  tls_proxy proxy(pki.file("server.crt"), pki.file("server.key"), fake.port());
-  const tls_context ctx(pki.file("ca.crt"), "", "");
-  auto c = connect_tls(proxy, ctx);
+  tls_fake t([](const std::vector<std::string>&) { return "+PONG\r\n"; });
+  auto c = t.connect();
   redis_reply reply;
   REQUIRE(ping(*c, reply).ok());
-  proxy.stop();  // close_notify, then the socket closed
+  t.proxy.stop();  // close_notify, then the socket closed
   std::this_thread::sleep_for(100ms);
   const io_outcome out = ping(*c, reply);
   CHECK(out.failure == io_failure::closed);
   CHECK_THAT(out.message, Contains("closed"));
-  CHECK(fake.commands().size() == 1);
+  CHECK(t.fake.commands().size() == 1);
 }

@@ -73,6 +73,21 @@ int free_loopback_port() {
   return ntohs(a.sin_port);
 }
 
+int listen_on_loopback(const char* who, int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(fd, 16) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(std::string(who) + ": cannot listen on loopback");
+  }
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
 void redis_server::make_dir() {
   std::string tmpl = std::filesystem::temp_directory_path().string() + "/primcache-redis-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -293,18 +308,7 @@ std::ptrdiff_t parse_command(std::string_view in, std::vector<std::string>& argv
 }  // namespace
 
 fake_redis_server::fake_redis_server(answer_fn answer) : answer_(std::move(answer)) {
-  listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(listener_, 16) != 0 ||
-      ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (listener_ >= 0) ::close(listener_);
-    throw std::runtime_error("fake redis server: cannot listen on loopback");
-  }
-  port_ = ntohs(a.sin_port);
+  listener_ = listen_on_loopback("fake redis server", port_);
   thread_ = std::thread([this] { serve(); });
 }
 

@@ -56,6 +56,10 @@ class redis_server {
 // A port on 127.0.0.1 nothing listens on (bound and released).
 int free_loopback_port();
 
+// A listening TCP socket on 127.0.0.1 and a port the kernel picks (in
+// `port`). Throws std::runtime_error naming `who` when it cannot listen.
+int listen_on_loopback(const char* who, int& port);
+
 // One blocking hiredis connection for test set-up (5 s timeouts by default).
 class raw_redis {
  public:

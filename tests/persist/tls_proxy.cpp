@@ -11,24 +11,11 @@
 
 #include <stdexcept>
 
+#include "redis_test_support.hpp"
+
 namespace primcache::test {
 
 namespace {
-
-int listen_on_loopback(int& port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(fd, 16) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("tls proxy: cannot listen on loopback");
-  }
-  port = ntohs(a.sin_port);
-  return fd;
-}
 
 int connect_to_loopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -69,7 +56,7 @@ tls_proxy::tls_proxy(const std::string& cert_file, const std::string& key_file, 
     throw std::runtime_error("tls proxy: cannot load " + cert_file + " and " + key_file);
   }
   ctx_ = ctx;
-  listener_ = listen_on_loopback(port_);
+  listener_ = listen_on_loopback("tls proxy", port_);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
