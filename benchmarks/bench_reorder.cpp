@@ -153,17 +153,14 @@ std::vector<char> filled(std::size_t bytes) {
   return v;
 }
 
-// `bytes` of f32 values drawn from N(0, 1), fixed seed: the eltwise's
-// inputs. (filled()'s byte pattern, read as floats, is mostly subnormal or
-// huge numbers, whose microcode assists a function's time would measure.)
-std::vector<char> normal_floats(std::size_t bytes) {
-  std::vector<char> v(bytes);
-  std::mt19937 gen(7);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  for (std::size_t at = 0; at + sizeof(float) <= bytes; at += sizeof(float)) {
-    const float x = dist(gen);
-    std::memcpy(v.data() + at, &x, sizeof x);
-  }
+// `n` f32 values drawn from N(0, spread), fixed seed: the eltwises' inputs.
+// (filled()'s byte pattern, read as floats, is mostly subnormal or huge
+// numbers, whose microcode assists a function's time would measure.)
+std::vector<float> normal_values(std::size_t n, float spread) {
+  std::vector<float> v(n);
+  std::mt19937 gen(11);
+  std::normal_distribution<float> dist(0.f, spread);
+  for (float& x : v) x = dist(gen);
   return v;
 }
 
@@ -275,8 +272,8 @@ void bm_eltwise(benchmark::State& state, const eltwise_case& c) {
     ops.append_binary(pc::algorithm::binary_add, md);
     attr.set_post_ops(ops);
   }
-  auto src = normal_floats(md.size_bytes());
-  auto addend = normal_floats(md.size_bytes());
+  auto src = normal_values(md.size_bytes() / sizeof(float), 1.f);
+  auto addend = normal_values(md.size_bytes() / sizeof(float), 1.f);
   std::vector<char> dst(md.size_bytes());
   pc::memory src_mem(md, eng, src.data()), dst_mem(md, eng, dst.data()),
       addend_mem(md, eng, addend.data());
@@ -325,10 +322,10 @@ void bm_eltwise_generic(benchmark::State& state, const eltwise_case& c) {
     return;
   }
   state.SetLabel("generic:" + std::string(pc::to_string(kernel.value()->isa())));
-  auto src = normal_floats(p.src.size_bytes());
-  auto addend = normal_floats(p.src.size_bytes());
+  auto src = normal_values(p.src.size_bytes() / sizeof(float), 1.f);
+  auto addend = normal_values(p.src.size_bytes() / sizeof(float), 1.f);
   std::vector<char> dst(p.dst.size_bytes());
-  const float* operands[] = {reinterpret_cast<const float*>(addend.data())};
+  const float* operands[] = {addend.data()};
   const ci::eltwise_args args{src.data(), dst.data(), operands};
   for (auto _ : state) {
     kernel.value()->execute(args, nullptr, pc::default_thread_pool());
@@ -386,11 +383,7 @@ const std::vector<gelu_case>& gelu_cases() {
 constexpr std::int64_t kGeluRows = 128, kGeluCols = 3072;
 
 std::vector<float> gelu_inputs(float spread) {
-  std::vector<float> v(static_cast<std::size_t>(kGeluRows * kGeluCols));
-  std::mt19937 gen(11);
-  std::normal_distribution<float> dist(0.f, spread);
-  for (float& x : v) x = dist(gen);
-  return v;
+  return normal_values(static_cast<std::size_t>(kGeluRows * kGeluCols), spread);
 }
 
 void bm_gelu_primcache(benchmark::State& state, const gelu_case& c) {
