@@ -246,6 +246,8 @@ struct chain_operands {
       per_element[i] = 0.25f * std::cos(static_cast<float>(i));
     }
   }
+  chain_operands(const chain_operands&) = delete;  // `pointers` point into this object
+  chain_operands& operator=(const chain_operands&) = delete;
   float scalar = -0.75f;
   std::vector<float> same_shape, per_element;
   const float* pointers[3] = {&scalar, same_shape.data(), per_element.data()};
