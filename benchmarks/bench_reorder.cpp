@@ -137,6 +137,15 @@ const std::vector<reorder_case>& cases() {
        data_type::bf16,
        format_tag::nChw8c,
        false},
+      // Padded in both layouts: the blocks and the pixels after them walked
+      // as one loop (a conversion between a layer's blocked activations).
+      {"f32_to_bf16_nChw8c_to_nChw8c_1x20x56x56",
+       {1, 20, 56, 56},
+       data_type::f32,
+       format_tag::nChw8c,
+       data_type::bf16,
+       format_tag::nChw8c,
+       false},
   };
   return c;
 }

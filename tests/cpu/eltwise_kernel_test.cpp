@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "jit/object_symbols.hpp"
+#include "kernels/eltwise_config.hpp"
 #include "kernels/eltwise_kernel.hpp"
 #include "naive_reference.hpp"
 #include "primcache/cpu/cpu.hpp"
@@ -294,6 +295,49 @@ TEST_CASE("eltwise on a padded blocked layout keeps the padding zero", "[cpu][el
       }
     }
     CHECK(padding_checked > 0);
+  }
+}
+
+TEST_CASE("eltwise on padded blocks walks them as whole vectors with the same results",
+          "[cpu][eltwise][padding]") {
+  // The specialized walk takes the blocks of a padded blocked layout and
+  // the pixels after them as one loop (batch_padded_block): vectors across
+  // blocks, masked by each lane's place in its block where the block is
+  // padded. Every configuration gives the bits of the default's, the
+  // padding zero, operands of every broadcast but per-channel (which keeps
+  // the channels apart) included.
+  const auto isa = GENERATE_COPY(from_range(test_isas()));
+  const auto tag = GENERATE(format_tag::nChw8c, format_tag::nChw16c);
+  const std::int64_t channels = GENERATE(3, 20);
+  const auto dt = GENERATE(data_type::f32, data_type::bf16);
+  memory_desc md({2, channels, 3, 5}, dt, tag);
+  ci::post_op add_full, add_scalar, relu;
+  add_full.what = add_scalar.what = ci::post_op::kind::binary_add;
+  add_full.binary = {0, ci::binary_broadcast::none};
+  add_scalar.binary = {1, ci::binary_broadcast::scalar};
+  relu.eltwise = {eltwise_alg::relu, 0.f, 0.f, 1.f};
+  auto p = problem(md, md, {eltwise_alg::sigmoid, 0.f, 0.f, 1.f}, 2);
+  p.post_ops = {add_full, relu, add_scalar};
+  auto plan = ci::eltwise_walk_plan(p);
+  REQUIRE(plan);
+  CHECK(plan.value().loops.back().period == (tag == format_tag::nChw8c ? 8 : 16));
+  auto def = make_kernel(p, ci::default_eltwise_config(p, isa), isa);
+  const auto base = run_both(*def, p, 6.f, 9);
+  check_close(p, base);
+  for (std::int64_t i = 0; i < md.dims()[0] * md.padded_dims()[1] * 15; ++i) {
+    const std::int64_t c = i / 15 % md.padded_dims()[1];
+    if (c < channels) continue;
+    const std::int64_t off = md.offset_of({i / 15 / md.padded_dims()[1], c, i % 15 / 5, i % 5});
+    CHECK(element(base.got, dt, off) == 0.f);
+  }
+  // Vectors narrower than a block and across several; chunks that end
+  // inside a run of blocks.
+  for (const ci::eltwise_config& c :
+       {ci::eltwise_config{4, 1, 0}, ci::eltwise_config{8, 3, 24}, ci::eltwise_config{32, 1, 24},
+        ci::eltwise_config{64, 3, 0}}) {
+    INFO("lanes " << c.vector_lanes << " unroll " << c.unroll << " chunk " << c.chunk);
+    auto k = make_kernel(p, c, isa);
+    CHECK(same_bytes(run_both(*k, p, 6.f, 9).got, base.got));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/target.hpp"
@@ -37,8 +38,15 @@ void canonicalize(eltwise_config& c, std::int64_t extent) {
 
 }  // namespace
 
+unsigned eltwise_keep_dims(const eltwise_problem& p) {
+  return has_per_channel(p.post_ops) ? 2u : 0u;
+}
+
 result<walk_plan> eltwise_walk_plan(const eltwise_problem& p) {
-  return plan_walk(p.src, p.dst, has_per_channel(p.post_ops) ? 2u : 0u);
+  const unsigned keep = eltwise_keep_dims(p);
+  auto plan = plan_walk(p.src, p.dst, keep);
+  if (!plan) return plan.why();
+  return batch_padded_block(std::move(plan).value(), keep);
 }
 
 void eltwise_problem::write_key(key_writer& w) const {

@@ -5,6 +5,7 @@
 // eltwise_kernel.hpp and defined in eltwise_config.cpp.
 //
 //   auto plan = eltwise_walk_plan(p);  // keeps dimension 1 for per-channel operands
+//   auto generic = plan_walk(p.src, p.dst, eltwise_keep_dims(p));  // the generic walk's
 //
 // Thread-safety: pure functions. Exceptions: std::bad_alloc only.
 #pragma once
@@ -16,8 +17,13 @@
 
 namespace primcache::cpu_internal {
 
-// The walk over the problem's (identical) layouts; dimension 1 is kept
-// apart when a binary post-op broadcasts per channel.
+// The dims an eltwise walk keeps apart: dimension 1 when a binary post-op
+// broadcasts per channel.
+unsigned eltwise_keep_dims(const eltwise_problem& p);
+
+// The specialized kernel's walk over the problem's layouts: plan_walk's,
+// its padded block batched (batch_padded_block). The generic kernel walks
+// plan_walk's own.
 result<walk_plan> eltwise_walk_plan(const eltwise_problem& p);
 
 // The configuration as backend fields (vector_lanes, unroll, chunk) and back;

@@ -8,10 +8,17 @@
 namespace primcache::cpu_internal {
 namespace {
 
-// n lanes of f32 starting at element `first`, `step` apart.
+// n lanes of f32 starting at element `first`, `step` apart; with `live`
+// (consecutive lanes only), zero in the lanes it leaves out, which are not
+// read.
 llvm::Value* load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* first,
-                            std::int64_t step, unsigned n) {
+                            std::int64_t step, unsigned n, llvm::Value* live = nullptr) {
   llvm::Type* f32 = b.getFloatTy();
+  if (live && n > 1 && step == 1) {
+    auto* vt = llvm::FixedVectorType::get(f32, n);
+    return b.CreateMaskedLoad(vt, b.CreateGEP(f32, base, first), llvm::Align(4), live,
+                              llvm::Constant::getNullValue(vt));
+  }
   if (n == 1 || step == 0) {
     llvm::Value* s = b.CreateAlignedLoad(f32, b.CreateGEP(f32, base, first), llvm::Align(4));
     return n == 1 ? s : b.CreateVectorSplat(n, s);
@@ -47,7 +54,7 @@ void generate_eltwise(llvm::Module& m, const eltwise_problem& p, const walk_plan
         case binary_broadcast::per_channel:
           return load_f32_lanes(b, base, lanes.index[1], lanes.index_step[1], n);
         case binary_broadcast::scalar: return load_f32_lanes(b, base, b.getInt64(0), 0, n);
-        default: return load_f32_lanes(b, base, lanes.dst_offset, lanes.dst_step, n);
+        default: return load_f32_lanes(b, base, lanes.dst_offset, lanes.dst_step, n, lanes.live);
       }
     });
   };

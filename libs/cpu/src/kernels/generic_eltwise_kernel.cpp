@@ -26,7 +26,7 @@ result<std::unique_ptr<generic_eltwise_kernel>> generic_eltwise_kernel::create(
                                                std::to_string(gw_max_post_ops) + " post-ops, not " +
                                                std::to_string(p.post_ops.size()));
   }
-  auto plan = eltwise_walk_plan(p);
+  auto plan = plan_walk(p.src, p.dst, eltwise_keep_dims(p));
   if (!plan) return plan.why();
   const walk_plan& w = plan.value();
   if (w.inner != walk_plan::inner_kind::stream) {

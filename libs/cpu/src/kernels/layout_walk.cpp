@@ -73,6 +73,30 @@ bool dst_overlaps(const memory_desc& md) {
 
 }  // namespace
 
+walk_plan batch_padded_block(walk_plan plan, unsigned keep_dims) {
+  if (plan.inner != walk_plan::inner_kind::stream || plan.loops.size() < 2) return plan;
+  const walk_loop& in = plan.loops.back();
+  const walk_loop& out = plan.loops[plan.loops.size() - 2];
+  const int d = in.dim;
+  const bool padded_block = d >= 0 && !plan.exact[d] && plan.known[d] && !(keep_dims & (1u << d)) &&
+                            in.period == 0 && is_pow2(in.extent) && in.src_stride == 1 &&
+                            in.dst_stride == 1;
+  // The outer loop's index is tracked nowhere: merged dims, or an exact one
+  // no operand or scale needs.
+  const bool untracked =
+      out.dim < 0 || (out.dim != d && plan.exact[out.dim] && !(keep_dims & (1u << out.dim)));
+  if (!padded_block || !untracked || out.src_stride != in.extent || out.dst_stride != in.extent) {
+    return plan;
+  }
+  walk_loop batched = in;
+  batched.extent = in.extent * out.extent;
+  batched.period = in.extent;
+  if (out.dim >= 0) plan.known[out.dim] = false;
+  plan.loops.pop_back();
+  plan.loops.back() = batched;
+  return plan;
+}
+
 std::int64_t walk_plan::work_items(std::int64_t chunk) const {
   std::int64_t n = 1;
   const std::size_t split = split_loop();

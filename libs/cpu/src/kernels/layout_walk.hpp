@@ -48,6 +48,10 @@ struct walk_loop {
   std::int64_t dst_stride = 0;
   int dim = -1;           // logical dimension; -1 for loops merged across dims
   std::int64_t mult = 0;  // logical index step of one iteration
+  // > 0: the loop walks blocks of `period` elements of dim `dim` one after
+  // another (batch_padded_block); the logical index at iteration j is then
+  // (j % period) * mult, plus the outer loops' part.
+  std::int64_t period = 0;
 };
 
 struct walk_plan {
@@ -76,6 +80,19 @@ struct walk_plan {
 // logical index is known at every element.
 result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsigned keep_dims);
 
+// The specialized walk's form of a stream whose innermost loop is the
+// innermost block of a padded dimension (unit strides in both layouts, a
+// power-of-two extent, the dimension not in keep_dims) and whose next loop
+// out continues it in both layouts over dimensions it need not track: an
+// eltwise on nChw8c with 20 channels (8 channels, then the pixels), a
+// reorder between two such layouts. The two loops become one of `period`
+// blocks, so that vectors run across blocks: whole where the work item's
+// block is real, masked by each lane's place in its block where it is
+// padded, instead of element by element. Other plans come back as they are.
+// The generic walks take plan_walk's plan (the chunk a config names is then
+// beyond their split loop: the whole loop).
+walk_plan batch_padded_block(walk_plan plan, unsigned keep_dims);
+
 // What the lanes of a value hold, for a transform that loads more operands.
 struct walk_lanes {
   llvm::Value* operands = nullptr;    // the function's `const float* const*` argument
@@ -83,6 +100,8 @@ struct walk_lanes {
   std::int64_t dst_step = 0;          // between lanes
   std::array<llvm::Value*, max_ndims> index{};  // i64 logical index of lane 0; null if unknown
   std::array<std::int64_t, max_ndims> index_step{};
+  // The lanes (an i1 vector) whose operands may be read; null: every lane.
+  llvm::Value* live = nullptr;
 };
 
 using walk_transform =

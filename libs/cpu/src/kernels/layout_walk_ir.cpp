@@ -71,6 +71,14 @@ class walk_emitter {
   void emit_element(llvm::Value* i, llvm::Value* j);
   void emit_vector(llvm::Value* j, int n);
   void emit_stream(llvm::Value* s0, llvm::Value* s1);
+  // A stream over blocks of a padded dimension (walk_loop::period): whole
+  // vectors where the work item's block is real, else emit_masked_vector's.
+  void emit_block_stream(llvm::Value* s0, llvm::Value* s1);
+  // n lanes at j of a block stream whose block has `real` real and `bound`
+  // in-bound elements: src read in the real lanes only (so are the
+  // transform's operands: live_lanes_), dst's padding in bound stored as
+  // zero, stored whole when `whole` (every lane in bound), else masked.
+  void emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound, bool whole);
   void emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj);
   // A row of `ri` loaded elements (a scalar when ri is 1) as one of a
   // tile's rows of g_.tile lanes (type row_ty); the lanes past ri are
@@ -118,8 +126,9 @@ class walk_emitter {
   llvm::Value* dst_base_ = nullptr;
   std::array<llvm::Value*, max_ndims> outer_l_{};
   llvm::Value* outer_real_ = nullptr;
-  const walk_loop* li_ = nullptr;  // tile: the I loop
-  const walk_loop* lj_ = nullptr;  // the innermost loop
+  llvm::Value* live_lanes_ = nullptr;  // see walk_lanes::live
+  const walk_loop* li_ = nullptr;      // tile: the I loop
+  const walk_loop* lj_ = nullptr;      // the innermost loop
 };
 
 llvm::Value* walk_emitter::emit_loop(llvm::Value* start, llvm::Value* end, std::int64_t step,
@@ -222,7 +231,10 @@ llvm::Value* walk_emitter::logical(int d, llvm::Value* i, llvm::Value* j) {
   llvm::Value* l = outer_l_[d];
   if (!l) return nullptr;
   if (i && li_ && li_->dim == d) l = b_.CreateAdd(l, b_.CreateMul(i, c64(li_->mult)));
-  if (j && lj_->dim == d) l = b_.CreateAdd(l, b_.CreateMul(j, c64(lj_->mult)));
+  if (j && lj_->dim == d) {
+    llvm::Value* at = lj_->period > 0 ? b_.CreateURem(j, c64(lj_->period)) : j;
+    l = b_.CreateAdd(l, b_.CreateMul(at, c64(lj_->mult)));
+  }
   return l;
 }
 
@@ -264,7 +276,11 @@ walk_lanes walk_emitter::lanes_at(llvm::Value* i, llvm::Value* j, llvm::Value* d
   lanes.dst_offset = dst_off;
   lanes.dst_step = lj_->dst_stride;
   lanes.operands = operands_;
+  lanes.live = live_lanes_;
   for (int d = 0; d < p_.ndims; ++d) {
+    // Along a loop of blocks the lanes' indices are no progression: unknown
+    // (batch_padded_block keeps such plans for walks that need none).
+    if (lj_->period > 0 && lj_->dim == d) continue;
     lanes.index[d] = logical(d, i, j);
     lanes.index_step[d] = lj_->dim == d ? lj_->mult : 0;
   }
@@ -341,7 +357,84 @@ void walk_emitter::emit_vector(llvm::Value* j, int n) {
   });
 }
 
+void walk_emitter::emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound,
+                                      bool whole) {
+  const auto e = static_cast<std::uint32_t>(lj_->period);
+  std::vector<llvm::Constant*> iota;
+  for (int k = 0; k < n; ++k) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(k)));
+  auto lanes_below = [&](llvm::Value* count) {
+    auto un = static_cast<unsigned>(n);
+    llvm::Value* at =
+        b_.CreateAnd(b_.CreateAdd(llvm::ConstantVector::get(iota),
+                                  b_.CreateVectorSplat(un, b_.CreateTrunc(j, b_.getInt32Ty()))),
+                     b_.CreateVectorSplat(un, b_.getInt32(e - 1)));
+    return b_.CreateICmpULT(at, b_.CreateVectorSplat(un, b_.CreateTrunc(count, b_.getInt32Ty())));
+  };
+  llvm::Value* real_lanes = lanes_below(real);
+  llvm::Value* src_off = b_.CreateAdd(src_base_, j);
+  llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
+  llvm::Type* svt = shaped(src_ty_, n);
+  llvm::Type* dvt = shaped(dst_ty_, n);
+  llvm::Value* x = b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, src_off),
+                                       llvm::Align(src_ty_->getPrimitiveSizeInBits() / 8),
+                                       real_lanes, llvm::Constant::getNullValue(svt));
+  live_lanes_ = real_lanes;
+  llvm::Value* v = finish_value(to_value(x), nullptr, j, n, dst_off);
+  live_lanes_ = nullptr;
+  v = b_.CreateSelect(real_lanes, v, llvm::Constant::getNullValue(dvt));
+  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* at = b_.CreateGEP(dst_ty_, dst_, dst_off);
+  if (whole) {
+    b_.CreateAlignedStore(v, at, dalign);
+  } else {
+    b_.CreateMaskedStore(v, at, dalign, lanes_below(bound));
+  }
+}
+
+void walk_emitter::emit_block_stream(llvm::Value* s0, llvm::Value* s1) {
+  const int d = lj_->dim;
+  const auto e = static_cast<int>(lj_->period);
+  emit_if(
+      all_real(nullptr, c64(e - 1)),
+      [&] {
+        checks_ = false;
+        emit_stream(s0, s1);
+        checks_ = true;
+      },
+      [&] {
+        // The real and in-bound elements of each block: the same prefix in
+        // every block of the work item (none where an outer padded index is
+        // past them).
+        llvm::Value* outer_bound = b_.getTrue();
+        for (int o = 0; o < p_.ndims; ++o) {
+          if (p_.exact[o] || o == d) continue;
+          outer_bound = b_.CreateAnd(outer_bound, b_.CreateICmpSLT(outer_l_[o], c64(p_.bound[o])));
+        }
+        llvm::Value* real = b_.CreateSelect(
+            outer_real_, count_below(p_.dims[d], outer_l_[d], lj_->mult, e), c64(0));
+        llvm::Value* bound = b_.CreateSelect(
+            outer_bound, count_below(p_.bound[d], outer_l_[d], lj_->mult, e), c64(0));
+        const int n = g_.vector_lanes;
+        const int rest = static_cast<int>(lj_->extent % n);
+        auto walk = [&](bool whole) {
+          llvm::Value* j = emit_loop(
+              s0, s1, n, [&](llvm::Value* v) { emit_masked_vector(v, n, real, bound, whole); });
+          // Only the chunk that ends the loop has a partial vector.
+          if (rest != 0) {
+            emit_if(b_.CreateICmpSLT(j, s1),
+                    [&] { emit_masked_vector(j, rest, real, bound, whole); });
+          }
+        };
+        emit_if(
+            b_.CreateICmpEQ(bound, c64(e)), [&] { walk(true); }, [&] { walk(false); });
+      });
+}
+
 void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
+  if (checks_ && lj_->period > 0) {
+    emit_block_stream(s0, s1);
+    return;
+  }
   const std::int64_t extent = lj_->extent;
   if (raw_ && g_.use_memcpy && !checks_ && lj_->src_stride == 1 && lj_->dst_stride == 1) {
     const std::int64_t es = static_cast<std::int64_t>(size_of(g_.src_dt));

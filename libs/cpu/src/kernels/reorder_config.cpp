@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/target.hpp"
@@ -17,6 +18,13 @@ bool reorder_is_raw(const reorder_problem& p) {
 
 unsigned reorder_keep_mask(const reorder_problem& p) {
   return p.scales == reorder_scales::per_dim ? (1u << p.scale_dim) : 0u;
+}
+
+result<walk_plan> reorder_walk_plan(const reorder_problem& p) {
+  const unsigned keep = reorder_keep_mask(p);
+  auto plan = plan_walk(p.src, p.dst, keep);
+  if (!plan) return plan.why();
+  return batch_padded_block(std::move(plan).value(), keep);
 }
 
 reorder_tile_blocks tile_blocks_for(const reorder_problem& p, const walk_plan& w,
@@ -159,7 +167,7 @@ reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa) {
   c.vector_lanes = static_cast<int>(std::clamp<std::size_t>(bits / (8 * widest), 4, 64));
   c.unroll = raw ? 4 : 2;
   if (!validate_reorder_problem(p)) return c;
-  auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+  auto plan = reorder_walk_plan(p);
   if (!plan) return c;
   const walk_plan& w = plan.value();
   if (w.inner == walk_plan::inner_kind::stream) {
@@ -177,8 +185,7 @@ reorder_config default_reorder_config(const reorder_problem& p, cpu_isa isa) {
 std::vector<reorder_config> reorder_config_variants(const reorder_problem& p, cpu_isa isa) {
   const reorder_config def = default_reorder_config(p, isa);
   std::vector<reorder_config> out;
-  auto plan = validate_reorder_problem(p) ? plan_walk(p.src, p.dst, reorder_keep_mask(p))
-                                          : result<walk_plan>(failure{});
+  auto plan = validate_reorder_problem(p) ? reorder_walk_plan(p) : result<walk_plan>(failure{});
   if (!plan) return out;
   const walk_plan& w = plan.value();
   bool copies = reorder_is_raw(p) && w.inner == walk_plan::inner_kind::stream &&
@@ -265,7 +272,7 @@ result<bool> validate_reorder_config_for(const reorder_problem& p, const reorder
 enumerated_configs<reorder_config> reorder_config_candidates(const reorder_problem& p,
                                                              cpu_isa isa) {
   if (!validate_reorder_problem(p)) return {};
-  auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+  auto plan = reorder_walk_plan(p);
   if (!plan) return {};
   const walk_plan& w = plan.value();
   const reorder_config def = default_reorder_config(p, isa);

@@ -4,7 +4,7 @@
 // (reorder_config_candidates) are declared with the configuration in
 // reorder_kernel.hpp and defined in reorder_config.cpp.
 //
-//   auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+//   auto plan = reorder_walk_plan(p);  // the specialized kernel's walk
 //
 // Thread-safety: pure functions. Exceptions: none.
 #pragma once
@@ -23,6 +23,10 @@ bool reorder_is_raw(const reorder_problem& p);
 
 // The dims the walk must keep apart (bit d): the per-dim scale's.
 unsigned reorder_keep_mask(const reorder_problem& p);
+
+// The specialized kernel's walk: plan_walk's, its padded block batched
+// (batch_padded_block). The generic kernel walks plan_walk's own.
+result<walk_plan> reorder_walk_plan(const reorder_problem& p);
 
 // The unit a work item's chunk is rounded to: a tile edge or an unrolled
 // vector.

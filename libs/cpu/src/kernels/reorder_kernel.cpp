@@ -40,7 +40,7 @@ struct prepared {
 result<prepared> prepare(const reorder_problem& p, const reorder_config& c) {
   if (auto ok = validate_reorder_problem(p); !ok) return ok.why();
   if (auto ok = validate_reorder_config(c); !ok) return ok.why();
-  auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
+  auto plan = reorder_walk_plan(p);
   if (!plan) return plan.why();
   prepared out{std::move(plan).value(), {}, 0};
   walk_codegen& g = out.gen;
