@@ -146,6 +146,14 @@ const std::vector<reorder_case>& cases() {
        data_type::bf16,
        format_tag::nChw8c,
        false},
+      // Padded, blocks of another size: vectors clipped to their real lanes.
+      {"f32_nChw8c_to_nChw16c_1x20x56x56",
+       {1, 20, 56, 56},
+       data_type::f32,
+       format_tag::nChw8c,
+       data_type::f32,
+       format_tag::nChw16c,
+       false},
   };
   return c;
 }

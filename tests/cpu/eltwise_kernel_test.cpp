@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "jit/object_symbols.hpp"
 #include "kernels/eltwise_config.hpp"
 #include "kernels/eltwise_kernel.hpp"
@@ -157,6 +160,32 @@ operands operands_for(const ci::eltwise_problem& p) {
   for (const auto& v : o.values) o.pointers.push_back(v.data());
   return o;
 }
+
+// Floats that end where a page the process may not touch starts (mmap and
+// mprotect), so that a read past the last one faults.
+class guarded_floats {
+ public:
+  explicit guarded_floats(const std::vector<float>& values) {
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t bytes = values.size() * sizeof(float);
+    pages_ = (bytes + page - 1) / page * page + page;
+    base_ = mmap(nullptr, pages_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(base_ != MAP_FAILED);
+    auto* guard = static_cast<char*>(base_) + pages_ - page;
+    REQUIRE(mprotect(guard, page, PROT_NONE) == 0);
+    data_ = reinterpret_cast<float*>(guard - bytes);
+    std::memcpy(data_, values.data(), bytes);
+  }
+  guarded_floats(const guarded_floats&) = delete;
+  guarded_floats& operator=(const guarded_floats&) = delete;
+  ~guarded_floats() { munmap(base_, pages_); }
+  const float* data() const { return data_; }
+
+ private:
+  void* base_ = nullptr;
+  std::size_t pages_ = 0;
+  float* data_ = nullptr;
+};
 
 struct outcome {
   std::vector<std::byte> got;
@@ -338,6 +367,53 @@ TEST_CASE("eltwise on padded blocks walks them as whole vectors with the same re
     INFO("lanes " << c.vector_lanes << " unroll " << c.unroll << " chunk " << c.chunk);
     auto k = make_kernel(p, c, isa);
     CHECK(same_bytes(run_both(*k, p, 6.f, 9).got, base.got));
+  }
+}
+
+TEST_CASE("eltwise with a per-channel operand on padded blocks clips its vectors to the real lanes",
+          "[cpu][eltwise][padding]") {
+  // A per-channel operand keeps the channels apart (no block stream): the
+  // vectors of a padded block are clipped to their real channels (masked
+  // loads of src and of every operand, zero stored into the padding)
+  // instead of walked element by element. The operand holds the real
+  // channels only, up to an inaccessible page: a read of a padding
+  // channel's value would fault.
+  const auto isa = GENERATE_COPY(from_range(test_isas()));
+  const auto tag = GENERATE(format_tag::nChw8c, format_tag::nChw16c);
+  const std::int64_t channels = GENERATE(3, 20);
+  memory_desc md({2, channels, 3, 5}, data_type::f32, tag);
+  ci::post_op add_channel, add_full;
+  add_channel.what = add_full.what = ci::post_op::kind::binary_add;
+  add_channel.binary = {0, ci::binary_broadcast::per_channel};
+  add_full.binary = {1, ci::binary_broadcast::none};
+  auto p = problem(md, md, {eltwise_alg::sigmoid, 0.f, 0.f, 1.f}, 2);
+  p.post_ops = {add_channel, add_full};
+  auto plan = ci::eltwise_walk_plan(p);
+  REQUIRE(plan);
+  CHECK(plan.value().loops.back().period == 0);
+  const auto src = buffer_of(md, random_values(4099, 6.f, 12));
+  std::vector<float> per_channel(static_cast<std::size_t>(channels));
+  for (std::size_t c = 0; c < per_channel.size(); ++c)
+    per_channel[c] = 0.25f * static_cast<float>(c);
+  const auto full = random_values(md.size_bytes() / 4, 2.f, 13);
+  std::vector<float> full_finite = full;
+  for (auto& v : full_finite) v = std::isfinite(v) && std::fabs(v) < 1e20f ? v : 1.f;
+  const float* ops[] = {per_channel.data(), full_finite.data()};
+  std::vector<std::byte> want(md.size_bytes(), std::byte{0x5a});
+  cpu_test::naive_eltwise(p, {src.data(), want.data(), ops});
+  for (const ci::eltwise_config& c :
+       {ci::default_eltwise_config(p, isa), ci::eltwise_config{4, 1, 0},
+        ci::eltwise_config{8, 2, 0}, ci::eltwise_config{16, 1, 0}}) {
+    INFO("lanes " << c.vector_lanes << " unroll " << c.unroll);
+    auto k = make_kernel(p, c, isa);
+    // The operand ends where an inaccessible page starts: a read of a
+    // padding channel's value faults.
+    guarded_floats exact(per_channel);
+    const float* exact_ops[] = {exact.data(), full_finite.data()};
+    std::vector<std::byte> got(md.size_bytes(), std::byte{0x5a});
+    k->execute({src.data(), got.data(), exact_ops}, nullptr, pool());
+    outcome r{got, want, {}, src};
+    check_close(p, r);
   }
 }
 

@@ -74,11 +74,22 @@ class walk_emitter {
   // A stream over blocks of a padded dimension (walk_loop::period): whole
   // vectors where the work item's block is real, else emit_masked_vector's.
   void emit_block_stream(llvm::Value* s0, llvm::Value* s1);
-  // n lanes at j of a block stream whose block has `real` real and `bound`
-  // in-bound elements: src read in the real lanes only (so are the
-  // transform's operands: live_lanes_), dst's padding in bound stored as
-  // zero, stored whole when `whole` (every lane in bound), else masked.
-  void emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound, bool whole);
+  // The <n x i1> lanes k whose place, (first + k) % period (period a power
+  // of two; 0: k itself), is below `count` (an i64).
+  llvm::Value* lanes_below(llvm::Value* first, int n, std::int64_t period, llvm::Value* count);
+  // n lanes at j (unit strides) whose real lanes are `real` and in-bound
+  // lanes `bound` (<n x i1>): src read in the real lanes only (so are the
+  // transform's operands, live_lanes_, and with `live`, the real lanes' count
+  // when they are a prefix, the per-dimension scales), dst's padding in
+  // bound stored as zero, stored whole when `whole`, else through `bound`.
+  void emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound, bool whole,
+                          llvm::Value* live = nullptr);
+  // A vector of a stream along a padded dimension that is not all real,
+  // clipped to its real lanes (a prefix) by emit_masked_vector.
+  void emit_clipped_vector(llvm::Value* j, int n);
+  // True when every padded dimension walked by the outer loops is in bound.
+  llvm::Value* outer_bound();
+  bool stream_clips_ = false;  // a stream along a padded dimension, unit strides
   void emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj);
   // A row of `ri` loaded elements (a scalar when ri is 1) as one of a
   // tile's rows of g_.tile lanes (type row_ty); the lanes past ri are
@@ -244,14 +255,22 @@ llvm::Value* walk_emitter::scale_for(llvm::Value* i, llvm::Value* j, int n, llvm
   const int d = g_.scale_dim;
   llvm::Value* idx = logical(d, i, j);
   const std::int64_t step = lj_->dim == d ? lj_->mult : 0;
-  if (step == 0) {
+  if (step == 0 && (!live || n == 1)) {
     llvm::Value* s = b_.CreateAlignedLoad(
         b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), scales_, idx), llvm::Align(4));
     return splat(s, n);
   }
   if (!live || n == 1) return load_lanes(scales_, b_.getFloatTy(), idx, n, step);
   // A clipped vector: the scales of its real lanes only (the scales end
-  // with the real extent).
+  // with the real extent; with no lane real, as where an outer index is
+  // padding, none is read).
+  if (step == 0) {
+    auto* one = llvm::FixedVectorType::get(b_.getFloatTy(), 1);
+    llvm::Value* s = b_.CreateMaskedLoad(
+        one, b_.CreateGEP(b_.getFloatTy(), scales_, idx), llvm::Align(4),
+        b_.CreateVectorSplat(1, b_.CreateICmpSGT(live, c64(0))), llvm::Constant::getNullValue(one));
+    return splat(b_.CreateExtractElement(s, std::uint64_t{0}), n);
+  }
   std::vector<llvm::Constant*> iota;
   for (int e = 0; e < n; ++e) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(e)));
   llvm::Value* mask = b_.CreateICmpULT(
@@ -353,41 +372,71 @@ void walk_emitter::emit_vector(llvm::Value* j, int n) {
     return;
   }
   emit_if(all_real(nullptr, b_.CreateAdd(j, c64(n - 1))), fast, [&] {
+    if (stream_clips_ && n > 1) {
+      emit_clipped_vector(j, n);
+      return;
+    }
     emit_loop(j, b_.CreateAdd(j, c64(n)), 1, [&](llvm::Value* e) { emit_element(nullptr, e); });
   });
 }
 
-void walk_emitter::emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound,
-                                      bool whole) {
-  const auto e = static_cast<std::uint32_t>(lj_->period);
+llvm::Value* walk_emitter::outer_bound() {
+  llvm::Value* ok = b_.getTrue();
+  for (int d = 0; d < p_.ndims; ++d) {
+    if (p_.exact[d] || lj_->dim == d || (li_ && li_->dim == d)) continue;
+    ok = b_.CreateAnd(ok, b_.CreateICmpSLT(outer_l_[d], c64(p_.bound[d])));
+  }
+  return ok;
+}
+
+llvm::Value* walk_emitter::lanes_below(llvm::Value* first, int n, std::int64_t period,
+                                       llvm::Value* count) {
+  const auto un = static_cast<unsigned>(n);
   std::vector<llvm::Constant*> iota;
   for (int k = 0; k < n; ++k) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(k)));
-  auto lanes_below = [&](llvm::Value* count) {
-    auto un = static_cast<unsigned>(n);
-    llvm::Value* at =
-        b_.CreateAnd(b_.CreateAdd(llvm::ConstantVector::get(iota),
-                                  b_.CreateVectorSplat(un, b_.CreateTrunc(j, b_.getInt32Ty()))),
-                     b_.CreateVectorSplat(un, b_.getInt32(e - 1)));
-    return b_.CreateICmpULT(at, b_.CreateVectorSplat(un, b_.CreateTrunc(count, b_.getInt32Ty())));
-  };
-  llvm::Value* real_lanes = lanes_below(real);
+  llvm::Value* at = llvm::ConstantVector::get(iota);
+  if (period > 0) {
+    at = b_.CreateAnd(
+        b_.CreateAdd(at, b_.CreateVectorSplat(un, b_.CreateTrunc(first, b_.getInt32Ty()))),
+        b_.CreateVectorSplat(un, b_.getInt32(static_cast<std::uint32_t>(period - 1))));
+  }
+  return b_.CreateICmpULT(at, b_.CreateVectorSplat(un, b_.CreateTrunc(count, b_.getInt32Ty())));
+}
+
+void walk_emitter::emit_clipped_vector(llvm::Value* j, int n) {
+  const int d = lj_->dim;
+  llvm::Value* l0 = logical(d, nullptr, j);
+  llvm::Value* real =
+      b_.CreateSelect(outer_real_, count_below(p_.dims[d], l0, lj_->mult, n), c64(0));
+  llvm::Value* bound =
+      b_.CreateSelect(outer_bound(), count_below(p_.bound[d], l0, lj_->mult, n), c64(0));
+  llvm::Value* real_lanes = lanes_below(nullptr, n, 0, real);
+  llvm::Value* bound_lanes = lanes_below(nullptr, n, 0, bound);
+  emit_if(
+      b_.CreateICmpEQ(bound, c64(n)),
+      [&] { emit_masked_vector(j, n, real_lanes, bound_lanes, true, real); },
+      [&] { emit_masked_vector(j, n, real_lanes, bound_lanes, false, real); });
+}
+
+void walk_emitter::emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound,
+                                      bool whole, llvm::Value* live) {
   llvm::Value* src_off = b_.CreateAdd(src_base_, j);
   llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
   llvm::Type* svt = shaped(src_ty_, n);
   llvm::Type* dvt = shaped(dst_ty_, n);
   llvm::Value* x = b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, src_off),
-                                       llvm::Align(src_ty_->getPrimitiveSizeInBits() / 8),
-                                       real_lanes, llvm::Constant::getNullValue(svt));
-  live_lanes_ = real_lanes;
-  llvm::Value* v = finish_value(to_value(x), nullptr, j, n, dst_off);
+                                       llvm::Align(src_ty_->getPrimitiveSizeInBits() / 8), real,
+                                       llvm::Constant::getNullValue(svt));
+  live_lanes_ = real;
+  llvm::Value* v = finish_value(to_value(x), nullptr, j, n, dst_off, live);
   live_lanes_ = nullptr;
-  v = b_.CreateSelect(real_lanes, v, llvm::Constant::getNullValue(dvt));
+  v = b_.CreateSelect(real, v, llvm::Constant::getNullValue(dvt));
   const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
   llvm::Value* at = b_.CreateGEP(dst_ty_, dst_, dst_off);
   if (whole) {
     b_.CreateAlignedStore(v, at, dalign);
   } else {
-    b_.CreateMaskedStore(v, at, dalign, lanes_below(bound));
+    b_.CreateMaskedStore(v, at, dalign, bound);
   }
 }
 
@@ -405,24 +454,21 @@ void walk_emitter::emit_block_stream(llvm::Value* s0, llvm::Value* s1) {
         // The real and in-bound elements of each block: the same prefix in
         // every block of the work item (none where an outer padded index is
         // past them).
-        llvm::Value* outer_bound = b_.getTrue();
-        for (int o = 0; o < p_.ndims; ++o) {
-          if (p_.exact[o] || o == d) continue;
-          outer_bound = b_.CreateAnd(outer_bound, b_.CreateICmpSLT(outer_l_[o], c64(p_.bound[o])));
-        }
         llvm::Value* real = b_.CreateSelect(
             outer_real_, count_below(p_.dims[d], outer_l_[d], lj_->mult, e), c64(0));
         llvm::Value* bound = b_.CreateSelect(
-            outer_bound, count_below(p_.bound[d], outer_l_[d], lj_->mult, e), c64(0));
+            outer_bound(), count_below(p_.bound[d], outer_l_[d], lj_->mult, e), c64(0));
         const int n = g_.vector_lanes;
         const int rest = static_cast<int>(lj_->extent % n);
+        auto masked = [&](llvm::Value* j, int lanes, bool whole) {
+          emit_masked_vector(j, lanes, lanes_below(j, lanes, e, real),
+                             lanes_below(j, lanes, e, bound), whole);
+        };
         auto walk = [&](bool whole) {
-          llvm::Value* j = emit_loop(
-              s0, s1, n, [&](llvm::Value* v) { emit_masked_vector(v, n, real, bound, whole); });
+          llvm::Value* j = emit_loop(s0, s1, n, [&](llvm::Value* v) { masked(v, n, whole); });
           // Only the chunk that ends the loop has a partial vector.
           if (rest != 0) {
-            emit_if(b_.CreateICmpSLT(j, s1),
-                    [&] { emit_masked_vector(j, rest, real, bound, whole); });
+            emit_if(b_.CreateICmpSLT(j, s1), [&] { masked(j, rest, whole); });
           }
         };
         emit_if(
@@ -800,6 +846,8 @@ void walk_emitter::emit(const std::string& symbol) {
   lj_ = &p_.loops.back();
   li_ = p_.inner == walk_plan::inner_kind::tile ? &p_.loops[split] : nullptr;
   tile_clips_ = li_ != nullptr;
+  stream_clips_ = !li_ && lj_->dim >= 0 && !p_.exact[lj_->dim] && p_.known[lj_->dim] &&
+                  lj_->period == 0 && lj_->mult > 0 && lj_->src_stride == 1 && lj_->dst_stride == 1;
   for (int d = 0; d < p_.ndims; ++d) {
     if (!p_.exact[d] && li_ && li_->dim == d && lj_->dim == d) tile_clips_ = false;
   }
