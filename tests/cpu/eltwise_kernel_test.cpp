@@ -7,9 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
+#include "guarded_bytes.hpp"
 #include "jit/object_symbols.hpp"
 #include "kernels/eltwise_config.hpp"
 #include "kernels/eltwise_kernel.hpp"
@@ -160,32 +158,6 @@ operands operands_for(const ci::eltwise_problem& p) {
   for (const auto& v : o.values) o.pointers.push_back(v.data());
   return o;
 }
-
-// Floats that end where a page the process may not touch starts (mmap and
-// mprotect), so that a read past the last one faults.
-class guarded_floats {
- public:
-  explicit guarded_floats(const std::vector<float>& values) {
-    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const std::size_t bytes = values.size() * sizeof(float);
-    pages_ = (bytes + page - 1) / page * page + page;
-    base_ = mmap(nullptr, pages_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(base_ != MAP_FAILED);
-    auto* guard = static_cast<char*>(base_) + pages_ - page;
-    REQUIRE(mprotect(guard, page, PROT_NONE) == 0);
-    data_ = reinterpret_cast<float*>(guard - bytes);
-    std::memcpy(data_, values.data(), bytes);
-  }
-  guarded_floats(const guarded_floats&) = delete;
-  guarded_floats& operator=(const guarded_floats&) = delete;
-  ~guarded_floats() { munmap(base_, pages_); }
-  const float* data() const { return data_; }
-
- private:
-  void* base_ = nullptr;
-  std::size_t pages_ = 0;
-  float* data_ = nullptr;
-};
 
 struct outcome {
   std::vector<std::byte> got;
@@ -408,8 +380,9 @@ TEST_CASE("eltwise with a per-channel operand on padded blocks clips its vectors
     auto k = make_kernel(p, c, isa);
     // The operand ends where an inaccessible page starts: a read of a
     // padding channel's value faults.
-    guarded_floats exact(per_channel);
-    const float* exact_ops[] = {exact.data(), full_finite.data()};
+    cpu_test::guarded_bytes exact(per_channel.size() * sizeof(float));
+    std::memcpy(exact.data(), per_channel.data(), exact.size());
+    const float* exact_ops[] = {reinterpret_cast<const float*>(exact.data()), full_finite.data()};
     std::vector<std::byte> got(md.size_bytes(), std::byte{0x5a});
     k->execute({src.data(), got.data(), exact_ops}, nullptr, pool());
     outcome r{got, want, {}, src};

@@ -10,8 +10,6 @@
 // functions carry the masked loads and stores.
 #include <catch2/catch.hpp>
 
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -25,6 +23,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include "guarded_bytes.hpp"
 #include "kernels/eltwise_kernel.hpp"
 #include "kernels/generic_eltwise_generator.hpp"
 #include "kernels/generic_eltwise_kernel.hpp"
@@ -40,6 +39,7 @@
 
 using namespace primcache;
 using namespace primcache::cpu_internal;
+using cpu_test::guarded_bytes;
 using cpu_test::test_isas;
 
 namespace {
@@ -48,31 +48,6 @@ thread_pool& pool() {
   static thread_pool p(3);
   return p;
 }
-
-// `bytes` that end where an unreadable page begins: a read past them faults.
-class guarded_bytes {
- public:
-  explicit guarded_bytes(std::size_t bytes) : bytes_(bytes) {
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    map_bytes_ = (bytes + page - 1) / page * page + page;
-    map_ = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(map_ != MAP_FAILED);
-    auto* end = static_cast<std::byte*>(map_) + map_bytes_ - page;
-    REQUIRE(mprotect(end, page, PROT_NONE) == 0);
-    data_ = end - bytes;
-  }
-  guarded_bytes(const guarded_bytes&) = delete;
-  guarded_bytes& operator=(const guarded_bytes&) = delete;
-  ~guarded_bytes() { munmap(map_, map_bytes_); }
-  std::byte* data() const { return data_; }
-  std::size_t size() const { return bytes_; }
-
- private:
-  std::size_t bytes_;
-  std::size_t map_bytes_ = 0;
-  void* map_ = nullptr;
-  std::byte* data_ = nullptr;
-};
 
 // Values meaningful for the type, at every element of the buffer (padding
 // included: a walk must not let src's padding reach dst).
