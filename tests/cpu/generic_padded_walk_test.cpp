@@ -10,7 +10,6 @@
 // functions carry the masked loads and stores.
 #include <catch2/catch.hpp>
 
-
 #include <cmath>
 #include <cstring>
 #include <random>

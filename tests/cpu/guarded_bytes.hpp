@@ -9,9 +9,9 @@
 
 #include <cstddef>
 
-#include <catch2/catch.hpp>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 namespace cpu_test {
 
