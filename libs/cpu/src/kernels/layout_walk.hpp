@@ -89,8 +89,9 @@ result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsi
 // blocks, so that vectors run across blocks: whole where the work item's
 // block is real, masked by each lane's place in its block where it is
 // padded, instead of element by element. Other plans come back as they are.
-// The generic walks take plan_walk's plan (the chunk a config names is then
-// beyond their split loop: the whole loop).
+// The generic walks take plan_walk's plan (a config's chunk, counted along
+// the batched loop, is rounded to theirs by walk_chunk: mostly their whole
+// split loop); the elements are the same, each computed alone.
 walk_plan batch_padded_block(walk_plan plan, unsigned keep_dims);
 
 // What the lanes of a value hold, for a transform that loads more operands.
