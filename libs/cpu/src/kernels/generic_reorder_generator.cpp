@@ -38,14 +38,6 @@ std::string generic_reorder_raw_symbol(std::size_t element_bytes, bool tile) {
   return "reorder_generic_raw" + std::to_string(element_bytes * 8) + (tile ? "_tile" : "_stream");
 }
 
-llvm::Value* emit_lane_mask(llvm::IRBuilderBase& b, llvm::Value* count, int n) {
-  std::vector<llvm::Constant*> iota;
-  for (int e = 0; e < n; ++e) iota.push_back(b.getInt32(static_cast<std::uint32_t>(e)));
-  return b.CreateICmpULT(
-      llvm::ConstantVector::get(iota),
-      b.CreateVectorSplat(static_cast<unsigned>(n), b.CreateTrunc(count, b.getInt32Ty())));
-}
-
 llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* index,
                                  llvm::Value* step, int n, llvm::Value* live) {
   llvm::Type* f32 = b.getFloatTy();

@@ -171,9 +171,6 @@ void emit_generic_walk(llvm::Module& m, const std::string& symbol, const generic
 llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* index,
                                  llvm::Value* step, int n, llvm::Value* live = nullptr);
 
-// The <n x i1> mask of lanes e < count (an i64 in [0, n]).
-llvm::Value* emit_lane_mask(llvm::IRBuilderBase& b, llvm::Value* count, int n);
-
 // The data types the generic reorder converts between (all six), and its
 // symbols: converting walks per pair and form, bit copies per element size.
 std::string generic_reorder_symbol(data_type src, data_type dst, bool tile);

@@ -74,9 +74,10 @@ class walk_emitter {
   // A stream over blocks of a padded dimension (walk_loop::period): whole
   // vectors where the work item's block is real, else emit_masked_vector's.
   void emit_block_stream(llvm::Value* s0, llvm::Value* s1);
-  // The <n x i1> lanes k whose place, (first + k) % period (period a power
-  // of two; 0: k itself), is below `count` (an i64).
-  llvm::Value* lanes_below(llvm::Value* first, int n, std::int64_t period, llvm::Value* count);
+  // The <n x i1> lanes k whose place in their block, (first + k) % period
+  // (period a power of two), is below `count` (an i64).
+  llvm::Value* block_lanes_below(llvm::Value* first, int n, std::int64_t period,
+                                 llvm::Value* count);
   // n lanes at j (unit strides) whose real lanes are `real` and in-bound
   // lanes `bound` (<n x i1>): src read in the real lanes only (so are the
   // transform's operands, live_lanes_, and with `live`, the real lanes' count
@@ -271,11 +272,7 @@ llvm::Value* walk_emitter::scale_for(llvm::Value* i, llvm::Value* j, int n, llvm
         b_.CreateVectorSplat(1, b_.CreateICmpSGT(live, c64(0))), llvm::Constant::getNullValue(one));
     return splat(b_.CreateExtractElement(s, std::uint64_t{0}), n);
   }
-  std::vector<llvm::Constant*> iota;
-  for (int e = 0; e < n; ++e) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(e)));
-  llvm::Value* mask = b_.CreateICmpULT(
-      llvm::ConstantVector::get(iota),
-      b_.CreateVectorSplat(static_cast<unsigned>(n), b_.CreateTrunc(live, b_.getInt32Ty())));
+  llvm::Value* mask = emit_lane_mask(b_, live, n);
   llvm::Type* vt = shaped(b_.getFloatTy(), n);
   llvm::Value* none = llvm::Constant::getNullValue(vt);
   if (step == 1) {
@@ -389,17 +386,15 @@ llvm::Value* walk_emitter::outer_bound() {
   return ok;
 }
 
-llvm::Value* walk_emitter::lanes_below(llvm::Value* first, int n, std::int64_t period,
-                                       llvm::Value* count) {
+llvm::Value* walk_emitter::block_lanes_below(llvm::Value* first, int n, std::int64_t period,
+                                             llvm::Value* count) {
   const auto un = static_cast<unsigned>(n);
   std::vector<llvm::Constant*> iota;
   for (int k = 0; k < n; ++k) iota.push_back(b_.getInt32(static_cast<std::uint32_t>(k)));
-  llvm::Value* at = llvm::ConstantVector::get(iota);
-  if (period > 0) {
-    at = b_.CreateAnd(
-        b_.CreateAdd(at, b_.CreateVectorSplat(un, b_.CreateTrunc(first, b_.getInt32Ty()))),
-        b_.CreateVectorSplat(un, b_.getInt32(static_cast<std::uint32_t>(period - 1))));
-  }
+  llvm::Value* at =
+      b_.CreateAnd(b_.CreateAdd(llvm::ConstantVector::get(iota),
+                                b_.CreateVectorSplat(un, b_.CreateTrunc(first, b_.getInt32Ty()))),
+                   b_.CreateVectorSplat(un, b_.getInt32(static_cast<std::uint32_t>(period - 1))));
   return b_.CreateICmpULT(at, b_.CreateVectorSplat(un, b_.CreateTrunc(count, b_.getInt32Ty())));
 }
 
@@ -410,8 +405,8 @@ void walk_emitter::emit_clipped_vector(llvm::Value* j, int n) {
       b_.CreateSelect(outer_real_, count_below(p_.dims[d], l0, lj_->mult, n), c64(0));
   llvm::Value* bound =
       b_.CreateSelect(outer_bound(), count_below(p_.bound[d], l0, lj_->mult, n), c64(0));
-  llvm::Value* real_lanes = lanes_below(nullptr, n, 0, real);
-  llvm::Value* bound_lanes = lanes_below(nullptr, n, 0, bound);
+  llvm::Value* real_lanes = emit_lane_mask(b_, real, n);
+  llvm::Value* bound_lanes = emit_lane_mask(b_, bound, n);
   emit_if(
       b_.CreateICmpEQ(bound, c64(n)),
       [&] { emit_masked_vector(j, n, real_lanes, bound_lanes, true, real); },
@@ -461,8 +456,8 @@ void walk_emitter::emit_block_stream(llvm::Value* s0, llvm::Value* s1) {
         const int n = g_.vector_lanes;
         const int rest = static_cast<int>(lj_->extent % n);
         auto masked = [&](llvm::Value* j, int lanes, bool whole) {
-          emit_masked_vector(j, lanes, lanes_below(j, lanes, e, real),
-                             lanes_below(j, lanes, e, bound), whole);
+          emit_masked_vector(j, lanes, block_lanes_below(j, lanes, e, real),
+                             block_lanes_below(j, lanes, e, bound), whole);
         };
         auto walk = [&](bool whole) {
           llvm::Value* j = emit_loop(s0, s1, n, [&](llvm::Value* v) { masked(v, n, whole); });
@@ -938,6 +933,14 @@ void walk_emitter::emit(const std::string& symbol) {
 }
 
 }  // namespace
+
+llvm::Value* emit_lane_mask(llvm::IRBuilderBase& b, llvm::Value* count, int n) {
+  std::vector<llvm::Constant*> iota;
+  for (int e = 0; e < n; ++e) iota.push_back(b.getInt32(static_cast<std::uint32_t>(e)));
+  return b.CreateICmpULT(
+      llvm::ConstantVector::get(iota),
+      b.CreateVectorSplat(static_cast<unsigned>(n), b.CreateTrunc(count, b.getInt32Ty())));
+}
 
 llvm::Type* walk_storage_type(llvm::IRBuilderBase& b, data_type dt, bool raw) {
   if (raw) return b.getIntNTy(static_cast<unsigned>(size_of(dt) * 8));
