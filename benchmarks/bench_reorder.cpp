@@ -11,7 +11,7 @@
 // BM_Eltwise/primcache and BM_Eltwise/primcache_generic: the same pair for
 // the eltwise (kernels/generic_eltwise_kernel.hpp), which shares the walk,
 // on values drawn from N(0, 1).
-// The last three reorder cases and the last eltwise case have padding
+// The last five reorder cases and the last eltwise case have padding
 // (channels not a multiple of the block: dst's padding written as zero).
 // BM_EltwiseGelu/{primcache,onednn}/{erf,tanh}/{narrow,wide}: the two
 // gelus over 128x3072 f32 values drawn from a normal distribution of
