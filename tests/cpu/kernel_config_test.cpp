@@ -12,12 +12,14 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "jit/compiler.hpp"
 #include "kernels/conv_config.hpp"
 #include "kernels/eltwise_config.hpp"
 #include "kernels/matmul_config.hpp"
+#include "kernels/post_ops.hpp"
 #include "kernels/reorder_config.hpp"
 #include "primcache/cpu/cpu.hpp"
 #include "primcache/runtime/backend/registry.hpp"
@@ -277,6 +279,40 @@ TEST_CASE("the typed configurations convert to fields and back", "[cpu][config][
       REQUIRE_FALSE(c.has_value());
       CHECK(c.why().code == status::invalid_arguments);
       CHECK_THAT(c.why().message, Catch::Contains(words));
+    }
+  }
+}
+
+TEST_CASE("the eltwise default runs long functions as one 64-lane vector on AVX-512",
+          "[cpu][config]") {
+  namespace ci = cpu_internal;
+  using alg = ci::eltwise_alg;
+  ci::eltwise_problem p;
+  p.src = p.dst = memory_desc({1, 64, 7, 7}, data_type::f32, tag::nChw16c);
+  const std::vector<std::pair<alg, bool>> algs = {
+      {alg::gelu_erf, true}, {alg::gelu_tanh, true}, {alg::tanh, true},    {alg::sigmoid, true},
+      {alg::exp, true},      {alg::relu, false},     {alg::linear, false}, {alg::clip, false}};
+  for (const auto& [a, is_long] : algs) {
+    INFO("alg " << static_cast<int>(a));
+    CHECK(ci::is_long_function(a) == is_long);
+    // As the operation, and as a post-op after a relu.
+    p.op = ci::eltwise_op{a, 0.f, 6.f};
+    p.post_ops.clear();
+    ci::post_op after_relu;
+    after_relu.eltwise = ci::eltwise_op{a, 0.f, 6.f};
+    for (bool as_post_op : {false, true}) {
+      if (as_post_op) {
+        p.op = ci::eltwise_op{};
+        p.post_ops = {after_relu};
+      }
+      const ci::eltwise_config wide = ci::default_eltwise_config(p, cpu_isa::avx512_core);
+      CHECK(wide.vector_lanes == (is_long ? 64 : 16));
+      CHECK(wide.unroll == (is_long ? 1 : 2));
+      // Sixteen registers hold no four-vector chains: AVX2 keeps two
+      // unrolled vectors of 8.
+      const ci::eltwise_config narrow = ci::default_eltwise_config(p, cpu_isa::avx2);
+      CHECK(narrow.vector_lanes == 8);
+      CHECK(narrow.unroll == 2);
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include "jit/target.hpp"
 #include "kernels/eltwise_validation.hpp"
+#include "kernels/post_ops.hpp"
 
 namespace primcache::cpu_internal {
 namespace {
@@ -21,10 +22,10 @@ bool has_per_channel(const post_op_chain& chain) {
   return false;
 }
 
-bool has_gelu_erf(const eltwise_problem& p) {
-  if (p.op.alg == eltwise_alg::gelu_erf) return true;
+bool has_long_function(const eltwise_problem& p) {
+  if (is_long_function(p.op.alg)) return true;
   return std::any_of(p.post_ops.begin(), p.post_ops.end(), [](const post_op& op) {
-    return op.what == post_op::kind::eltwise && op.eltwise.alg == eltwise_alg::gelu_erf;
+    return op.what == post_op::kind::eltwise && is_long_function(op.eltwise.alg);
   });
 }
 
@@ -67,14 +68,17 @@ eltwise_config default_eltwise_config(const eltwise_problem& p, cpu_isa isa) {
   c.vector_lanes = static_cast<int>(std::max(4u, isa_vector_bits(isa) / 32));
   c.unroll = 2;
   if (!validate_eltwise_problem(p)) return c;
-  // gelu_erf's code is a dependency chain of about a hundred instructions a
-  // vector: four vectors' chains interleaved (one vector of 64 lanes, whose
-  // every step LLVM emits for its four registers in turn) keep the FMA
-  // units busy where two unrolled vectors, one's chain after the other's,
-  // wait on latency. Needs the 32 registers of AVX-512; measured 1.3-1.7x
-  // there, nothing at AVX2, and no gain or a loss for the shorter chains
-  // (docs/PERFORMANCE.md, "Interleaved epilogues").
-  if (isa_vector_bits(isa) >= 512 && has_gelu_erf(p)) {
+  // A long function's code (gelu_erf: about a hundred instructions a
+  // vector; tanh, sigmoid, gelu_tanh, exp: tens) is a dependency chain:
+  // four vectors' chains interleaved (one vector of 64 lanes, whose every
+  // step LLVM emits for its four registers in turn) keep the FMA units
+  // busy where two unrolled vectors, one's chain after the other's, wait
+  // on latency. Needs the 32 registers of AVX-512. Measured 1.3-1.7x for
+  // gelu_erf on the Intel host (nothing at AVX2), 1.13-1.28x for the
+  // others on the Zen 5 host, where the Intel host read them equal within
+  // its noise (docs/PERFORMANCE.md, "Interleaved epilogues", "Long
+  // functions at 64 lanes").
+  if (isa_vector_bits(isa) >= 512 && has_long_function(p)) {
     c.vector_lanes = 64;
     c.unroll = 1;
   }

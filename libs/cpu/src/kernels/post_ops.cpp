@@ -132,20 +132,23 @@ void emit_post_ops(llvm::IRBuilderBase& b, std::size_t count, const post_op_chai
   }
 }
 
+bool is_long_function(eltwise_alg alg) noexcept {
+  switch (alg) {
+    case eltwise_alg::gelu_erf:
+    case eltwise_alg::gelu_tanh:
+    case eltwise_alg::tanh:
+    case eltwise_alg::sigmoid:
+    case eltwise_alg::exp: return true;
+    case eltwise_alg::relu:
+    case eltwise_alg::linear:
+    case eltwise_alg::clip: return false;
+  }
+  return false;
+}
+
 int post_op_group(const post_op_chain& chain, unsigned vector_bits) {
   const bool long_chain = std::any_of(chain.begin(), chain.end(), [](const post_op& op) {
-    if (op.what != post_op::kind::eltwise) return false;
-    switch (op.eltwise.alg) {
-      case eltwise_alg::gelu_erf:
-      case eltwise_alg::gelu_tanh:
-      case eltwise_alg::tanh:
-      case eltwise_alg::sigmoid:
-      case eltwise_alg::exp: return true;
-      case eltwise_alg::relu:
-      case eltwise_alg::linear:
-      case eltwise_alg::clip: return false;
-    }
-    return false;
+    return op.what == post_op::kind::eltwise && is_long_function(op.eltwise.alg);
   });
   if (!long_chain) return 1;
   return vector_bits >= 512 ? 4 : 2;

@@ -107,12 +107,17 @@ void emit_post_ops(llvm::IRBuilderBase& b, std::size_t count, const post_op_chai
                    post_op_vector vector, binary_operand_loader_at load_operand,
                    post_op_result result);
 
+// Whether `alg`'s code is a long dependency chain a vector (the gelus,
+// tanh, sigmoid, exp; gelu_erf is about a hundred instructions, most of
+// them dependent): code that runs several vectors' chains side by side
+// keeps the FMA units busy where one chain after the other waits on
+// latency.
+bool is_long_function(eltwise_alg alg) noexcept;
+
 // How many vectors an epilogue should join for the chain (above), on an ISA
 // of `vector_bits`-wide registers: 4 at 512 bits (32 registers), 2 below
-// (16), for a chain with a function whose code is a long dependency chain
-// (the gelus, tanh, sigmoid, exp; gelu_erf is about a hundred instructions
-// a vector, most of them dependent); 1 for the rest (docs/PERFORMANCE.md,
-// "Interleaved epilogues").
+// (16), for a chain with a long function (is_long_function); 1 for the
+// rest (docs/PERFORMANCE.md, "Interleaved epilogues").
 int post_op_group(const post_op_chain& chain, unsigned vector_bits);
 
 // Reference semantics (scalar, plain C++), for reference implementations
