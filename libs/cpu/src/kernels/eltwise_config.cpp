@@ -22,13 +22,6 @@ bool has_per_channel(const post_op_chain& chain) {
   return false;
 }
 
-bool has_long_function(const eltwise_problem& p) {
-  if (is_long_function(p.op.alg)) return true;
-  return std::any_of(p.post_ops.begin(), p.post_ops.end(), [](const post_op& op) {
-    return op.what == post_op::kind::eltwise && is_long_function(op.eltwise.alg);
-  });
-}
-
 // Vectors wider than the innermost loop, or unrolling past it, give the
 // same code as narrower ones: such configs are brought to the narrower form
 // so that different configs mean different code.
@@ -75,10 +68,11 @@ eltwise_config default_eltwise_config(const eltwise_problem& p, cpu_isa isa) {
   // busy where two unrolled vectors, one's chain after the other's, wait
   // on latency. Needs the 32 registers of AVX-512. Measured 1.3-1.7x for
   // gelu_erf on the Intel host (nothing at AVX2), 1.13-1.28x for the
-  // others on the Zen 5 host, where the Intel host read them equal within
-  // its noise (docs/PERFORMANCE.md, "Interleaved epilogues", "Long
+  // others on the Zen 5 host, where the Intel host's two measurements
+  // disagreed (docs/PERFORMANCE.md, "Interleaved epilogues", "Long
   // functions at 64 lanes").
-  if (isa_vector_bits(isa) >= 512 && has_long_function(p)) {
+  if (isa_vector_bits(isa) >= 512 &&
+      (is_long_function(p.op.alg) || has_long_function(p.post_ops))) {
     c.vector_lanes = 64;
     c.unroll = 1;
   }

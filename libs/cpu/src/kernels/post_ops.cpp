@@ -146,11 +146,14 @@ bool is_long_function(eltwise_alg alg) noexcept {
   return false;
 }
 
-int post_op_group(const post_op_chain& chain, unsigned vector_bits) {
-  const bool long_chain = std::any_of(chain.begin(), chain.end(), [](const post_op& op) {
+bool has_long_function(const post_op_chain& chain) noexcept {
+  return std::any_of(chain.begin(), chain.end(), [](const post_op& op) {
     return op.what == post_op::kind::eltwise && is_long_function(op.eltwise.alg);
   });
-  if (!long_chain) return 1;
+}
+
+int post_op_group(const post_op_chain& chain, unsigned vector_bits) {
+  if (!has_long_function(chain)) return 1;
   return vector_bits >= 512 ? 4 : 2;
 }
 

@@ -113,6 +113,8 @@ void emit_post_ops(llvm::IRBuilderBase& b, std::size_t count, const post_op_chai
 // keeps the FMA units busy where one chain after the other waits on
 // latency.
 bool is_long_function(eltwise_alg alg) noexcept;
+// Whether the chain holds an eltwise post-op with a long function.
+bool has_long_function(const post_op_chain& chain) noexcept;
 
 // How many vectors an epilogue should join for the chain (above), on an ISA
 // of `vector_bits`-wide registers: 4 at 512 bits (32 registers), 2 below
