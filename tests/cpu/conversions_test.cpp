@@ -251,6 +251,12 @@ TEST_CASE("float converts to s8, u8 and s32 rounding to nearest even and saturat
                           16777217.0f,   FLT_MAX,        -FLT_MAX,
                           1e-30f,        -1e-30f};
   for (int i = -1200; i <= 1200; ++i) x.push_back(static_cast<float>(i) * 0.25f);
+  // NaNs whose payload's low bits are set: a conversion that reads the
+  // integer from the mantissa must not read it from theirs.
+  for (std::uint32_t nan_bits : {0x7FC00001u, 0x7FC000FFu, 0xFFC00081u, 0x7F800001u, 0xFF8000FEu,
+                                 0x7FFFFFFFu, 0xFFFFFFFFu}) {
+    x.push_back(std::bit_cast<float>(nan_bits));
+  }
   for (std::uint32_t bits = 0; bits < 0xFFFF0000u; bits += 65521) {
     x.push_back(std::bit_cast<float>(bits));
   }
