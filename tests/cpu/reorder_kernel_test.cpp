@@ -160,6 +160,7 @@ ci::reorder_problem problem(const memory_desc& src, const memory_desc& dst, int 
 struct store_counts {
   int scalar = 0;
   int vector = 0;
+  std::vector<unsigned> vector_lanes;  // each vector store's
 };
 store_counts walk_stores(const ci::walk_plan& plan, const ci::walk_codegen& g) {
   llvm::LLVMContext ctx;
@@ -171,11 +172,31 @@ store_counts walk_stores(const ci::walk_plan& plan, const ci::walk_codegen& g) {
       if (const auto* st = llvm::dyn_cast<llvm::StoreInst>(&i)) {
         // The walk's own odometer is i64 stores to its allocas.
         if (llvm::isa<llvm::AllocaInst>(st->getPointerOperand())) continue;
-        (st->getValueOperand()->getType()->isVectorTy() ? n.vector : n.scalar)++;
+        llvm::Type* t = st->getValueOperand()->getType();
+        (t->isVectorTy() ? n.vector : n.scalar)++;
+        if (const auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(t)) {
+          n.vector_lanes.push_back(vt->getNumElements());
+        }
       }
     }
   }
   return n;
+}
+
+// walk_stores of a reorder's plan, which must be a transposing walk, at
+// tiles of `tile`.
+store_counts transposing_walk_stores(const ci::reorder_problem& p, int tile) {
+  auto plan = ci::plan_walk(p.src, p.dst, ci::reorder_keep_mask(p));
+  REQUIRE(plan);
+  REQUIRE(plan.value().inner == ci::walk_plan::inner_kind::tile);
+  ci::walk_codegen g;
+  g.src_dt = p.src.data_type();
+  g.dst_dt = p.dst.data_type();
+  g.scales = p.scales;
+  g.scale_dim = p.scale_dim;
+  g.tile = tile;
+  g.chunk = ci::walk_chunk(plan.value(), 0, tile);
+  return walk_stores(plan.value(), g);
 }
 
 }  // namespace
@@ -638,20 +659,93 @@ TEST_CASE(
                                           memory_desc(dims, dt, blocked));
           p.scales = dt == data_type::f32 ? ci::reorder_scales::none : ci::reorder_scales::per_dim;
           p.scale_dim = 1;
-          auto plan = ci::plan_walk(p.src, p.dst, ci::reorder_keep_mask(p));
-          REQUIRE(plan);
-          REQUIRE(plan.value().inner == ci::walk_plan::inner_kind::tile);
-          ci::walk_codegen g;
-          g.src_dt = data_type::f32;
-          g.dst_dt = dt;
-          g.scales = p.scales;
-          g.scale_dim = 1;
-          g.tile = tile;
-          g.chunk = ci::walk_chunk(plan.value(), 0, tile);
-          const store_counts stores = walk_stores(plan.value(), g);
+          const store_counts stores = transposing_walk_stores(p, tile);
           INFO(p.src.to_string() << " -> " << p.dst.to_string() << ", tiles of " << tile);
           CHECK(stores.scalar == 0);
           CHECK(stores.vector > 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a transposing walk stores dst rows that follow one another as whole vectors",
+          "[cpu][reorder]") {
+  // nchw -> nChw8c at tiles of 16: a tile's 16 rows of 8 channels are 128
+  // consecutive dst elements, converted and stored as 8 vectors of 16
+  // lanes, two rows each, instead of 16 vectors of 8 (the conversion to
+  // bf16 ran on half-empty vectors). 36 pixels: two full tiles of I and an
+  // edge of 4; a scale along h or w keeps them apart, and the I loop is
+  // then the 12 columns (an even count: rows go two to a vector there too).
+  const std::vector<std::int64_t> dims = {2, 16, 3, 12};
+  struct scaling {
+    ci::reorder_scales scales;
+    int dim;
+  };
+  for (data_type dt : {data_type::f32, data_type::bf16, data_type::s8}) {
+    for (scaling sc :
+         {scaling{ci::reorder_scales::none, 0}, scaling{ci::reorder_scales::common, 0},
+          scaling{ci::reorder_scales::per_dim, 0}, scaling{ci::reorder_scales::per_dim, 1},
+          scaling{ci::reorder_scales::per_dim, 2}, scaling{ci::reorder_scales::per_dim, 3}}) {
+      ci::reorder_problem p = problem(memory_desc(dims, data_type::f32, format_tag::nchw),
+                                      memory_desc(dims, dt, format_tag::nChw8c));
+      p.scales = sc.scales;
+      p.scale_dim = sc.dim;
+      INFO(p.dst.to_string() << ", scales " << static_cast<int>(sc.scales) << " along " << sc.dim);
+      const store_counts stores = transposing_walk_stores(p, 16);
+      CHECK(stores.scalar == 0);
+      CHECK(stores.vector > 0);
+      for (unsigned lanes : stores.vector_lanes) CHECK(lanes == 16);
+      for (cpu_isa isa : test_isas()) {
+        ci::reorder_config c = ci::default_reorder_config(p, isa);
+        c.tile = 16;
+        c.block_i = 0;
+        c.block_j = 0;
+        check_matches_reference(p, isa, &c);
+      }
+    }
+  }
+}
+
+TEST_CASE("a short src block that dst continues is read in runs of one joined loop",
+          "[cpu][reorder][padded]") {
+  // nChw8c to nChw16c: a block of 8 channels (unit strides in both), then
+  // the other 8 of dst's block, which dst continues and src keeps 8 x H x W
+  // further. Each work item was one vector of 8 (the odometer's step cost
+  // as much as the copy); the two loops are now one of 16 iterations read
+  // in runs of 8: a vector spans both runs.
+  const std::vector<std::int64_t> dims = {2, 20, 5, 7};
+  auto joined =
+      ci::reorder_walk_plan(problem(memory_desc(dims, data_type::f32, format_tag::nChw8c),
+                                    memory_desc(dims, data_type::f32, format_tag::nChw16c)));
+  REQUIRE(joined);
+  const ci::walk_loop& j = joined.value().loops.back();
+  CHECK(j.extent == 16);
+  CHECK(j.src_run == 8);
+  CHECK(j.src_run_stride == 8 * 5 * 7);
+  CHECK(j.src_stride == 1);
+  CHECK(j.dst_stride == 1);
+  // src continues what dst does not: nothing to join.
+  auto apart =
+      ci::reorder_walk_plan(problem(memory_desc(dims, data_type::f32, format_tag::nChw16c),
+                                    memory_desc(dims, data_type::f32, format_tag::nChw8c)));
+  REQUIRE(apart);
+  CHECK(apart.value().loops.back().src_run == 0);
+
+  // Values: exact and padded channels (a dst block half or wholly past the
+  // real channels, src blocks that do not exist there), conversions, each
+  // kind of scale, 1 and 2 threads, at every ISA.
+  for (std::int64_t c : {3, 16, 19, 20, 40}) {
+    for (data_type dt : {data_type::f32, data_type::bf16, data_type::s8}) {
+      for (ci::reorder_scales sc :
+           {ci::reorder_scales::none, ci::reorder_scales::common, ci::reorder_scales::per_dim}) {
+        for (int nthr : {1, 2}) {
+          const std::vector<std::int64_t> d = {2, c, 3, 5};
+          auto p = problem(memory_desc(d, data_type::f32, format_tag::nChw8c),
+                           memory_desc(d, dt, format_tag::nChw16c), nthr);
+          p.scales = sc;
+          p.scale_dim = 1;
+          for (cpu_isa isa : test_isas()) check_matches_reference(p, isa);
         }
       }
     }

@@ -97,6 +97,27 @@ walk_plan batch_padded_block(walk_plan plan, unsigned keep_dims) {
   return plan;
 }
 
+walk_plan join_dst_runs(walk_plan plan) {
+  if (plan.inner != walk_plan::inner_kind::stream || plan.loops.size() < 2) return plan;
+  const walk_loop& in = plan.loops.back();
+  const walk_loop& out = plan.loops[plan.loops.size() - 2];
+  const bool short_block = in.dim >= 0 && in.period == 0 && in.src_run == 0 && in.src_stride == 1 &&
+                           in.dst_stride == 1 && is_pow2(in.extent) && in.extent < 64;
+  // dst continues the block along the same dimension; src does not (where
+  // it does, plan_walk has merged the two already).
+  const bool continued = out.dim == in.dim && out.period == 0 && out.src_run == 0 &&
+                         out.dst_stride == in.extent && out.mult == in.extent * in.mult &&
+                         out.src_stride != in.extent && out.extent * in.extent <= 64;
+  if (!short_block || !continued) return plan;
+  walk_loop joined = in;
+  joined.extent = in.extent * out.extent;
+  joined.src_run = in.extent;
+  joined.src_run_stride = out.src_stride;
+  plan.loops.pop_back();
+  plan.loops.back() = joined;
+  return plan;
+}
+
 std::int64_t walk_plan::work_items(std::int64_t chunk) const {
   std::int64_t n = 1;
   const std::size_t split = split_loop();

@@ -52,6 +52,11 @@ struct walk_loop {
   // another (batch_padded_block); the logical index at iteration j is then
   // (j % period) * mult, plus the outer loops' part.
   std::int64_t period = 0;
+  // > 0: src is read in runs of `src_run` iterations (join_dst_runs): the
+  // src offset at iteration j is (j / src_run) * src_run_stride +
+  // (j % src_run) * src_stride.
+  std::int64_t src_run = 0;
+  std::int64_t src_run_stride = 0;
 };
 
 struct walk_plan {
@@ -93,6 +98,17 @@ result<walk_plan> plan_walk(const memory_desc& src, const memory_desc& dst, unsi
 // the batched loop, is rounded to theirs by walk_chunk: mostly their whole
 // split loop); the elements are the same, each computed alone.
 walk_plan batch_padded_block(walk_plan plan, unsigned keep_dims);
+
+// The specialized reorder's form of a stream whose innermost loop is a
+// short block of one dimension (unit strides in both layouts, a power-of-two
+// extent) that dst continues in the next loop out (the same dimension, dst
+// stride the block's extent) and src does not: nChw8c to nChw16c (8
+// channels, then the other 8 of dst's block, 8 x H x W further in src). The
+// two loops become one of dst-contiguous iterations read from src in runs
+// (walk_loop::src_run), so that a vector spans them (two loads, one
+// store) and the work items, each of which costs the odometer's step, are
+// fewer. Up to 64 iterations; other plans come back as they are.
+walk_plan join_dst_runs(walk_plan plan);
 
 // What the lanes of a value hold, for a transform that loads more operands.
 struct walk_lanes {

@@ -111,6 +111,16 @@ class walk_emitter {
   // How many of `limit` elements, the e-th at index l + e * mult (mult >
   // 0), have an index below `end`: 0 ... limit.
   llvm::Value* count_below(std::int64_t end, llvm::Value* l, std::int64_t mult, int limit);
+  // The vectors of `parts` (a power of two of them, of one type) one after
+  // the other, as one vector.
+  llvm::Value* concat_lanes(std::vector<llvm::Value*> parts);
+  // The src element offset, from the work item's base, of the innermost
+  // loop's iteration j (in runs where the loop is joined: join_dst_runs).
+  llvm::Value* src_along_j(llvm::Value* j);
+  // n elements of the stream from j on (j a multiple of n, or of the run):
+  // one load, or one per run of a joined loop; `mask` (null: all) selects
+  // the lanes read, the others zero.
+  llvm::Value* load_stream(llvm::Value* j, int n, llvm::Value* mask);
   llvm::Value* smin(llvm::Value* a, llvm::Value* b) {
     return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
   }
@@ -323,7 +333,7 @@ llvm::Value* walk_emitter::all_real(llvm::Value* i_last, llvm::Value* j_last) {
 }
 
 void walk_emitter::emit_element(llvm::Value* i, llvm::Value* j) {
-  llvm::Value* src_off = b_.CreateAdd(src_base_, b_.CreateMul(j, c64(lj_->src_stride)));
+  llvm::Value* src_off = b_.CreateAdd(src_base_, src_along_j(j));
   llvm::Value* dst_off = b_.CreateAdd(dst_base_, b_.CreateMul(j, c64(lj_->dst_stride)));
   if (i) {
     src_off = b_.CreateAdd(src_off, b_.CreateMul(i, c64(li_->src_stride)));
@@ -354,9 +364,8 @@ void walk_emitter::emit_element(llvm::Value* i, llvm::Value* j) {
 
 void walk_emitter::emit_vector(llvm::Value* j, int n) {
   auto fast = [&] {
-    llvm::Value* src_off = b_.CreateAdd(src_base_, b_.CreateMul(j, c64(lj_->src_stride)));
     llvm::Value* dst_off = b_.CreateAdd(dst_base_, b_.CreateMul(j, c64(lj_->dst_stride)));
-    llvm::Value* v = to_value(load_lanes(src_, src_ty_, src_off, n, lj_->src_stride));
+    llvm::Value* v = to_value(load_stream(j, n, nullptr));
     v = finish_value(v, nullptr, j, n, dst_off);
     if (lj_->dst_stride == 1 && n == g_.vector_lanes) {
       store_dense(v, dst_off, n);
@@ -415,13 +424,9 @@ void walk_emitter::emit_clipped_vector(llvm::Value* j, int n) {
 
 void walk_emitter::emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound,
                                       bool whole, llvm::Value* live) {
-  llvm::Value* src_off = b_.CreateAdd(src_base_, j);
   llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
-  llvm::Type* svt = shaped(src_ty_, n);
   llvm::Type* dvt = shaped(dst_ty_, n);
-  llvm::Value* x = b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, src_off),
-                                       llvm::Align(src_ty_->getPrimitiveSizeInBits() / 8), real,
-                                       llvm::Constant::getNullValue(svt));
+  llvm::Value* x = load_stream(j, n, real);
   live_lanes_ = real;
   llvm::Value* v = finish_value(to_value(x), nullptr, j, n, dst_off, live);
   live_lanes_ = nullptr;
@@ -477,7 +482,8 @@ void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
     return;
   }
   const std::int64_t extent = lj_->extent;
-  if (raw_ && g_.use_memcpy && !checks_ && lj_->src_stride == 1 && lj_->dst_stride == 1) {
+  if (raw_ && g_.use_memcpy && !checks_ && lj_->src_stride == 1 && lj_->dst_stride == 1 &&
+      lj_->src_run == 0) {
     const std::int64_t es = static_cast<std::int64_t>(size_of(g_.src_dt));
     llvm::Value* sp =
         b_.CreateGEP(b_.getInt8Ty(), src_, b_.CreateMul(b_.CreateAdd(src_base_, s0), c64(es)));
@@ -504,8 +510,7 @@ void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
         std::vector<llvm::Value*> parts;
         for (int u = 0; u < g_.unroll; ++u) {
           llvm::Value* ju = b_.CreateAdd(v, c64(u * n));
-          llvm::Value* src_off = b_.CreateAdd(src_base_, b_.CreateMul(ju, c64(lj_->src_stride)));
-          llvm::Value* x = to_value(load_lanes(src_, src_ty_, src_off, n, lj_->src_stride));
+          llvm::Value* x = to_value(load_stream(ju, n, nullptr));
           parts.push_back(finish_value(x, nullptr, ju, n, b_.CreateAdd(dst_base_, ju)));
         }
         while (parts.size() > 1) {
@@ -562,6 +567,35 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
     std::vector<int> narrow(rj);
     std::iota(narrow.begin(), narrow.end(), 0);
     llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);  // J has dst stride 1
+    // dst rows that follow one another (nchw to nChw8c at tiles of 16: the
+    // tile's 16 rows of 8 channels are 128 consecutive dst elements) go out
+    // t / rj rows to a vector of t lanes, converted and stored whole: the
+    // conversion runs on full vectors (f32 to bf16 at avx512_core: half the
+    // instructions). A transform reads its lanes' indices as one row's
+    // progression, so it keeps the rows apart.
+    const int rows_per_vector = rj < t && t % rj == 0 ? t / rj : 1;
+    if (rows_per_vector > 1 && li_->dst_stride == rj && ri % rows_per_vector == 0 &&
+        !g_.transform) {
+      for (int q = 0; q < ri; q += rows_per_vector) {
+        std::vector<llvm::Value*> parts, part_scales;
+        for (int k = 0; k < rows_per_vector; ++k) {
+          llvm::Value* iq = b_.CreateAdd(i, c64(q + k));
+          parts.push_back(b_.CreateShuffleVector(rows[q + k], narrow));
+          if (!raw_ && g_.scales == reorder_scales::per_dim) {
+            part_scales.push_back(scale_for(iq, j, rj, nullptr));
+          }
+        }
+        llvm::Value* v = concat_lanes(parts);
+        llvm::Value* iq = b_.CreateAdd(i, c64(q));
+        if (!raw_) {
+          if (g_.scales == reorder_scales::common) v = b_.CreateFMul(v, splat(common_scale_, t));
+          if (!part_scales.empty()) v = b_.CreateFMul(v, concat_lanes(part_scales));
+          v = from_value(v);
+        }
+        store_dense(v, b_.CreateAdd(dst_off0, b_.CreateMul(iq, c64(li_->dst_stride))), t);
+      }
+      return;
+    }
     for (int q = 0; q < ri; ++q) {
       llvm::Value* v = rows[q];
       if (rj == 1) {
@@ -592,6 +626,51 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
       emit_loop(j, b_.CreateAdd(j, c64(rj)), 1, [&](llvm::Value* jr) { emit_element(iq, jr); });
     });
   });
+}
+
+llvm::Value* walk_emitter::src_along_j(llvm::Value* j) {
+  llvm::Value* along = b_.CreateMul(j, c64(lj_->src_stride));
+  if (lj_->src_run == 0) return along;
+  // Runs are a power of two long: a shift and a mask.
+  llvm::Value* run = b_.CreateUDiv(j, c64(lj_->src_run));
+  llvm::Value* at = b_.CreateURem(j, c64(lj_->src_run));
+  return b_.CreateAdd(b_.CreateMul(run, c64(lj_->src_run_stride)),
+                      b_.CreateMul(at, c64(lj_->src_stride)));
+}
+
+llvm::Value* walk_emitter::load_stream(llvm::Value* j, int n, llvm::Value* mask) {
+  const std::int64_t run = lj_->src_run;
+  const int per = run > 0 && n > run ? static_cast<int>(run) : n;
+  const llvm::Align align(src_ty_->getPrimitiveSizeInBits() / 8);
+  std::vector<llvm::Value*> parts;
+  for (int k = 0; k < n; k += per) {
+    llvm::Value* off = b_.CreateAdd(src_base_, src_along_j(b_.CreateAdd(j, c64(k))));
+    if (!mask) {
+      parts.push_back(load_lanes(src_, src_ty_, off, per, lj_->src_stride));
+      continue;
+    }
+    std::vector<int> lanes(static_cast<std::size_t>(per));
+    std::iota(lanes.begin(), lanes.end(), k);
+    llvm::Value* part_mask = per == n ? mask : b_.CreateShuffleVector(mask, lanes);
+    llvm::Type* pt = shaped(src_ty_, per);
+    parts.push_back(b_.CreateMaskedLoad(pt, b_.CreateGEP(src_ty_, src_, off), align, part_mask,
+                                        llvm::Constant::getNullValue(pt)));
+  }
+  return concat_lanes(std::move(parts));
+}
+
+llvm::Value* walk_emitter::concat_lanes(std::vector<llvm::Value*> parts) {
+  while (parts.size() > 1) {
+    const int n =
+        static_cast<int>(llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements());
+    std::vector<int> both(2 * n);
+    std::iota(both.begin(), both.end(), 0);
+    for (std::size_t k = 0; k < parts.size() / 2; ++k) {
+      parts[k] = b_.CreateShuffleVector(parts[2 * k], parts[2 * k + 1], both);
+    }
+    parts.resize(parts.size() / 2);
+  }
+  return parts[0];
 }
 
 llvm::Value* walk_emitter::tile_row(llvm::Value* x, llvm::Type* row_ty, int ri, bool zeros) {
