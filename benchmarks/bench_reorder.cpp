@@ -11,7 +11,7 @@
 // BM_Eltwise/primcache and BM_Eltwise/primcache_generic: the same pair for
 // the eltwise (kernels/generic_eltwise_kernel.hpp), which shares the walk,
 // on values drawn from N(0, 1).
-// The last five reorder cases and the last eltwise case have padding
+// The last six reorder cases and the last eltwise case have padding
 // (channels not a multiple of the block: dst's padding written as zero).
 // BM_EltwiseGelu/{primcache,onednn}/{erf,tanh}/{narrow,wide}: the two
 // gelus over 128x3072 f32 values drawn from a normal distribution of
@@ -153,6 +153,14 @@ const std::vector<reorder_case>& cases() {
        format_tag::nChw8c,
        data_type::f32,
        format_tag::nChw16c,
+       false},
+      // The other way round: src continues the block, dst does not.
+      {"f32_nChw16c_to_nChw8c_1x20x56x56",
+       {1, 20, 56, 56},
+       data_type::f32,
+       format_tag::nChw16c,
+       data_type::f32,
+       format_tag::nChw8c,
        false},
   };
   return c;

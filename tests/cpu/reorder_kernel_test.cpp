@@ -707,13 +707,14 @@ TEST_CASE("a transposing walk stores dst rows that follow one another as whole v
   }
 }
 
-TEST_CASE("a short src block that dst continues is read in runs of one joined loop",
+TEST_CASE("a short block that one layout continues is walked in runs of one joined loop",
           "[cpu][reorder][padded]") {
   // nChw8c to nChw16c: a block of 8 channels (unit strides in both), then
   // the other 8 of dst's block, which dst continues and src keeps 8 x H x W
   // further. Each work item was one vector of 8 (the odometer's step cost
   // as much as the copy); the two loops are now one of 16 iterations read
-  // in runs of 8: a vector spans both runs.
+  // in runs of 8: a vector spans both runs. nChw16c to nChw8c the same,
+  // written in runs.
   const std::vector<std::int64_t> dims = {2, 20, 5, 7};
   auto joined =
       ci::reorder_walk_plan(problem(memory_desc(dims, data_type::f32, format_tag::nChw8c),
@@ -725,12 +726,27 @@ TEST_CASE("a short src block that dst continues is read in runs of one joined lo
   CHECK(j.src_run_stride == 8 * 5 * 7);
   CHECK(j.src_stride == 1);
   CHECK(j.dst_stride == 1);
-  // src continues what dst does not: nothing to join.
-  auto apart =
+  CHECK(j.dst_run == 0);
+  // The other way round: src continues what dst does not; the continuing
+  // loop (after the pixels by dst stride) moves in, dst is written in runs.
+  auto other =
       ci::reorder_walk_plan(problem(memory_desc(dims, data_type::f32, format_tag::nChw16c),
                                     memory_desc(dims, data_type::f32, format_tag::nChw8c)));
-  REQUIRE(apart);
-  CHECK(apart.value().loops.back().src_run == 0);
+  REQUIRE(other);
+  const ci::walk_loop& o = other.value().loops.back();
+  CHECK(o.extent == 16);
+  CHECK(o.src_run == 0);
+  CHECK(o.dst_run == 8);
+  CHECK(o.dst_run_stride == 8 * 5 * 7);
+  CHECK(other.value().work_items(16) == 2 * 2 * 5 * 7);
+  // Both continue it (nChw8c to nChw8c): plan_walk merged them; a batched
+  // padded block, not a join.
+  auto same =
+      ci::reorder_walk_plan(problem(memory_desc(dims, data_type::f32, format_tag::nChw8c),
+                                    memory_desc(dims, data_type::bf16, format_tag::nChw8c)));
+  REQUIRE(same);
+  CHECK(same.value().loops.back().src_run == 0);
+  CHECK(same.value().loops.back().dst_run == 0);
 
   // Values: exact and padded channels (a dst block half or wholly past the
   // real channels, src blocks that do not exist there), conversions, each
@@ -741,11 +757,13 @@ TEST_CASE("a short src block that dst continues is read in runs of one joined lo
            {ci::reorder_scales::none, ci::reorder_scales::common, ci::reorder_scales::per_dim}) {
         for (int nthr : {1, 2}) {
           const std::vector<std::int64_t> d = {2, c, 3, 5};
-          auto p = problem(memory_desc(d, data_type::f32, format_tag::nChw8c),
-                           memory_desc(d, dt, format_tag::nChw16c), nthr);
-          p.scales = sc;
-          p.scale_dim = 1;
-          for (cpu_isa isa : test_isas()) check_matches_reference(p, isa);
+          for (auto [from, to] : {std::pair{format_tag::nChw8c, format_tag::nChw16c},
+                                  std::pair{format_tag::nChw16c, format_tag::nChw8c}}) {
+            auto p = problem(memory_desc(d, data_type::f32, from), memory_desc(d, dt, to), nthr);
+            p.scales = sc;
+            p.scale_dim = 1;
+            for (cpu_isa isa : test_isas()) check_matches_reference(p, isa);
+          }
         }
       }
     }

@@ -101,8 +101,9 @@ walk_plan join_dst_runs(walk_plan plan) {
   if (plan.inner != walk_plan::inner_kind::stream || plan.loops.size() < 2) return plan;
   const walk_loop& in = plan.loops.back();
   const walk_loop& out = plan.loops[plan.loops.size() - 2];
-  const bool short_block = in.dim >= 0 && in.period == 0 && in.src_run == 0 && in.src_stride == 1 &&
-                           in.dst_stride == 1 && is_pow2(in.extent) && in.extent < 64;
+  const bool short_block = in.dim >= 0 && in.period == 0 && in.src_run == 0 && in.dst_run == 0 &&
+                           in.src_stride == 1 && in.dst_stride == 1 && is_pow2(in.extent) &&
+                           in.extent < 64;
   // dst continues the block along the same dimension; src does not (where
   // it does, plan_walk has merged the two already).
   const bool continued = out.dim == in.dim && out.period == 0 && out.src_run == 0 &&
@@ -115,6 +116,32 @@ walk_plan join_dst_runs(walk_plan plan) {
   joined.src_run_stride = out.src_stride;
   plan.loops.pop_back();
   plan.loops.back() = joined;
+  return plan;
+}
+
+walk_plan join_src_runs(walk_plan plan) {
+  if (plan.inner != walk_plan::inner_kind::stream || plan.loops.size() < 2) return plan;
+  const walk_loop& in = plan.loops.back();
+  const bool short_block = in.dim >= 0 && in.period == 0 && in.src_run == 0 && in.dst_run == 0 &&
+                           in.src_stride == 1 && in.dst_stride == 1 && is_pow2(in.extent) &&
+                           in.extent < 64;
+  if (!short_block) return plan;
+  for (std::size_t k = 0; k + 1 < plan.loops.size(); ++k) {
+    const walk_loop& out = plan.loops[k];
+    // src continues the block along the same dimension; dst does not.
+    const bool continued = out.dim == in.dim && out.period == 0 && out.src_run == 0 &&
+                           out.dst_run == 0 && out.src_stride == in.extent &&
+                           out.mult == in.extent * in.mult && out.dst_stride != in.extent &&
+                           out.extent * in.extent <= 64;
+    if (!continued) continue;
+    walk_loop joined = in;
+    joined.extent = in.extent * out.extent;
+    joined.dst_run = in.extent;
+    joined.dst_run_stride = out.dst_stride;
+    plan.loops.back() = joined;
+    plan.loops.erase(plan.loops.begin() + static_cast<std::ptrdiff_t>(k));
+    return plan;
+  }
   return plan;
 }
 

@@ -57,6 +57,9 @@ struct walk_loop {
   // (j % src_run) * src_stride.
   std::int64_t src_run = 0;
   std::int64_t src_run_stride = 0;
+  // The same for dst (join_src_runs): written in runs of `dst_run`.
+  std::int64_t dst_run = 0;
+  std::int64_t dst_run_stride = 0;
 };
 
 struct walk_plan {
@@ -109,6 +112,14 @@ walk_plan batch_padded_block(walk_plan plan, unsigned keep_dims);
 // store) and the work items, each of which costs the odometer's step, are
 // fewer. Up to 64 iterations; other plans come back as they are.
 walk_plan join_dst_runs(walk_plan plan);
+
+// The other way round: a short block that src continues in some loop further
+// out and dst does not (nChw16c to nChw8c: 8 channels, then the other 8 of
+// src's block, which dst keeps 8 x H x W further) becomes one loop of
+// src-contiguous iterations written to dst in runs (walk_loop::dst_run): a
+// vector is one load and a store per run. The continuing loop need not be
+// the next one out (by dst stride it comes after the pixels): it moves in.
+walk_plan join_src_runs(walk_plan plan);
 
 // What the lanes of a value hold, for a transform that loads more operands.
 struct walk_lanes {

@@ -83,8 +83,10 @@ class walk_emitter {
   // transform's operands, live_lanes_, and with `live`, the real lanes' count
   // when they are a prefix, the per-dimension scales), dst's padding in
   // bound stored as zero, stored whole when `whole`, else through `bound`.
+  // `bound_count`: the in-bound lanes' count where they are a prefix (the
+  // runs of a joined loop need both counts).
   void emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound, bool whole,
-                          llvm::Value* live = nullptr);
+                          llvm::Value* live = nullptr, llvm::Value* bound_count = nullptr);
   // A vector of a stream along a padded dimension that is not all real,
   // clipped to its real lanes (a prefix) by emit_masked_vector.
   void emit_clipped_vector(llvm::Value* j, int n);
@@ -119,8 +121,16 @@ class walk_emitter {
   llvm::Value* src_along_j(llvm::Value* j);
   // n elements of the stream from j on (j a multiple of n, or of the run):
   // one load, or one per run of a joined loop; `mask` (null: all) selects
-  // the lanes read, the others zero.
-  llvm::Value* load_stream(llvm::Value* j, int n, llvm::Value* mask);
+  // the lanes read, the others zero; with runs, `count` is the selected
+  // lanes' count (they are a prefix).
+  llvm::Value* load_stream(llvm::Value* j, int n, llvm::Value* mask, llvm::Value* count = nullptr);
+  // The same for dst (join_src_runs).
+  llvm::Value* dst_along_j(llvm::Value* j);
+  // Stores v, n elements of the stream from j on, whole (mask null) or in
+  // the lanes of `mask` (with runs, a prefix of `count` lanes): one store,
+  // or one per run of a joined loop.
+  void store_stream(llvm::Value* v, llvm::Value* j, int n, llvm::Value* mask,
+                    llvm::Value* count = nullptr);
   llvm::Value* smin(llvm::Value* a, llvm::Value* b) {
     return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b);
   }
@@ -334,7 +344,7 @@ llvm::Value* walk_emitter::all_real(llvm::Value* i_last, llvm::Value* j_last) {
 
 void walk_emitter::emit_element(llvm::Value* i, llvm::Value* j) {
   llvm::Value* src_off = b_.CreateAdd(src_base_, src_along_j(j));
-  llvm::Value* dst_off = b_.CreateAdd(dst_base_, b_.CreateMul(j, c64(lj_->dst_stride)));
+  llvm::Value* dst_off = b_.CreateAdd(dst_base_, dst_along_j(j));
   if (i) {
     src_off = b_.CreateAdd(src_off, b_.CreateMul(i, c64(li_->src_stride)));
     dst_off = b_.CreateAdd(dst_off, b_.CreateMul(i, c64(li_->dst_stride)));
@@ -364,10 +374,12 @@ void walk_emitter::emit_element(llvm::Value* i, llvm::Value* j) {
 
 void walk_emitter::emit_vector(llvm::Value* j, int n) {
   auto fast = [&] {
-    llvm::Value* dst_off = b_.CreateAdd(dst_base_, b_.CreateMul(j, c64(lj_->dst_stride)));
+    llvm::Value* dst_off = b_.CreateAdd(dst_base_, dst_along_j(j));
     llvm::Value* v = to_value(load_stream(j, n, nullptr));
     v = finish_value(v, nullptr, j, n, dst_off);
-    if (lj_->dst_stride == 1 && n == g_.vector_lanes) {
+    if (lj_->dst_run > 0) {
+      store_stream(v, j, n, nullptr);
+    } else if (lj_->dst_stride == 1 && n == g_.vector_lanes) {
       store_dense(v, dst_off, n);
     } else {
       store_lanes(v, dst_, dst_ty_, dst_off, n, lj_->dst_stride);
@@ -418,26 +430,20 @@ void walk_emitter::emit_clipped_vector(llvm::Value* j, int n) {
   llvm::Value* bound_lanes = emit_lane_mask(b_, bound, n);
   emit_if(
       b_.CreateICmpEQ(bound, c64(n)),
-      [&] { emit_masked_vector(j, n, real_lanes, bound_lanes, true, real); },
-      [&] { emit_masked_vector(j, n, real_lanes, bound_lanes, false, real); });
+      [&] { emit_masked_vector(j, n, real_lanes, bound_lanes, true, real, bound); },
+      [&] { emit_masked_vector(j, n, real_lanes, bound_lanes, false, real, bound); });
 }
 
 void walk_emitter::emit_masked_vector(llvm::Value* j, int n, llvm::Value* real, llvm::Value* bound,
-                                      bool whole, llvm::Value* live) {
+                                      bool whole, llvm::Value* live, llvm::Value* bound_count) {
   llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
   llvm::Type* dvt = shaped(dst_ty_, n);
-  llvm::Value* x = load_stream(j, n, real);
+  llvm::Value* x = load_stream(j, n, real, live);
   live_lanes_ = real;
   llvm::Value* v = finish_value(to_value(x), nullptr, j, n, dst_off, live);
   live_lanes_ = nullptr;
   v = b_.CreateSelect(real, v, llvm::Constant::getNullValue(dvt));
-  const llvm::Align dalign(dst_ty_->getPrimitiveSizeInBits() / 8);
-  llvm::Value* at = b_.CreateGEP(dst_ty_, dst_, dst_off);
-  if (whole) {
-    b_.CreateAlignedStore(v, at, dalign);
-  } else {
-    b_.CreateMaskedStore(v, at, dalign, bound);
-  }
+  store_stream(v, j, n, whole ? nullptr : bound, bound_count);
 }
 
 void walk_emitter::emit_block_stream(llvm::Value* s0, llvm::Value* s1) {
@@ -483,7 +489,7 @@ void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
   }
   const std::int64_t extent = lj_->extent;
   if (raw_ && g_.use_memcpy && !checks_ && lj_->src_stride == 1 && lj_->dst_stride == 1 &&
-      lj_->src_run == 0) {
+      lj_->src_run == 0 && lj_->dst_run == 0) {
     const std::int64_t es = static_cast<std::int64_t>(size_of(g_.src_dt));
     llvm::Value* sp =
         b_.CreateGEP(b_.getInt8Ty(), src_, b_.CreateMul(b_.CreateAdd(src_base_, s0), c64(es)));
@@ -540,7 +546,7 @@ void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
   // alignment is every one's.
   const std::int64_t vbytes = static_cast<std::int64_t>(n) * dst_ty_->getPrimitiveSizeInBits() / 8;
   const std::int64_t wbytes = wide ? vbytes * g_.unroll : vbytes;
-  if (g_.nontemporal && lj_->dst_stride == 1 && wbytes >= 16 && !checks_) {
+  if (g_.nontemporal && lj_->dst_stride == 1 && lj_->dst_run == 0 && wbytes >= 16 && !checks_) {
     emit_nt_versions(dst_aligned(b_.CreateAdd(dst_base_, s0), std::min<std::int64_t>(wbytes, 64)),
                      walk);
   } else {
@@ -638,25 +644,74 @@ llvm::Value* walk_emitter::src_along_j(llvm::Value* j) {
                       b_.CreateMul(at, c64(lj_->src_stride)));
 }
 
-llvm::Value* walk_emitter::load_stream(llvm::Value* j, int n, llvm::Value* mask) {
+llvm::Value* walk_emitter::load_stream(llvm::Value* j, int n, llvm::Value* mask,
+                                       llvm::Value* count) {
   const std::int64_t run = lj_->src_run;
   const int per = run > 0 && n > run ? static_cast<int>(run) : n;
   const llvm::Align align(src_ty_->getPrimitiveSizeInBits() / 8);
   std::vector<llvm::Value*> parts;
+  llvm::Value* first_off = nullptr;
   for (int k = 0; k < n; k += per) {
     llvm::Value* off = b_.CreateAdd(src_base_, src_along_j(b_.CreateAdd(j, c64(k))));
+    if (k == 0) first_off = off;
     if (!mask) {
       parts.push_back(load_lanes(src_, src_ty_, off, per, lj_->src_stride));
       continue;
     }
+    llvm::Type* pt = shaped(src_ty_, per);
+    if (per == n) {
+      parts.push_back(b_.CreateMaskedLoad(pt, b_.CreateGEP(src_ty_, src_, off), align, mask,
+                                          llvm::Constant::getNullValue(pt)));
+      continue;
+    }
+    // A run with no lane to read reads at the first run's address instead:
+    // its own may lie past the buffer (src's missing block of nChw8c to
+    // nChw16c), where a masked access, even with no lane set, can cost a
+    // microcode assist (masked stores there did, on the Zen 5 host: 20x).
+    // A select, not a branch: a branch around each run cost 15%.
     std::vector<int> lanes(static_cast<std::size_t>(per));
     std::iota(lanes.begin(), lanes.end(), k);
-    llvm::Value* part_mask = per == n ? mask : b_.CreateShuffleVector(mask, lanes);
-    llvm::Type* pt = shaped(src_ty_, per);
+    llvm::Value* part_mask = b_.CreateShuffleVector(mask, lanes);
+    if (k > 0) off = b_.CreateSelect(b_.CreateICmpSGT(count, c64(k)), off, first_off);
     parts.push_back(b_.CreateMaskedLoad(pt, b_.CreateGEP(src_ty_, src_, off), align, part_mask,
                                         llvm::Constant::getNullValue(pt)));
   }
   return concat_lanes(std::move(parts));
+}
+
+llvm::Value* walk_emitter::dst_along_j(llvm::Value* j) {
+  llvm::Value* along = b_.CreateMul(j, c64(lj_->dst_stride));
+  if (lj_->dst_run == 0) return along;
+  llvm::Value* run = b_.CreateUDiv(j, c64(lj_->dst_run));
+  llvm::Value* at = b_.CreateURem(j, c64(lj_->dst_run));
+  return b_.CreateAdd(b_.CreateMul(run, c64(lj_->dst_run_stride)),
+                      b_.CreateMul(at, c64(lj_->dst_stride)));
+}
+
+void walk_emitter::store_stream(llvm::Value* v, llvm::Value* j, int n, llvm::Value* mask,
+                                llvm::Value* count) {
+  const std::int64_t run = lj_->dst_run;
+  const int per = run > 0 && n > run ? static_cast<int>(run) : n;
+  const llvm::Align align(dst_ty_->getPrimitiveSizeInBits() / 8);
+  llvm::Value* first_off = nullptr;
+  for (int k = 0; k < n; k += per) {
+    std::vector<int> lanes(static_cast<std::size_t>(per));
+    std::iota(lanes.begin(), lanes.end(), k);
+    llvm::Value* part = per == n ? v : b_.CreateShuffleVector(v, lanes);
+    llvm::Value* off = b_.CreateAdd(dst_base_, dst_along_j(b_.CreateAdd(j, c64(k))));
+    if (k == 0) first_off = off;
+    if (!mask) {
+      b_.CreateAlignedStore(part, b_.CreateGEP(dst_ty_, dst_, off), align);
+    } else if (per == n) {
+      b_.CreateMaskedStore(part, b_.CreateGEP(dst_ty_, dst_, off), align, mask);
+    } else {
+      // As load_stream: a run with no lane in bound (dst's missing block of
+      // nChw16c to nChw8c) stores nothing at the first run's address.
+      if (k > 0) off = b_.CreateSelect(b_.CreateICmpSGT(count, c64(k)), off, first_off);
+      b_.CreateMaskedStore(part, b_.CreateGEP(dst_ty_, dst_, off), align,
+                           b_.CreateShuffleVector(mask, lanes));
+    }
+  }
 }
 
 llvm::Value* walk_emitter::concat_lanes(std::vector<llvm::Value*> parts) {

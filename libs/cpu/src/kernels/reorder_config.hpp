@@ -25,9 +25,9 @@ bool reorder_is_raw(const reorder_problem& p);
 unsigned reorder_keep_mask(const reorder_problem& p);
 
 // The specialized kernel's walk: plan_walk's, its padded block batched
-// (batch_padded_block), a short src block that dst continues joined with
-// the next loop out (join_dst_runs). The generic kernel walks plan_walk's
-// own.
+// (batch_padded_block), a short block that one layout continues and the
+// other does not joined with the loop that continues it (join_dst_runs,
+// join_src_runs). The generic kernel walks plan_walk's own.
 result<walk_plan> reorder_walk_plan(const reorder_problem& p);
 
 // The unit a work item's chunk is rounded to: a tile edge or an unrolled
