@@ -97,19 +97,30 @@ walk_plan batch_padded_block(walk_plan plan, unsigned keep_dims) {
   return plan;
 }
 
+namespace {
+
+// A stream's innermost loop that a join may take: a short power-of-two
+// block of one dimension with unit strides in both layouts, not yet batched
+// or joined.
+bool joinable_block(const walk_plan& plan) {
+  if (plan.inner != walk_plan::inner_kind::stream || plan.loops.size() < 2) return false;
+  const walk_loop& in = plan.loops.back();
+  return in.dim >= 0 && in.period == 0 && in.src_run == 0 && in.dst_run == 0 &&
+         in.src_stride == 1 && in.dst_stride == 1 && is_pow2(in.extent) && in.extent < 64;
+}
+
+}  // namespace
+
 walk_plan join_dst_runs(walk_plan plan) {
-  if (plan.inner != walk_plan::inner_kind::stream || plan.loops.size() < 2) return plan;
+  if (!joinable_block(plan)) return plan;
   const walk_loop& in = plan.loops.back();
   const walk_loop& out = plan.loops[plan.loops.size() - 2];
-  const bool short_block = in.dim >= 0 && in.period == 0 && in.src_run == 0 && in.dst_run == 0 &&
-                           in.src_stride == 1 && in.dst_stride == 1 && is_pow2(in.extent) &&
-                           in.extent < 64;
   // dst continues the block along the same dimension; src does not (where
   // it does, plan_walk has merged the two already).
   const bool continued = out.dim == in.dim && out.period == 0 && out.src_run == 0 &&
                          out.dst_stride == in.extent && out.mult == in.extent * in.mult &&
                          out.src_stride != in.extent && out.extent * in.extent <= 64;
-  if (!short_block || !continued) return plan;
+  if (!continued) return plan;
   walk_loop joined = in;
   joined.extent = in.extent * out.extent;
   joined.src_run = in.extent;
@@ -120,12 +131,8 @@ walk_plan join_dst_runs(walk_plan plan) {
 }
 
 walk_plan join_src_runs(walk_plan plan) {
-  if (plan.inner != walk_plan::inner_kind::stream || plan.loops.size() < 2) return plan;
+  if (!joinable_block(plan)) return plan;
   const walk_loop& in = plan.loops.back();
-  const bool short_block = in.dim >= 0 && in.period == 0 && in.src_run == 0 && in.dst_run == 0 &&
-                           in.src_stride == 1 && in.dst_stride == 1 && is_pow2(in.extent) &&
-                           in.extent < 64;
-  if (!short_block) return plan;
   for (std::size_t k = 0; k + 1 < plan.loops.size(); ++k) {
     const walk_loop& out = plan.loops[k];
     // src continues the block along the same dimension; dst does not.

@@ -116,6 +116,10 @@ class walk_emitter {
   // The vectors of `parts` (a power of two of them, of one type) one after
   // the other, as one vector.
   llvm::Value* concat_lanes(std::vector<llvm::Value*> parts);
+  // The element offset of iteration j of a loop of `stride`, walked in runs
+  // of `run` iterations `run_stride` apart (run 0: none).
+  llvm::Value* along_j(llvm::Value* j, std::int64_t stride, std::int64_t run,
+                       std::int64_t run_stride);
   // The src element offset, from the work item's base, of the innermost
   // loop's iteration j (in runs where the loop is joined: join_dst_runs).
   llvm::Value* src_along_j(llvm::Value* j);
@@ -519,18 +523,7 @@ void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
           llvm::Value* x = to_value(load_stream(ju, n, nullptr));
           parts.push_back(finish_value(x, nullptr, ju, n, b_.CreateAdd(dst_base_, ju)));
         }
-        while (parts.size() > 1) {
-          std::vector<llvm::Value*> next;
-          const auto lanes =
-              llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements();
-          std::vector<int> both(2 * lanes);
-          std::iota(both.begin(), both.end(), 0);
-          for (std::size_t k = 0; k < parts.size(); k += 2) {
-            next.push_back(b_.CreateShuffleVector(parts[k], parts[k + 1], both));
-          }
-          parts = std::move(next);
-        }
-        store_dense(parts[0], b_.CreateAdd(dst_base_, v), n * g_.unroll);
+        store_dense(concat_lanes(std::move(parts)), b_.CreateAdd(dst_base_, v), n * g_.unroll);
       });
     }
     j = emit_loop(j, s1, n, [&](llvm::Value* v) { emit_vector(v, n); });
@@ -634,14 +627,16 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
   });
 }
 
-llvm::Value* walk_emitter::src_along_j(llvm::Value* j) {
-  llvm::Value* along = b_.CreateMul(j, c64(lj_->src_stride));
-  if (lj_->src_run == 0) return along;
+llvm::Value* walk_emitter::along_j(llvm::Value* j, std::int64_t stride, std::int64_t run,
+                                   std::int64_t run_stride) {
+  if (run == 0) return b_.CreateMul(j, c64(stride));
   // Runs are a power of two long: a shift and a mask.
-  llvm::Value* run = b_.CreateUDiv(j, c64(lj_->src_run));
-  llvm::Value* at = b_.CreateURem(j, c64(lj_->src_run));
-  return b_.CreateAdd(b_.CreateMul(run, c64(lj_->src_run_stride)),
-                      b_.CreateMul(at, c64(lj_->src_stride)));
+  return b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(j, c64(run)), c64(run_stride)),
+                      b_.CreateMul(b_.CreateURem(j, c64(run)), c64(stride)));
+}
+
+llvm::Value* walk_emitter::src_along_j(llvm::Value* j) {
+  return along_j(j, lj_->src_stride, lj_->src_run, lj_->src_run_stride);
 }
 
 llvm::Value* walk_emitter::load_stream(llvm::Value* j, int n, llvm::Value* mask,
@@ -680,12 +675,7 @@ llvm::Value* walk_emitter::load_stream(llvm::Value* j, int n, llvm::Value* mask,
 }
 
 llvm::Value* walk_emitter::dst_along_j(llvm::Value* j) {
-  llvm::Value* along = b_.CreateMul(j, c64(lj_->dst_stride));
-  if (lj_->dst_run == 0) return along;
-  llvm::Value* run = b_.CreateUDiv(j, c64(lj_->dst_run));
-  llvm::Value* at = b_.CreateURem(j, c64(lj_->dst_run));
-  return b_.CreateAdd(b_.CreateMul(run, c64(lj_->dst_run_stride)),
-                      b_.CreateMul(at, c64(lj_->dst_stride)));
+  return along_j(j, lj_->dst_stride, lj_->dst_run, lj_->dst_run_stride);
 }
 
 void walk_emitter::store_stream(llvm::Value* v, llvm::Value* j, int n, llvm::Value* mask,
