@@ -4,7 +4,8 @@
 // of being walked element by element, and a padded stream whose split loop
 // continues in the next loop (an eltwise, or a reorder between the same
 // blocked layouts) is walked in runs of work items with vectors holding
-// several split loops. Its results stay the specialized
+// several split loops; a reorder between nChw8c and nChw16c walks the
+// specialized kernel's joined loop (a vector across two blocks). Its results stay the specialized
 // kernel's bit for bit and the reference's; its src and operand reads stay
 // inside the real elements (buffers end at an unreadable page); the walk
 // functions carry the masked loads and stores.
@@ -317,4 +318,99 @@ TEST_CASE("a transposing generic walk whose I and J loops both step a padded dim
   // The same plan with the J loop over another dimension is walked.
   plan.loops[2].dim = 0;
   CHECK(make_generic_walk_params("reorder", plan, 0, -1));
+}
+
+TEST_CASE(
+    "generic reorders between nChw8c and nChw16c walk the specialized kernel's joined loop, "
+    "a vector across two blocks",
+    "[cpu][generic][padded][reorder][kernel_sweep]") {
+  // Before, the generic walk took plan_walk's plan: a work item per block
+  // of 8 channels at one pixel (the odometer's step around each vector of
+  // 8). Now the joined loop of the specialized walk: a vector of 16
+  // channels read from two src blocks (nChw8c -> nChw16c) or written to two
+  // dst blocks (the other way), items taken in runs along the pixels; at
+  // avx2 (8 lanes) each vector lies in one block.
+  std::uint32_t seed = 101;
+  for (cpu_isa isa : test_isas()) {
+    const int lanes = generic_walk_shape_for(isa).lanes;
+    // One block of the narrower layout (the other run past the buffer),
+    // padded, exact.
+    for (std::int64_t c : {8, 20, 32}) {
+      for (bool widen : {true, false}) {
+        for (data_type dt : {data_type::f32, data_type::s8}) {
+          ++seed;
+          const dims_array d{seed % 2 ? 2 : 1, c, 3, seed % 3 ? 5 : 7};
+          dims_view dims(std::span<const std::int64_t>(d.data(), 4));
+          reorder_problem p;
+          p.src =
+              memory_desc(dims, data_type::f32, widen ? format_tag::nChw8c : format_tag::nChw16c);
+          p.dst = memory_desc(dims, dt, widen ? format_tag::nChw16c : format_tag::nChw8c);
+          p.scales = static_cast<reorder_scales>(seed % 3);
+          p.scale_dim = 1;
+          p.nthr = 1 + static_cast<int>(seed % 2);
+          const reorder_config def = default_reorder_config(p, isa);
+          auto g = generic_reorder_kernel::create(p, def, isa);
+          REQUIRE(g);
+          INFO(describe(p) << " at " << to_string(isa));
+          // 8 channels in a block of the narrower layout: a vector holds two
+          // of them at 16 lanes, lies in one at 8.
+          const auto form = static_cast<gw_run_form>(g.value()->params()[gw_runs]);
+          CHECK(form == (lanes == 8 ? gw_run_form::whole
+                         : widen    ? gw_run_form::src_halves
+                                    : gw_run_form::dst_halves));
+          check_reorder(p, isa, seed);
+          // The same layouts in one type: a bit copy.
+          p.src = p.src.with_data_type(dt);
+          p.dst = p.dst.with_data_type(dt);
+          p.scales = reorder_scales::none;
+          check_reorder(p, isa, seed);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a joined loop the generic kernel's vectors do not fit is declined",
+          "[cpu][generic][reorder]") {
+  // nChw8c -> nChw16c with 32 channels: the joined loop of 16 channels in
+  // src runs of 8, below the pixels (56 of them, src stride 8, dst 16).
+  const dims_array d{1, 32, 7, 8};
+  dims_view dims(std::span<const std::int64_t>(d.data(), 4));
+  auto plan = plan_walk(memory_desc(dims, data_type::f32, format_tag::nChw8c),
+                        memory_desc(dims, data_type::f32, format_tag::nChw16c), 0);
+  REQUIRE(plan);
+  const walk_plan joined = join_dst_runs(plan.value());
+  REQUIRE(joined.loops.back().src_run == 8);
+  const std::int64_t extent = joined.loops.back().extent;
+  // Taken: 16 lanes (two runs a vector), 8 (one), 4 (two vectors a run).
+  for (int lanes : {16, 8, 4}) {
+    auto params = make_generic_walk_params("reorder", joined, extent, -1, lanes);
+    INFO(lanes << " lanes");
+    REQUIRE(params);
+    CHECK(params.value()[gw_runs] ==
+          static_cast<std::int64_t>(lanes == 16 ? gw_run_form::src_halves : gw_run_form::whole));
+    CHECK(params.value()[gw_src_run_shift] == 3);
+    CHECK(params.value()[gw_src_run_mask] == 7);
+    CHECK(params.value()[gw_src_run_stride] == 8 * 7 * 8);
+  }
+  auto declined = [&](const walk_plan& w, std::int64_t chunk, int tracked, int lanes) {
+    auto params = make_generic_walk_params("reorder", w, chunk, tracked, lanes);
+    REQUIRE_FALSE(params);
+    CHECK(params.why().code == status::unimplemented);
+    CHECK(params.why().message.find("joined loop") != std::string::npos);
+  };
+  declined(joined, extent, -1, 0);       // no vectors for runs (the eltwise)
+  declined(joined, extent, -1, 32);      // runs of a quarter vector
+  declined(joined, extent / 2, -1, 16);  // the loop in two chunks
+  // The pixels' index tracked (per-dim scales along H): items could not
+  // run along them.
+  walk_plan tracked = joined;
+  tracked.loops[tracked.loops.size() - 2].dim = 2;
+  tracked.loops[tracked.loops.size() - 2].mult = 1;
+  tracked.known[2] = true;
+  declined(tracked, extent, 2, 16);
+  // plan_walk's own plan still walks, without runs.
+  auto unjoined = make_generic_walk_params("reorder", plan.value(), 0, -1, 16);
+  REQUIRE(unjoined);
+  CHECK(unjoined.value()[gw_runs] == static_cast<std::int64_t>(gw_run_form::none));
 }

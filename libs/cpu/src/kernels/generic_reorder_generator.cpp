@@ -1,8 +1,8 @@
 #include "kernels/generic_reorder_generator.hpp"
 
 #include <array>
+#include <bit>
 #include <cassert>
-#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -274,8 +274,9 @@ class generic_walk_emitter {
   // part: its real lanes (a prefix) converted as vector() converts them,
   // dst's padding after them written as zero, both by masked loads and
   // stores; lanes from `range` on (null: none) are past the loop, and lanes
-  // past dst's padded bound are left alone.
-  void clipped_vector(llvm::Value* j, llvm::Value* range);
+  // past dst's padded bound are left alone. Under a joined split loop's
+  // `form` (not none), read and written in runs (run_load, run_store).
+  void clipped_vector(llvm::Value* j, llvm::Value* range, gw_run_form form = gw_run_form::none);
   // The same for a tile at (i, j): rows (along I) from ni on and columns
   // (along J) from nj on are past the loops (null: none). Real rows and
   // columns are prefixes (no checked dimension steps along both I and J:
@@ -309,12 +310,39 @@ class generic_walk_emitter {
   // work item: the innermost level steps; a level that wraps returns to 0
   // and carries into the next outer one. c: the bases, stepped and returned.
   ir_values odometer_step(llvm::Value* idx, llvm::Value* last, const ir_values& c);
-  // The checked copy's work items in runs along the innermost level
-  // (gw_batch): m items at once, as one dense stream of m split loops whose
-  // vectors hold several of them, masked per lane by the position in its
-  // split loop. Returns nothing; ends where `end` is reached.
-  void batched_items(llvm::Value* idx, llvm::Value* last, llvm::Value* begin, llvm::Value* end,
-                     const ir_values& bases, llvm::Value* split_extent);
+  // Work items [begin, end) in runs along the innermost level k (the level
+  // before the chunks, one chunk per split loop; no checked index steps
+  // along k): the bases of a run's first item set (src_base_...), the index
+  // ends computed once, `run(m, k)` emitted for its m items, then the
+  // odometer stepped past them.
+  using run_fn = std::function<void(llvm::Value* m, llvm::Value* k)>;
+  void item_runs(llvm::Value* idx, llvm::Value* last, llvm::Value* begin, llvm::Value* end,
+                 const ir_values& bases, const run_fn& run);
+  // The checked copy's run of m items (gw_batch) as one dense stream of m
+  // split loops whose vectors hold several of them, masked per lane by the
+  // position in its split loop.
+  void batched_run(llvm::Value* m, llvm::Value* split_extent);
+  // A run of m items of a joined split loop (gw_runs): item by item along
+  // level k, each split loop in whole vectors that meet the runs as `form`
+  // says; vectors past the real elements clipped as clipped_vector clips.
+  void joined_run(llvm::Value* m, llvm::Value* k, llvm::Value* split_extent, gw_run_form form);
+  // n lanes of the joined split loop from j on (j a multiple of n): one
+  // access, or two of half a vector where `form` has that side's runs so;
+  // with `count` (null: all lanes) only the first count lanes, the others
+  // read as zero or left alone.
+  llvm::Value* run_load(llvm::Value* j, gw_run_form form, llvm::Value* count);
+  void run_store(llvm::Value* v, llvm::Value* j, gw_run_form form, llvm::Value* count);
+  // The element offset, from the item's base, of lanes [k, ...) of the
+  // vector at iteration j (a multiple of the lanes) of the joined split
+  // loop, on the side whose runs `run` holds (shift, mask, stride) when
+  // `runs` says it has them. What the form fixes is folded in: halves are
+  // runs of exactly half the vector, so the vector starts a run (j & mask
+  // is 0) and its second half is the next run; a side without runs under a
+  // halves form is contiguous.
+  llvm::Value* run_part_offset(llvm::Value* j, int k, gw_run_form form, bool runs,
+                               const std::array<llvm::Value*, 3>& run);
+  std::array<llvm::Value*, 3> src_run_{};  // shift, mask, stride
+  std::array<llvm::Value*, 3> dst_run_{};
   void any_vector(llvm::Value* j, int n) {
     if (checked_) {
       checked_vector(j, n);
@@ -392,7 +420,7 @@ void generic_walk_emitter::checked_vector(llvm::Value* j, int n) {
       });
 }
 
-void generic_walk_emitter::clipped_vector(llvm::Value* j, llvm::Value* range) {
+void generic_walk_emitter::clipped_vector(llvm::Value* j, llvm::Value* range, gw_run_form form) {
   const int n = s_.lanes;
   llvm::Value* real = count_below(split_real_, j, n);
   llvm::Value* bound = count_below(split_bound_, j, n);
@@ -408,11 +436,15 @@ void generic_walk_emitter::clipped_vector(llvm::Value* j, llvm::Value* range) {
   auto* store_bb = llvm::BasicBlock::Create(ctx_, "clip.store", fn_);
   b_.CreateCondBr(b_.CreateICmpSGT(real, c64(0)), some_bb, store_bb);
   b_.SetInsertPoint(some_bb);
-  llvm::Type* svt = shaped(src_ty_, n);
-  llvm::Value* x =
-      b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_base_, j)),
-                          llvm::Align(src_ty_->getPrimitiveSizeInBits() / 8),
-                          emit_lane_mask(b_, real, n), llvm::Constant::getNullValue(svt));
+  llvm::Value* x;
+  if (form == gw_run_form::none) {
+    llvm::Type* svt = shaped(src_ty_, n);
+    x = b_.CreateMaskedLoad(svt, b_.CreateGEP(src_ty_, src_, b_.CreateAdd(src_base_, j)),
+                            llvm::Align(src_ty_->getPrimitiveSizeInBits() / 8),
+                            emit_lane_mask(b_, real, n), llvm::Constant::getNullValue(svt));
+  } else {
+    x = run_load(j, form, real);
+  }
   llvm::Value* track = b_.CreateAdd(track_base_, b_.CreateMul(j, split_tr_));
   llvm::Value* v = finish_value(to_value(x), n, dst_off, c64(1), track, split_tr_, real);
   v = b_.CreateSelect(emit_lane_mask(b_, real, n), v, zero);
@@ -422,7 +454,17 @@ void generic_walk_emitter::clipped_vector(llvm::Value* j, llvm::Value* range) {
   llvm::PHINode* out = b_.CreatePHI(dvt, 2);
   out->addIncoming(zero, from);
   out->addIncoming(v, some_end);
-  store_in_bound(out, dst_off, b_.CreateICmpEQ(bound, c64(n)), emit_lane_mask(b_, bound, n));
+  if (form == gw_run_form::none) {
+    store_in_bound(out, dst_off, b_.CreateICmpEQ(bound, c64(n)), emit_lane_mask(b_, bound, n));
+    return;
+  }
+  // Runs with nothing in bound are not touched (run_store's masked parts
+  // would still address the first run).
+  emit_if(
+      b_.CreateICmpEQ(bound, c64(n)), [&] { run_store(out, j, form, nullptr); },
+      [&] {
+        emit_if(b_.CreateICmpSGT(bound, c64(0)), [&] { run_store(out, j, form, bound); }, {});
+      });
 }
 
 void generic_walk_emitter::store_in_bound(llvm::Value* v, llvm::Value* off, llvm::Value* all,
@@ -943,11 +985,80 @@ ir_values generic_walk_emitter::odometer_step(llvm::Value* idx, llvm::Value* las
   return out;
 }
 
-void generic_walk_emitter::batched_items(llvm::Value* idx, llvm::Value* last, llvm::Value* begin,
-                                         llvm::Value* end, const ir_values& bases,
-                                         llvm::Value* split_extent) {
-  llvm::Type* i64 = b_.getInt64Ty();
+llvm::Value* generic_walk_emitter::run_part_offset(llvm::Value* j, int k, gw_run_form form,
+                                                   bool runs,
+                                                   const std::array<llvm::Value*, 3>& run) {
+  if (form == gw_run_form::whole) {
+    // Either side may hold the runs (the other: shift 63, mask all ones).
+    llvm::Value* jk = b_.CreateAdd(j, c64(k));
+    return b_.CreateAdd(b_.CreateMul(b_.CreateLShr(jk, run[0]), run[2]), b_.CreateAnd(jk, run[1]));
+  }
+  if (!runs) return b_.CreateAdd(j, c64(k));
+  const int half = s_.lanes / 2;
+  llvm::Value* first = b_.CreateLShr(j, c64(std::countr_zero(static_cast<unsigned>(half))));
+  return b_.CreateMul(b_.CreateAdd(first, c64(k / half)), run[2]);
+}
+
+llvm::Value* generic_walk_emitter::run_load(llvm::Value* j, gw_run_form form, llvm::Value* count) {
   const int n = s_.lanes;
+  return walk_load_parts(
+      b_, src_ty_, src_, n, form == gw_run_form::src_halves ? n / 2 : n, 1,
+      [&](int k) {
+        return b_.CreateAdd(src_base_,
+                            run_part_offset(j, k, form, form != gw_run_form::dst_halves, src_run_));
+      },
+      count ? emit_lane_mask(b_, count, n) : nullptr, count);
+}
+
+void generic_walk_emitter::run_store(llvm::Value* v, llvm::Value* j, gw_run_form form,
+                                     llvm::Value* count) {
+  const int n = s_.lanes;
+  walk_store_parts(
+      b_, dst_ty_, dst_, v, n, form == gw_run_form::dst_halves ? n / 2 : n,
+      [&](int k) {
+        return b_.CreateAdd(dst_base_,
+                            run_part_offset(j, k, form, form != gw_run_form::src_halves, dst_run_));
+      },
+      count ? emit_lane_mask(b_, count, n) : nullptr, count);
+}
+
+void generic_walk_emitter::joined_run(llvm::Value* m, llvm::Value* k, llvm::Value* split_extent,
+                                      gw_run_form form) {
+  // No transform reaches here (reorders only): a vector's dst offsets are
+  // not a progression where dst is written in runs.
+  assert(!v_.transform);
+  const int n = s_.lanes;
+  llvm::Value* src0 = src_base_;
+  llvm::Value* dst0 = dst_base_;
+  llvm::Value* src_step = level_field(k, 1);
+  llvm::Value* dst_step = level_field(k, 2);
+  loop(c64(0), m, 1, [&](llvm::Value* t) {
+    src_base_ = b_.CreateAdd(src0, b_.CreateMul(t, src_step));
+    dst_base_ = b_.CreateAdd(dst0, b_.CreateMul(t, dst_step));
+    // Whole vectors: the driver joins only split loops of a multiple of n.
+    loop(
+        c64(0), split_extent, n,
+        [&](llvm::Value* j) {
+          llvm::Value* track = b_.CreateAdd(track_base_, b_.CreateMul(j, split_tr_));
+          llvm::Value* dst_off = b_.CreateAdd(dst_base_, j);
+          emit_if(
+              b_.CreateICmpSLE(b_.CreateAdd(j, c64(n)), split_real_),
+              [&] {
+                llvm::Value* v = finish_value(to_value(run_load(j, form, nullptr)), n, dst_off,
+                                              c64(1), track, split_tr_);
+                run_store(v, j, form, nullptr);
+              },
+              [&] { clipped_vector(j, nullptr, form); });
+        },
+        loop_test::step_within_end);
+  });
+  src_base_ = src0;
+  dst_base_ = dst0;
+}
+
+void generic_walk_emitter::item_runs(llvm::Value* idx, llvm::Value* last, llvm::Value* begin,
+                                     llvm::Value* end, const ir_values& bases, const run_fn& run) {
+  llvm::Type* i64 = b_.getInt64Ty();
   llvm::BasicBlock* from = b_.GetInsertBlock();
   auto* head = llvm::BasicBlock::Create(ctx_, "gw.run", fn_);
   auto* body = llvm::BasicBlock::Create(ctx_, "gw.run.body", fn_);
@@ -972,9 +1083,27 @@ void generic_walk_emitter::batched_items(llvm::Value* idx, llvm::Value* last, ll
   llvm::Value* at = b_.CreateGEP(i64, idx, k);
   llvm::Value* pos = b_.CreateLoad(i64, at);
   llvm::Value* m = smin(b_.CreateSub(end, item), b_.CreateSub(level_field(k, 0), pos));
-  llvm::Value* total = b_.CreateMul(m, split_extent);
-  // Real and in-bound elements of each split loop: the same prefix in all.
+  // Real and in-bound elements of each split loop: the same in all.
   set_index_ends();
+  run(m, k);
+  // Past the run's other items, then one step as for a single item.
+  llvm::Value* skip = b_.CreateSub(m, c64(1));
+  b_.CreateStore(b_.CreateAdd(pos, skip), at);
+  ir_values skipped(bases.size());
+  for (std::size_t f = 0; f < bases.size(); ++f) {
+    skipped[f] = b_.CreateAdd(base[f], b_.CreateMul(skip, level_field(k, static_cast<int>(f) + 1)));
+  }
+  ir_values next = odometer_step(idx, last, skipped);
+  llvm::BasicBlock* body_end = b_.GetInsertBlock();
+  item->addIncoming(b_.CreateAdd(item, m), body_end);
+  for (std::size_t f = 0; f < bases.size(); ++f) base[f]->addIncoming(next[f], body_end);
+  b_.CreateBr(head);
+  b_.SetInsertPoint(exit);
+}
+
+void generic_walk_emitter::batched_run(llvm::Value* m, llvm::Value* split_extent) {
+  const int n = s_.lanes;
+  llvm::Value* total = b_.CreateMul(m, split_extent);
   llvm::Value* real = smin(split_real_, split_extent);
   llvm::Value* bound = smin(split_bound_, split_extent);
   // Vectors start at a multiple of the split extent (a power of two no
@@ -1040,19 +1169,6 @@ void generic_walk_emitter::batched_items(llvm::Value* idx, llvm::Value* last, ll
               });
             });
       });
-  // Past the run's other items, then one step as for a single item.
-  llvm::Value* skip = b_.CreateSub(m, c64(1));
-  b_.CreateStore(b_.CreateAdd(pos, skip), at);
-  ir_values skipped(bases.size());
-  for (std::size_t f = 0; f < bases.size(); ++f) {
-    skipped[f] = b_.CreateAdd(base[f], b_.CreateMul(skip, level_field(k, static_cast<int>(f) + 1)));
-  }
-  ir_values next = odometer_step(idx, last, skipped);
-  llvm::BasicBlock* body_end = b_.GetInsertBlock();
-  item->addIncoming(b_.CreateAdd(item, m), body_end);
-  for (std::size_t f = 0; f < bases.size(); ++f) base[f]->addIncoming(next[f], body_end);
-  b_.CreateBr(head);
-  b_.SetInsertPoint(exit);
 }
 
 void generic_walk_emitter::emit(const std::string& symbol) {
@@ -1088,6 +1204,8 @@ void generic_walk_emitter::emit(const std::string& symbol) {
   j_ss_ = param(gw_j_src_stride);
   j_tr_ = param(gw_j_track);
   if (v_.scales) scale_kind_ = param(gw_scales);
+  src_run_ = {param(gw_src_run_shift), param(gw_src_run_mask), param(gw_src_run_stride)};
+  dst_run_ = {param(gw_dst_run_shift), param(gw_dst_run_mask), param(gw_dst_run_stride)};
   for (int c = 0; c < gw_max_checks; ++c) {
     check_dims_[c] = param(gw_check_dims + c);
     check_bound_[c] = param(gw_check_bound + c);
@@ -1143,26 +1261,61 @@ void generic_walk_emitter::emit(const std::string& symbol) {
         },
         loop_test::index_below_end, checked_ ? "gw.checked_items" : "gw.items");
   };
-  emit_if(
-      b_.CreateICmpEQ(param(gw_checks), c64(0)),
-      [&] {
-        checked_ = false;
-        items();
-      },
-      [&] {
-        checked_ = true;
-        if (v_.tile) {
-          items();
-        } else {
-          const ir_values bases(decoded.carried.begin() + 1,
+  const ir_values checked_bases(decoded.carried.begin() + 1,
                                 decoded.carried.begin() + 1 + 3 + gw_max_checks);
-          emit_if(
-              b_.CreateAnd(b_.CreateICmpNE(param(gw_batch), c64(0)),
-                           b_.CreateICmpSLE(split_extent, c64(s_.lanes))),
-              [&] { batched_items(idx, last, begin, end, bases, split_extent); }, [&] { items(); });
-        }
-        checked_ = false;
-      });
+  auto plain_or_checked = [&] {
+    emit_if(
+        b_.CreateICmpEQ(param(gw_checks), c64(0)),
+        [&] {
+          checked_ = false;
+          items();
+        },
+        [&] {
+          checked_ = true;
+          if (v_.tile) {
+            items();
+          } else {
+            emit_if(
+                b_.CreateAnd(b_.CreateICmpNE(param(gw_batch), c64(0)),
+                             b_.CreateICmpSLE(split_extent, c64(s_.lanes))),
+                [&] {
+                  item_runs(idx, last, begin, end, checked_bases,
+                            [&](llvm::Value* m, llvm::Value*) { batched_run(m, split_extent); });
+                },
+                [&] { items(); });
+          }
+          checked_ = false;
+        });
+  };
+  if (v_.tile || v_.transform) {
+    plain_or_checked();
+  } else {
+    // A joined split loop (reorders): its own copy, exact walks included
+    // (their index ends are past every item).
+    llvm::Value* form = param(gw_runs);
+    emit_if(
+        b_.CreateICmpNE(form, c64(static_cast<std::int64_t>(gw_run_form::none))),
+        [&] {
+          item_runs(idx, last, begin, end, checked_bases, [&](llvm::Value* m, llvm::Value* k) {
+            auto* done = llvm::BasicBlock::Create(ctx_, "run.form.done", fn_);
+            auto* whole_bb = llvm::BasicBlock::Create(ctx_, "run.whole", fn_);
+            llvm::SwitchInst* sw = b_.CreateSwitch(form, whole_bb, 2);
+            for (gw_run_form f :
+                 {gw_run_form::whole, gw_run_form::src_halves, gw_run_form::dst_halves}) {
+              llvm::BasicBlock* bb = whole_bb;
+              if (f != gw_run_form::whole) {
+                bb = llvm::BasicBlock::Create(ctx_, "run.halves", fn_);
+                sw->addCase(b_.getInt64(static_cast<std::uint64_t>(f)), bb);
+              }
+              b_.SetInsertPoint(bb);
+              joined_run(m, k, split_extent, f);
+              b_.CreateBr(done);
+            }
+            b_.SetInsertPoint(done);
+          });
+        },
+        plain_or_checked);
+  }
   b_.CreateRetVoid();
 }
 

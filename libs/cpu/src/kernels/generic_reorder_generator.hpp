@@ -9,29 +9,27 @@
 //   compile_object(generic_reorder_name(isa), isa, generic_walk_compile_settings,
 //                  [&](llvm::Module& m) { generate_generic_reorder(isa, m); });
 //
-// The walk: the C++ driver plans the walk exactly as the specialized kernel
-// does (plan_walk, the same chunk, the same work items) and writes its
-// loops into the block: the loops outside the split loop and the split
-// loop's chunks are an odometer of "levels" (extent, strides, the step of
-// the tracked dimension's logical index), the split loop (and for a
-// transposing walk the J loop inside it) are walked as the specialized code
-// walks them: full vectors of the ISA's width where both strides are 1 (a
-// memcpy for a plain copy), square tiles transposed in registers (src unit
-// stride along I, dst along J), and single elements at the ends and for
-// other strides. Each element goes through the specialized code's IR: the
-// same conversions (ir_math.hpp), the scale multiply only where there are
-// scales, the same transform, so results equal the specialized kernel's bit
-// for bit. Layouts with padding (dimensions not exact in the plan, at most
-// gw_max_checks of them) take a second copy of the walk, chosen once per
-// call: as the specialized code, vectors and tiles whose elements are all
-// real take the fast path; the others are clipped to their real part (the
-// indices only grow along a vector or tile, so its real lanes, rows and
-// columns are prefixes, counted from the block's steps): masked loads of
-// the real src elements (and of the scales and operands of real lanes
-// only), the same conversion, and masked stores of dst's in-bound lanes,
-// the padding among them written as zero; so are the partial vectors and
-// tiles at the ends of the loops. Walks with other strides go element by
-// element. Exact walks run the first copy, which checks nothing.
+// The walk: the C++ driver plans the walk as the specialized kernel does
+// (plan_walk, the specialized walk's joined loops where the vectors fit
+// them, the same chunk) and writes its loops into the block: the loops outside the split loop and
+// the split loop's chunks are an odometer of "levels" (extent, strides, the step of the tracked
+// dimension's logical index), the split loop (and for a transposing walk the J loop inside it) are
+// walked as the specialized code walks them: full vectors of the ISA's width where both strides are
+// 1 (a memcpy for a plain copy), square tiles transposed in registers (src unit stride along I, dst
+// along J), and single elements at the ends and for other strides. Each element goes through the
+// specialized code's IR: the same conversions (ir_math.hpp), the scale multiply only where there
+// are scales, the same transform, so results equal the specialized kernel's bit for bit. Layouts
+// with padding (dimensions not exact in the plan, at most gw_max_checks of them) take a second copy
+// of the walk, chosen once per call: as the specialized code, vectors and tiles whose elements are
+// all real take the fast path; the others are clipped to their real part (the indices only grow
+// along a vector or tile, so its real lanes, rows and columns are prefixes, counted from the
+// block's steps): masked loads of the real src elements (and of the scales and operands of real
+// lanes only), the same conversion, and masked stores of dst's in-bound lanes, the padding among
+// them written as zero; so are the partial vectors and tiles at the ends of the loops. Walks with
+// other strides go element by element. Exact walks run the first copy, which checks nothing. A
+// reorder whose split loop is joined (nChw8c <-> nChw16c: one side in runs of a block, gw_runs)
+// runs a copy of its own, padded or not: its items in runs along the next loop out, each split loop
+// in whole vectors of one or two loads and stores, clipped where they pass the real elements.
 //
 // One function per (src, dst) data type pair and walk form, and a bit copy
 // per element size: generic_reorder_symbol names them.
@@ -99,7 +97,29 @@ enum generic_walk_slot : int {
   // the checked copy walks runs of work items along that level as one
   // dense stream, each vector holding several split loops.
   gw_batch = gw_j_check + gw_max_checks,
+  // A stream whose split loop is joined (join_dst_runs, join_src_runs: one
+  // side read or written in runs, the other contiguous): a gw_run_form, the
+  // walk's work items taken in runs along the innermost level (whose steps
+  // no tracked or checked index follows), each split loop whole vectors.
+  gw_runs,
+  // Per side: iteration j of the split loop is at element
+  // (j >> shift) * stride + (j & mask) (a side without runs: shift 63,
+  // mask INT64_MAX).
+  gw_src_run_shift,
+  gw_src_run_mask,
+  gw_src_run_stride,
+  gw_dst_run_shift,
+  gw_dst_run_mask,
+  gw_dst_run_stride,
   gw_level0,  // gw_level_slots per level, outer to inner
+};
+
+// gw_runs: how a vector of the joined split loop meets the runs.
+enum class gw_run_form : std::int64_t {
+  none,        // no joined loop
+  whole,       // runs of a multiple of the vector's lanes: each vector in one
+  src_halves,  // src runs of half a vector: two loads a vector
+  dst_halves,  // dst runs of half a vector: two stores a vector
 };
 // Per level: extent, src stride, dst stride, tracked-index step, then the
 // index step of each checked dimension.

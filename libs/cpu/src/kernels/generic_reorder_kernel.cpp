@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -14,7 +15,8 @@
 namespace primcache::cpu_internal {
 
 result<generic_walk_params> make_generic_walk_params(const char* kernel, const walk_plan& plan,
-                                                     std::int64_t chunk, int tracked_dim) {
+                                                     std::int64_t chunk, int tracked_dim,
+                                                     int run_lanes) {
   // The dimensions with padding, checked per element as the specialized
   // walk checks them (their loops are never merged: each has its dim).
   std::array<int, gw_max_checks> checked{};
@@ -92,6 +94,36 @@ result<generic_walk_params> make_generic_walk_params(const char* kernel, const w
     for (int c = 0; c < nchecks; ++c) batch = batch && check_step(k, c) == 0;
     v[gw_batch] = batch ? 1 : 0;
   }
+  // A joined split loop: whole vectors of run_lanes, each in one run or
+  // two half-vector runs, in runs of items along the next level out.
+  v[gw_runs] = static_cast<std::int64_t>(gw_run_form::none);
+  v[gw_src_run_shift] = v[gw_dst_run_shift] = 63;
+  v[gw_src_run_mask] = v[gw_dst_run_mask] = INT64_MAX;
+  if (sl.src_run > 0 || sl.dst_run > 0) {
+    const std::int64_t run = sl.src_run > 0 ? sl.src_run : sl.dst_run;
+    const std::int64_t run_stride = sl.src_run > 0 ? sl.src_run_stride : sl.dst_run_stride;
+    bool fits = run_lanes > 0 && plan.inner == walk_plan::inner_kind::stream && split >= 1 &&
+                chunk == sl.extent && sl.extent % run_lanes == 0 && is_pow2(run) &&
+                (run % run_lanes == 0 || 2 * run == run_lanes);
+    if (fits) {
+      const walk_loop& k = plan.loops[split - 1];
+      fits = track(k) == 0;
+      for (int c = 0; c < nchecks; ++c) fits = fits && check_step(k, c) == 0;
+    }
+    if (!fits) {
+      return kernel_unimplemented(kernel, "the walk's joined loop of " + std::to_string(sl.extent) +
+                                              " in runs of " + std::to_string(run) +
+                                              " does not fit the generic kernel's vectors");
+    }
+    const bool halves = 2 * run == run_lanes;
+    v[gw_runs] = static_cast<std::int64_t>(
+        !halves ? gw_run_form::whole
+                : (sl.src_run > 0 ? gw_run_form::src_halves : gw_run_form::dst_halves));
+    const int side = sl.src_run > 0 ? gw_src_run_shift : gw_dst_run_shift;
+    v[side] = std::countr_zero(static_cast<std::uint64_t>(run));
+    v[side + 1] = run - 1;
+    v[side + 2] = run_stride;
+  }
   v[gw_src_offset0] = plan.src_offset0;
   v[gw_dst_offset0] = plan.dst_offset0;
   for (std::size_t k = 0; k < split; ++k) {
@@ -134,14 +166,26 @@ result<std::unique_ptr<generic_reorder_kernel>> generic_reorder_kernel::create(
   if (auto ok = validate_reorder_config(specialized); !ok) return ok.why();
   auto plan = plan_walk(p.src, p.dst, reorder_keep_mask(p));
   if (!plan) return plan.why();
-  const walk_plan& w = plan.value();
-  // The specialized kernel's chunk (reorder_kernel.cpp), hence its work items.
-  const std::int64_t chunk = walk_chunk(w, specialized.chunk, reorder_chunk_unit(w, specialized));
-  auto params = make_generic_walk_params("reorder", w, chunk,
-                                         p.scales == reorder_scales::per_dim ? p.scale_dim : -1);
-  if (!params) return params.why();
   auto code_isa = generic_isa_for(generic_kernel::reorder, isa);
   if (!code_isa) return code_isa.why();
+  const int tracked = p.scales == reorder_scales::per_dim ? p.scale_dim : -1;
+  // The specialized kernel's chunk (reorder_kernel.cpp) on the walk.
+  auto chunk_of = [&](const walk_plan& w) {
+    return walk_chunk(w, specialized.chunk, reorder_chunk_unit(w, specialized));
+  };
+  // The specialized walk's joins (a vector across the short blocks of
+  // nChw8c <-> nChw16c) where the generic code's vectors take them; else
+  // plan_walk's plan, an item per block.
+  walk_plan w = join_src_runs(join_dst_runs(plan.value()));
+  std::int64_t chunk = chunk_of(w);
+  auto params = make_generic_walk_params("reorder", w, chunk, tracked,
+                                         generic_walk_shape_for(code_isa.value()).lanes);
+  if (!params) {
+    w = std::move(plan).value();
+    chunk = chunk_of(w);
+    params = make_generic_walk_params("reorder", w, chunk, tracked);
+  }
+  if (!params) return params.why();
   const bool tile = w.inner == walk_plan::inner_kind::tile;
   const std::string symbol =
       reorder_is_raw(p) ? generic_reorder_raw_symbol(size_of(p.src.data_type()), tile)

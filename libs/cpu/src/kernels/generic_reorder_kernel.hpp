@@ -1,6 +1,7 @@
 // kernels/generic_reorder_kernel.hpp — the shape-generic reorder built into
-// the library (generic_reorder_generator.hpp), bound to one problem: the
-// specialized kernel's walk plan, chunk and work items written into a
+// the library (generic_reorder_generator.hpp), bound to one problem: a walk
+// plan (the specialized kernel's joined loops where its vectors fit them,
+// else plan_walk's) and the specialized kernel's chunk written into a
 // parameter block, with the interface of reorder_kernel that a primitive's
 // execution uses (execute, scratchpad_bytes).
 //
@@ -39,12 +40,17 @@ using generic_walk_params = std::array<std::int64_t, gw_slot_count>;
 
 // The block of a plan walked in chunks of `chunk` (walk_chunk's rounding)
 // with the logical index of `tracked_dim` (-1: none; a dimension the plan
-// kept) available to scales and operands. Fails (unimplemented) for plans
-// with more than gw_max_checks padded dimensions, a transposing walk whose
-// I and J loops both step a padded dimension, or too many loops; `kernel`
-// names the caller.
+// kept) available to scales and operands. A split loop joined by
+// join_dst_runs or join_src_runs is taken for vectors of `run_lanes` (the
+// code's; 0: none): one chunk, a multiple of run_lanes, runs of a multiple
+// of it or of half of it, and no tracked or padded index stepping along the
+// next loop out. Fails (unimplemented) for plans with more than
+// gw_max_checks padded dimensions, a transposing walk whose I and J loops
+// both step a padded dimension, too many loops, or a joined loop the
+// vectors do not fit; `kernel` names the caller.
 result<generic_walk_params> make_generic_walk_params(const char* kernel, const walk_plan& plan,
-                                                     std::int64_t chunk, int tracked_dim);
+                                                     std::int64_t chunk, int tracked_dim,
+                                                     int run_lanes = 0);
 
 class generic_reorder_kernel {
  public:
@@ -57,6 +63,8 @@ class generic_reorder_kernel {
   const reorder_problem& problem() const noexcept { return problem_; }
   // The ISA of the built-in code it runs.
   cpu_isa isa() const noexcept { return isa_; }
+  // The parameter block its walk runs with.
+  const generic_walk_params& params() const noexcept { return params_; }
   std::size_t scratchpad_bytes() const noexcept { return 0; }
   void execute(const reorder_args& args, void* scratchpad, thread_pool& pool) const;
 

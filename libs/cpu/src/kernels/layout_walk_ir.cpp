@@ -113,9 +113,6 @@ class walk_emitter {
   // How many of `limit` elements, the e-th at index l + e * mult (mult >
   // 0), have an index below `end`: 0 ... limit.
   llvm::Value* count_below(std::int64_t end, llvm::Value* l, std::int64_t mult, int limit);
-  // The vectors of `parts` (a power of two of them, of one type) one after
-  // the other, as one vector.
-  llvm::Value* concat_lanes(std::vector<llvm::Value*> parts);
   // The element offset of iteration j of a loop of `stride`, walked in runs
   // of `run` iterations `run_stride` apart (run 0: none).
   llvm::Value* along_j(llvm::Value* j, std::int64_t stride, std::int64_t run,
@@ -523,7 +520,8 @@ void walk_emitter::emit_stream(llvm::Value* s0, llvm::Value* s1) {
           llvm::Value* x = to_value(load_stream(ju, n, nullptr));
           parts.push_back(finish_value(x, nullptr, ju, n, b_.CreateAdd(dst_base_, ju)));
         }
-        store_dense(concat_lanes(std::move(parts)), b_.CreateAdd(dst_base_, v), n * g_.unroll);
+        store_dense(walk_concat_lanes(b_, std::move(parts)), b_.CreateAdd(dst_base_, v),
+                    n * g_.unroll);
       });
     }
     j = emit_loop(j, s1, n, [&](llvm::Value* v) { emit_vector(v, n); });
@@ -584,11 +582,11 @@ void walk_emitter::emit_tile(llvm::Value* i, llvm::Value* j, int ri, int rj) {
             part_scales.push_back(scale_for(iq, j, rj, nullptr));
           }
         }
-        llvm::Value* v = concat_lanes(parts);
+        llvm::Value* v = walk_concat_lanes(b_, parts);
         llvm::Value* iq = b_.CreateAdd(i, c64(q));
         if (!raw_) {
           if (g_.scales == reorder_scales::common) v = b_.CreateFMul(v, splat(common_scale_, t));
-          if (!part_scales.empty()) v = b_.CreateFMul(v, concat_lanes(part_scales));
+          if (!part_scales.empty()) v = b_.CreateFMul(v, walk_concat_lanes(b_, part_scales));
           v = from_value(v);
         }
         store_dense(v, b_.CreateAdd(dst_off0, b_.CreateMul(iq, c64(li_->dst_stride))), t);
@@ -643,35 +641,10 @@ llvm::Value* walk_emitter::load_stream(llvm::Value* j, int n, llvm::Value* mask,
                                        llvm::Value* count) {
   const std::int64_t run = lj_->src_run;
   const int per = run > 0 && n > run ? static_cast<int>(run) : n;
-  const llvm::Align align(src_ty_->getPrimitiveSizeInBits() / 8);
-  std::vector<llvm::Value*> parts;
-  llvm::Value* first_off = nullptr;
-  for (int k = 0; k < n; k += per) {
-    llvm::Value* off = b_.CreateAdd(src_base_, src_along_j(b_.CreateAdd(j, c64(k))));
-    if (k == 0) first_off = off;
-    if (!mask) {
-      parts.push_back(load_lanes(src_, src_ty_, off, per, lj_->src_stride));
-      continue;
-    }
-    llvm::Type* pt = shaped(src_ty_, per);
-    if (per == n) {
-      parts.push_back(b_.CreateMaskedLoad(pt, b_.CreateGEP(src_ty_, src_, off), align, mask,
-                                          llvm::Constant::getNullValue(pt)));
-      continue;
-    }
-    // A run with no lane to read reads at the first run's address instead:
-    // its own may lie past the buffer (src's missing block of nChw8c to
-    // nChw16c), where a masked access, even with no lane set, can cost a
-    // microcode assist (masked stores there did, on the Zen 5 host: 20x).
-    // A select, not a branch: a branch around each run cost 15%.
-    std::vector<int> lanes(static_cast<std::size_t>(per));
-    std::iota(lanes.begin(), lanes.end(), k);
-    llvm::Value* part_mask = b_.CreateShuffleVector(mask, lanes);
-    if (k > 0) off = b_.CreateSelect(b_.CreateICmpSGT(count, c64(k)), off, first_off);
-    parts.push_back(b_.CreateMaskedLoad(pt, b_.CreateGEP(src_ty_, src_, off), align, part_mask,
-                                        llvm::Constant::getNullValue(pt)));
-  }
-  return concat_lanes(std::move(parts));
+  return walk_load_parts(
+      b_, src_ty_, src_, n, per, lj_->src_stride,
+      [&](int k) { return b_.CreateAdd(src_base_, src_along_j(b_.CreateAdd(j, c64(k)))); }, mask,
+      count);
 }
 
 llvm::Value* walk_emitter::dst_along_j(llvm::Value* j) {
@@ -682,40 +655,10 @@ void walk_emitter::store_stream(llvm::Value* v, llvm::Value* j, int n, llvm::Val
                                 llvm::Value* count) {
   const std::int64_t run = lj_->dst_run;
   const int per = run > 0 && n > run ? static_cast<int>(run) : n;
-  const llvm::Align align(dst_ty_->getPrimitiveSizeInBits() / 8);
-  llvm::Value* first_off = nullptr;
-  for (int k = 0; k < n; k += per) {
-    std::vector<int> lanes(static_cast<std::size_t>(per));
-    std::iota(lanes.begin(), lanes.end(), k);
-    llvm::Value* part = per == n ? v : b_.CreateShuffleVector(v, lanes);
-    llvm::Value* off = b_.CreateAdd(dst_base_, dst_along_j(b_.CreateAdd(j, c64(k))));
-    if (k == 0) first_off = off;
-    if (!mask) {
-      b_.CreateAlignedStore(part, b_.CreateGEP(dst_ty_, dst_, off), align);
-    } else if (per == n) {
-      b_.CreateMaskedStore(part, b_.CreateGEP(dst_ty_, dst_, off), align, mask);
-    } else {
-      // As load_stream: a run with no lane in bound (dst's missing block of
-      // nChw16c to nChw8c) stores nothing at the first run's address.
-      if (k > 0) off = b_.CreateSelect(b_.CreateICmpSGT(count, c64(k)), off, first_off);
-      b_.CreateMaskedStore(part, b_.CreateGEP(dst_ty_, dst_, off), align,
-                           b_.CreateShuffleVector(mask, lanes));
-    }
-  }
-}
-
-llvm::Value* walk_emitter::concat_lanes(std::vector<llvm::Value*> parts) {
-  while (parts.size() > 1) {
-    const int n =
-        static_cast<int>(llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements());
-    std::vector<int> both(2 * n);
-    std::iota(both.begin(), both.end(), 0);
-    for (std::size_t k = 0; k < parts.size() / 2; ++k) {
-      parts[k] = b_.CreateShuffleVector(parts[2 * k], parts[2 * k + 1], both);
-    }
-    parts.resize(parts.size() / 2);
-  }
-  return parts[0];
+  walk_store_parts(
+      b_, dst_ty_, dst_, v, n, per,
+      [&](int k) { return b_.CreateAdd(dst_base_, dst_along_j(b_.CreateAdd(j, c64(k)))); }, mask,
+      count);
 }
 
 llvm::Value* walk_emitter::tile_row(llvm::Value* x, llvm::Type* row_ty, int ri, bool zeros) {
@@ -1057,6 +1000,80 @@ void walk_emitter::emit(const std::string& symbol) {
 }
 
 }  // namespace
+
+llvm::Value* walk_concat_lanes(llvm::IRBuilderBase& b, std::vector<llvm::Value*> parts) {
+  while (parts.size() > 1) {
+    const int n =
+        static_cast<int>(llvm::cast<llvm::FixedVectorType>(parts[0]->getType())->getNumElements());
+    std::vector<int> both(2 * n);
+    std::iota(both.begin(), both.end(), 0);
+    for (std::size_t k = 0; k < parts.size() / 2; ++k) {
+      parts[k] = b.CreateShuffleVector(parts[2 * k], parts[2 * k + 1], both);
+    }
+    parts.resize(parts.size() / 2);
+  }
+  return parts[0];
+}
+
+llvm::Value* walk_load_parts(llvm::IRBuilderBase& b, llvm::Type* elem, llvm::Value* base, int n,
+                             int per, std::int64_t stride, const walk_part_offset& offset_of,
+                             llvm::Value* mask, llvm::Value* count) {
+  const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
+  llvm::Type* pt =
+      per == 1 ? elem : static_cast<llvm::Type*>(llvm::FixedVectorType::get(elem, per));
+  std::vector<llvm::Value*> parts;
+  llvm::Value* first_off = nullptr;
+  for (int k = 0; k < n; k += per) {
+    llvm::Value* off = offset_of(k);
+    if (k == 0) first_off = off;
+    if (!mask) {
+      if (per == 1 || stride == 1) {
+        parts.push_back(b.CreateAlignedLoad(pt, b.CreateGEP(elem, base, off), align));
+        continue;
+      }
+      llvm::Value* v = llvm::PoisonValue::get(pt);
+      for (int e = 0; e < per; ++e) {
+        llvm::Value* at = b.CreateGEP(elem, base, b.CreateAdd(off, b.getInt64(e * stride)));
+        v = b.CreateInsertElement(v, b.CreateAlignedLoad(elem, at, align), e);
+      }
+      parts.push_back(v);
+      continue;
+    }
+    llvm::Value* part_mask = mask;
+    if (per < n) {
+      std::vector<int> lanes(static_cast<std::size_t>(per));
+      std::iota(lanes.begin(), lanes.end(), k);
+      part_mask = b.CreateShuffleVector(mask, lanes);
+      if (k > 0) off = b.CreateSelect(b.CreateICmpSGT(count, b.getInt64(k)), off, first_off);
+    }
+    parts.push_back(b.CreateMaskedLoad(pt, b.CreateGEP(elem, base, off), align, part_mask,
+                                       llvm::Constant::getNullValue(pt)));
+  }
+  return walk_concat_lanes(b, std::move(parts));
+}
+
+void walk_store_parts(llvm::IRBuilderBase& b, llvm::Type* elem, llvm::Value* base, llvm::Value* v,
+                      int n, int per, const walk_part_offset& offset_of, llvm::Value* mask,
+                      llvm::Value* count) {
+  const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
+  llvm::Value* first_off = nullptr;
+  for (int k = 0; k < n; k += per) {
+    std::vector<int> lanes(static_cast<std::size_t>(per));
+    std::iota(lanes.begin(), lanes.end(), k);
+    llvm::Value* part = per == n ? v : b.CreateShuffleVector(v, lanes);
+    llvm::Value* off = offset_of(k);
+    if (k == 0) first_off = off;
+    if (!mask) {
+      b.CreateAlignedStore(part, b.CreateGEP(elem, base, off), align);
+    } else if (per == n) {
+      b.CreateMaskedStore(part, b.CreateGEP(elem, base, off), align, mask);
+    } else {
+      if (k > 0) off = b.CreateSelect(b.CreateICmpSGT(count, b.getInt64(k)), off, first_off);
+      b.CreateMaskedStore(part, b.CreateGEP(elem, base, off), align,
+                          b.CreateShuffleVector(mask, lanes));
+    }
+  }
+}
 
 llvm::Value* emit_lane_mask(llvm::IRBuilderBase& b, llvm::Value* count, int n) {
   std::vector<llvm::Constant*> iota;
