@@ -139,10 +139,11 @@ TEST_CASE(
     llvm::LLVMContext ctx;
     llvm::Module reorder("reorder", ctx);
     generate_generic_reorder(isa, reorder);
-    for (bool tile : {false, true}) {
-      for (const std::string& name : {generic_reorder_symbol(data_type::f32, data_type::bf16, tile),
-                                      generic_reorder_symbol(data_type::f32, data_type::s8, tile),
-                                      generic_reorder_raw_symbol(4, tile)}) {
+    for (generic_reorder_form form :
+         {generic_reorder_form::stream, generic_reorder_form::tile, generic_reorder_form::runs}) {
+      for (const std::string& name : {generic_reorder_symbol(data_type::f32, data_type::bf16, form),
+                                      generic_reorder_symbol(data_type::f32, data_type::s8, form),
+                                      generic_reorder_raw_symbol(4, form)}) {
         INFO(name << " at " << to_string(isa));
         CHECK(calls_to(reorder, name, llvm::Intrinsic::masked_load) > 0);
         CHECK(calls_to(reorder, name, llvm::Intrinsic::masked_store) > 0);

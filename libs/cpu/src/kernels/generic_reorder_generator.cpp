@@ -29,13 +29,26 @@ std::string generic_reorder_name(cpu_isa isa) {
   return "reorder_generic_" + std::string(to_string(isa));
 }
 
-std::string generic_reorder_symbol(data_type src, data_type dst, bool tile) {
-  return "reorder_generic_" + std::string(to_string(src)) + "_" + std::string(to_string(dst)) +
-         (tile ? "_tile" : "_stream");
+namespace {
+
+const char* form_suffix(generic_reorder_form form) {
+  switch (form) {
+    case generic_reorder_form::stream: return "_stream";
+    case generic_reorder_form::tile: return "_tile";
+    case generic_reorder_form::runs: return "_runs";
+  }
+  return "";
 }
 
-std::string generic_reorder_raw_symbol(std::size_t element_bytes, bool tile) {
-  return "reorder_generic_raw" + std::to_string(element_bytes * 8) + (tile ? "_tile" : "_stream");
+}  // namespace
+
+std::string generic_reorder_symbol(data_type src, data_type dst, generic_reorder_form form) {
+  return "reorder_generic_" + std::string(to_string(src)) + "_" + std::string(to_string(dst)) +
+         form_suffix(form);
+}
+
+std::string generic_reorder_raw_symbol(std::size_t element_bytes, generic_reorder_form form) {
+  return "reorder_generic_raw" + std::to_string(element_bytes * 8) + form_suffix(form);
 }
 
 llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm::Value* index,
@@ -1287,34 +1300,28 @@ void generic_walk_emitter::emit(const std::string& symbol) {
           checked_ = false;
         });
   };
-  if (v_.tile || v_.transform) {
+  if (!v_.runs) {
     plain_or_checked();
   } else {
-    // A joined split loop (reorders): its own copy, exact walks included
-    // (their index ends are past every item).
+    // A joined split loop (reorders): exact walks too (their index ends are
+    // past every item).
     llvm::Value* form = param(gw_runs);
-    emit_if(
-        b_.CreateICmpNE(form, c64(static_cast<std::int64_t>(gw_run_form::none))),
-        [&] {
-          item_runs(idx, last, begin, end, checked_bases, [&](llvm::Value* m, llvm::Value* k) {
-            auto* done = llvm::BasicBlock::Create(ctx_, "run.form.done", fn_);
-            auto* whole_bb = llvm::BasicBlock::Create(ctx_, "run.whole", fn_);
-            llvm::SwitchInst* sw = b_.CreateSwitch(form, whole_bb, 2);
-            for (gw_run_form f :
-                 {gw_run_form::whole, gw_run_form::src_halves, gw_run_form::dst_halves}) {
-              llvm::BasicBlock* bb = whole_bb;
-              if (f != gw_run_form::whole) {
-                bb = llvm::BasicBlock::Create(ctx_, "run.halves", fn_);
-                sw->addCase(b_.getInt64(static_cast<std::uint64_t>(f)), bb);
-              }
-              b_.SetInsertPoint(bb);
-              joined_run(m, k, split_extent, f);
-              b_.CreateBr(done);
-            }
-            b_.SetInsertPoint(done);
-          });
-        },
-        plain_or_checked);
+    item_runs(idx, last, begin, end, checked_bases, [&](llvm::Value* m, llvm::Value* k) {
+      auto* done = llvm::BasicBlock::Create(ctx_, "run.form.done", fn_);
+      auto* whole_bb = llvm::BasicBlock::Create(ctx_, "run.whole", fn_);
+      llvm::SwitchInst* sw = b_.CreateSwitch(form, whole_bb, 2);
+      for (gw_run_form f : {gw_run_form::whole, gw_run_form::src_halves, gw_run_form::dst_halves}) {
+        llvm::BasicBlock* bb = whole_bb;
+        if (f != gw_run_form::whole) {
+          bb = llvm::BasicBlock::Create(ctx_, "run.halves", fn_);
+          sw->addCase(b_.getInt64(static_cast<std::uint64_t>(f)), bb);
+        }
+        b_.SetInsertPoint(bb);
+        joined_run(m, k, split_extent, f);
+        b_.CreateBr(done);
+      }
+      b_.SetInsertPoint(done);
+    });
   }
   b_.CreateRetVoid();
 }
@@ -1330,23 +1337,26 @@ void generate_generic_reorder(cpu_isa isa, llvm::Module& m) {
   const generic_walk_shape shape = generic_walk_shape_for(isa);
   const data_type types[] = {data_type::f32, data_type::bf16, data_type::f16,
                              data_type::s8,  data_type::u8,   data_type::s32};
-  for (bool tile : {false, true}) {
+  for (generic_reorder_form form :
+       {generic_reorder_form::stream, generic_reorder_form::tile, generic_reorder_form::runs}) {
     for (data_type src : types) {
       for (data_type dst : types) {
         generic_walk_variant v;
         v.src_dt = src;
         v.dst_dt = dst;
-        v.tile = tile;
+        v.tile = form == generic_reorder_form::tile;
+        v.runs = form == generic_reorder_form::runs;
         v.scales = true;
-        emit_generic_walk(m, generic_reorder_symbol(src, dst, tile), shape, v);
+        emit_generic_walk(m, generic_reorder_symbol(src, dst, form), shape, v);
       }
     }
     for (data_type dt : {data_type::s8, data_type::bf16, data_type::f32}) {
       generic_walk_variant v;
       v.src_dt = v.dst_dt = dt;
       v.raw = true;
-      v.tile = tile;
-      emit_generic_walk(m, generic_reorder_raw_symbol(size_of(dt), tile), shape, v);
+      v.tile = form == generic_reorder_form::tile;
+      v.runs = form == generic_reorder_form::runs;
+      emit_generic_walk(m, generic_reorder_raw_symbol(size_of(dt), form), shape, v);
     }
   }
 }

@@ -173,6 +173,7 @@ struct generic_walk_variant {
   data_type dst_dt = data_type::f32;
   bool raw = false;     // a bit copy (src_dt == dst_dt, no scales, no transform)
   bool tile = false;    // the transposing form
+  bool runs = false;    // a stream whose split loop is joined (gw_runs): that walk alone
   bool scales = false;  // multiplies by the scales gw_scales names
   // > 1: the dense loop steps by one vector of lanes * wide (instead of
   // `unroll` vectors), so a transform's run-time dispatch (the post-op
@@ -193,8 +194,12 @@ llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm
 
 // The data types the generic reorder converts between (all six), and its
 // symbols: converting walks per pair and form, bit copies per element size.
-std::string generic_reorder_symbol(data_type src, data_type dst, bool tile);
-std::string generic_reorder_raw_symbol(std::size_t element_bytes, bool tile);
+// A walk's form: a stream, a transposing tile walk, or a stream whose split
+// loop is joined (gw_runs, its own function so that the others' code stays
+// as it was).
+enum class generic_reorder_form { stream, tile, runs };
+std::string generic_reorder_symbol(data_type src, data_type dst, generic_reorder_form form);
+std::string generic_reorder_raw_symbol(std::size_t element_bytes, generic_reorder_form form);
 
 // Defines every generic reorder function in m, for `isa` (avx2 or above).
 void generate_generic_reorder(cpu_isa isa, llvm::Module& m);

@@ -186,10 +186,14 @@ result<std::unique_ptr<generic_reorder_kernel>> generic_reorder_kernel::create(
     params = make_generic_walk_params("reorder", w, chunk, tracked);
   }
   if (!params) return params.why();
-  const bool tile = w.inner == walk_plan::inner_kind::tile;
+  const generic_reorder_form form =
+      w.inner == walk_plan::inner_kind::tile ? generic_reorder_form::tile
+      : params.value()[gw_runs] != static_cast<std::int64_t>(gw_run_form::none)
+          ? generic_reorder_form::runs
+          : generic_reorder_form::stream;
   const std::string symbol =
-      reorder_is_raw(p) ? generic_reorder_raw_symbol(size_of(p.src.data_type()), tile)
-                        : generic_reorder_symbol(p.src.data_type(), p.dst.data_type(), tile);
+      reorder_is_raw(p) ? generic_reorder_raw_symbol(size_of(p.src.data_type()), form)
+                        : generic_reorder_symbol(p.src.data_type(), p.dst.data_type(), form);
   auto fn = generic_function<generic_walk_function>(generic_kernel::reorder, code_isa.value(),
                                                     symbol.c_str());
   if (!fn) return fn.why();
