@@ -658,10 +658,10 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   }
   // Rows past the real ones are zero (their lanes were). Every row in bound
   // and whole (the usual case): t plain stores. Otherwise the in-bound rows
-  // (each behind a test of its index): whole, or half rows (a J loop of half
-  // a tile: nChw8c at avx512_core), or masked where masked stores are
-  // instructions (avx512bw; 32-bit elements); elsewhere (a branch per lane)
-  // a loop over the rows keeps the code small.
+  // (each behind a test of its index): whole, or half rows (a J loop of
+  // half a tile: nChw8c at avx512_core; pairs of them below), or masked
+  // where masked stores are instructions (avx512bw; 32-bit elements);
+  // elsewhere (a branch per lane) a loop over the rows keeps the code small.
   llvm::Value* dst_off0 = b_.CreateAdd(dst_base_, j);
   // Frozen as the src rows' address.
   llvm::Value* row0 = b_.CreateFreeze(
@@ -676,17 +676,24 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   auto* all_bb = llvm::BasicBlock::Create(ctx_, "clip.store.all", fn_);
   auto* whole_bb = llvm::BasicBlock::Create(ctx_, "clip.store.whole", fn_);
   auto* half_bb = llvm::BasicBlock::Create(ctx_, "clip.store.half", fn_);
+  auto* pairs_bb = llvm::BasicBlock::Create(ctx_, "clip.store.pairs", fn_);
   auto* masked_bb = llvm::BasicBlock::Create(ctx_, "clip.store.masked", fn_);
   auto* loop_bb = llvm::BasicBlock::Create(ctx_, "clip.store.loop", fn_);
   auto* stored = llvm::BasicBlock::Create(ctx_, "clip.stored", fn_);
+  // Half rows that follow one another (every row in bound, dst's I stride
+  // half a tile: nchw to nChw8c at avx512_core) go two to a vector, as the
+  // specialized walk stores them: t / 2 stores, no test per row.
+  llvm::Value* half_form =
+      b_.CreateSelect(b_.CreateAnd(all_in, b_.CreateICmpEQ(split_ds_, c64(h))), c64(5), c64(2));
   llvm::Value* form = b_.CreateSelect(
       whole_rows, b_.CreateSelect(all_in, c64(0), c64(1)),
-      b_.CreateSelect(b_.CreateICmpEQ(cols_bound, c64(h)), c64(2), c64(unrolled ? 3 : 4)));
-  llvm::SwitchInst* sw = b_.CreateSwitch(form, loop_bb, 4);
+      b_.CreateSelect(b_.CreateICmpEQ(cols_bound, c64(h)), half_form, c64(unrolled ? 3 : 4)));
+  llvm::SwitchInst* sw = b_.CreateSwitch(form, loop_bb, 5);
   sw->addCase(b_.getInt64(0), all_bb);
   sw->addCase(b_.getInt64(1), whole_bb);
   sw->addCase(b_.getInt64(2), half_bb);
   sw->addCase(b_.getInt64(3), masked_bb);
+  sw->addCase(b_.getInt64(5), pairs_bb);
   // Stores row q by `store` at its address; `guarded`: only below rows_bound.
   auto store_rows = [&](bool guarded,
                         const std::function<void(llvm::Value*, llvm::Value*)>& store) {
@@ -709,6 +716,17 @@ void generic_walk_emitter::clipped_tile(llvm::Value* i, llvm::Value* j, llvm::Va
   store_rows(true, [&](llvm::Value* v, llvm::Value* to) {
     b_.CreateAlignedStore(b_.CreateShuffleVector(v, low), to, dalign);
   });
+  b_.SetInsertPoint(pairs_bb);
+  {
+    std::vector<int> both(static_cast<std::size_t>(t));
+    for (int e = 0; e < t; ++e) both[e] = e < h ? e : t + e - h;
+    llvm::Value* to = row0;
+    for (int q = 0; q < t; q += 2) {
+      if (q > 0) to = b_.CreateGEP(dst_ty_, to, c64(t));
+      b_.CreateAlignedStore(b_.CreateShuffleVector(out[q], out[q + 1], both), to, dalign);
+    }
+    b_.CreateBr(stored);
+  }
   b_.SetInsertPoint(masked_bb);
   if (unrolled) {
     store_rows(true, [&](llvm::Value* v, llvm::Value* to) {
