@@ -28,8 +28,9 @@
 // them written as zero; so are the partial vectors and tiles at the ends of the loops. Walks with
 // other strides go element by element. Exact walks run the first copy, which checks nothing. A
 // reorder whose split loop is joined (nChw8c <-> nChw16c: one side in runs of a block, gw_runs)
-// runs a copy of its own, padded or not: its items in runs along the next loop out, each split loop
-// in whole vectors of one or two loads and stores, clipped where they pass the real elements.
+// runs a function of its own (generic_reorder_form::runs), padded or not: its items in runs along
+// the next loop out, each split loop in whole vectors of one or two loads and stores, clipped where
+// they pass the real elements.
 //
 // One function per (src, dst) data type pair and walk form, and a bit copy
 // per element size: generic_reorder_symbol names them.
