@@ -139,8 +139,8 @@ TEST_CASE(
     llvm::LLVMContext ctx;
     llvm::Module reorder("reorder", ctx);
     generate_generic_reorder(isa, reorder);
-    for (generic_reorder_form form :
-         {generic_reorder_form::stream, generic_reorder_form::tile, generic_reorder_form::runs}) {
+    for (generic_walk_form form :
+         {generic_walk_form::stream, generic_walk_form::tile, generic_walk_form::runs}) {
       for (const std::string& name : {generic_reorder_symbol(data_type::f32, data_type::bf16, form),
                                       generic_reorder_symbol(data_type::f32, data_type::s8, form),
                                       generic_reorder_raw_symbol(4, form)}) {

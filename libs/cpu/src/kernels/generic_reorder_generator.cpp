@@ -31,23 +31,23 @@ std::string generic_reorder_name(cpu_isa isa) {
 
 namespace {
 
-const char* form_suffix(generic_reorder_form form) {
+const char* form_suffix(generic_walk_form form) {
   switch (form) {
-    case generic_reorder_form::stream: return "_stream";
-    case generic_reorder_form::tile: return "_tile";
-    case generic_reorder_form::runs: return "_runs";
+    case generic_walk_form::stream: return "_stream";
+    case generic_walk_form::tile: return "_tile";
+    case generic_walk_form::runs: return "_runs";
   }
   return "";
 }
 
 }  // namespace
 
-std::string generic_reorder_symbol(data_type src, data_type dst, generic_reorder_form form) {
+std::string generic_reorder_symbol(data_type src, data_type dst, generic_walk_form form) {
   return "reorder_generic_" + std::string(to_string(src)) + "_" + std::string(to_string(dst)) +
          form_suffix(form);
 }
 
-std::string generic_reorder_raw_symbol(std::size_t element_bytes, generic_reorder_form form) {
+std::string generic_reorder_raw_symbol(std::size_t element_bytes, generic_walk_form form) {
   return "reorder_generic_raw" + std::to_string(element_bytes * 8) + form_suffix(form);
 }
 
@@ -394,7 +394,7 @@ void generic_walk_emitter::set_index_ends() {
     llvm::Value* e = b_.CreateSub(check_bound_[c], check_base_[c]);
     split_real_ = smin(split_real_, index_end(d, check_split_[c]));
     split_bound_ = smin(split_bound_, index_end(e, check_split_[c]));
-    if (v_.tile) {
+    if (v_.form == generic_walk_form::tile) {
       j_real_ = smin(j_real_, index_end(d, check_j_[c]));
       j_bound_ = smin(j_bound_, index_end(e, check_j_[c]));
     }
@@ -1283,7 +1283,7 @@ void generic_walk_emitter::emit(const std::string& symbol) {
           llvm::Value* s0 = b_.CreateMul(b_.CreateLoad(i64, b_.CreateGEP(i64, idx, last)), chunk);
           llvm::Value* s1 = b_.CreateAdd(s0, chunk);
           s1 = b_.CreateSelect(b_.CreateICmpSLT(s1, split_extent), s1, split_extent);
-          if (v_.tile) {
+          if (v_.form == generic_walk_form::tile) {
             tiles(s0, s1);
           } else {
             stream(s0, s1);
@@ -1303,7 +1303,7 @@ void generic_walk_emitter::emit(const std::string& symbol) {
         },
         [&] {
           checked_ = true;
-          if (v_.tile) {
+          if (v_.form == generic_walk_form::tile) {
             items();
           } else {
             emit_if(
@@ -1318,7 +1318,7 @@ void generic_walk_emitter::emit(const std::string& symbol) {
           checked_ = false;
         });
   };
-  if (!v_.runs) {
+  if (v_.form != generic_walk_form::runs) {
     plain_or_checked();
   } else {
     // A joined split loop (reorders): exact walks too (their index ends are
@@ -1355,15 +1355,14 @@ void generate_generic_reorder(cpu_isa isa, llvm::Module& m) {
   const generic_walk_shape shape = generic_walk_shape_for(isa);
   const data_type types[] = {data_type::f32, data_type::bf16, data_type::f16,
                              data_type::s8,  data_type::u8,   data_type::s32};
-  for (generic_reorder_form form :
-       {generic_reorder_form::stream, generic_reorder_form::tile, generic_reorder_form::runs}) {
+  for (generic_walk_form form :
+       {generic_walk_form::stream, generic_walk_form::tile, generic_walk_form::runs}) {
     for (data_type src : types) {
       for (data_type dst : types) {
         generic_walk_variant v;
         v.src_dt = src;
         v.dst_dt = dst;
-        v.tile = form == generic_reorder_form::tile;
-        v.runs = form == generic_reorder_form::runs;
+        v.form = form;
         v.scales = true;
         emit_generic_walk(m, generic_reorder_symbol(src, dst, form), shape, v);
       }
@@ -1372,8 +1371,7 @@ void generate_generic_reorder(cpu_isa isa, llvm::Module& m) {
       generic_walk_variant v;
       v.src_dt = v.dst_dt = dt;
       v.raw = true;
-      v.tile = form == generic_reorder_form::tile;
-      v.runs = form == generic_reorder_form::runs;
+      v.form = form;
       emit_generic_walk(m, generic_reorder_raw_symbol(size_of(dt), form), shape, v);
     }
   }

@@ -11,26 +11,32 @@
 //
 // The walk: the C++ driver plans the walk as the specialized kernel does
 // (plan_walk, the specialized walk's joined loops where the vectors fit
-// them, the same chunk) and writes its loops into the block: the loops outside the split loop and
-// the split loop's chunks are an odometer of "levels" (extent, strides, the step of the tracked
-// dimension's logical index), the split loop (and for a transposing walk the J loop inside it) are
-// walked as the specialized code walks them: full vectors of the ISA's width where both strides are
-// 1 (a memcpy for a plain copy), square tiles transposed in registers (src unit stride along I, dst
-// along J), and single elements at the ends and for other strides. Each element goes through the
-// specialized code's IR: the same conversions (ir_math.hpp), the scale multiply only where there
-// are scales, the same transform, so results equal the specialized kernel's bit for bit. Layouts
-// with padding (dimensions not exact in the plan, at most gw_max_checks of them) take a second copy
-// of the walk, chosen once per call: as the specialized code, vectors and tiles whose elements are
-// all real take the fast path; the others are clipped to their real part (the indices only grow
-// along a vector or tile, so its real lanes, rows and columns are prefixes, counted from the
-// block's steps): masked loads of the real src elements (and of the scales and operands of real
-// lanes only), the same conversion, and masked stores of dst's in-bound lanes, the padding among
-// them written as zero; so are the partial vectors and tiles at the ends of the loops. Walks with
-// other strides go element by element. Exact walks run the first copy, which checks nothing. A
-// reorder whose split loop is joined (nChw8c <-> nChw16c: one side in runs of a block, gw_runs)
-// runs a function of its own (generic_reorder_form::runs), padded or not: its items in runs along
-// the next loop out, each split loop in whole vectors of one or two loads and stores, clipped where
-// they pass the real elements.
+// them, the same chunk) and writes its loops into the block: the loops
+// outside the split loop and the split loop's chunks are an odometer of
+// "levels" (extent, strides, the step of the tracked dimension's logical
+// index), the split loop (and for a transposing walk the J loop inside it)
+// are walked as the specialized code walks them: full vectors of the ISA's
+// width where both strides are 1 (a memcpy for a plain copy), square tiles
+// transposed in registers (src unit stride along I, dst along J), and single
+// elements at the ends and for other strides. Each element goes through the
+// specialized code's IR: the same conversions (ir_math.hpp), the scale
+// multiply only where there are scales, the same transform, so results equal
+// the specialized kernel's bit for bit. Layouts with padding (dimensions not
+// exact in the plan, at most gw_max_checks of them) take a second copy of
+// the walk, chosen once per call: as the specialized code, vectors and tiles
+// whose elements are all real take the fast path; the others are clipped to
+// their real part (the indices only grow along a vector or tile, so its real
+// lanes, rows and columns are prefixes, counted from the block's steps):
+// masked loads of the real src elements (and of the scales and operands of
+// real lanes only), the same conversion, and masked stores of dst's in-bound
+// lanes, the padding among them written as zero; so are the partial vectors
+// and tiles at the ends of the loops. Walks with other strides go element by
+// element. Exact walks run the first copy, which checks nothing. A reorder
+// whose split loop is joined (nChw8c <-> nChw16c: one side in runs of a
+// block, gw_runs) runs a function of its own (generic_walk_form::runs),
+// padded or not: its items in runs along the next loop out, each split loop
+// in whole vectors of one or two loads and stores, clipped where they pass
+// the real elements.
 //
 // One function per (src, dst) data type pair and walk form, and a bit copy
 // per element size: generic_reorder_symbol names them.
@@ -168,13 +174,17 @@ struct generic_walk_lanes {
 using generic_walk_transform = std::function<llvm::Value*(llvm::IRBuilderBase&, llvm::Value* x,
                                                           const generic_walk_lanes& lanes)>;
 
+// A walk's form: a stream, a transposing tile walk, or a stream whose split
+// loop is joined (gw_runs; a function of its own, so that the stream's code
+// stays as it was).
+enum class generic_walk_form { stream, tile, runs };
+
 // One generated walk function.
 struct generic_walk_variant {
   data_type src_dt = data_type::f32;
   data_type dst_dt = data_type::f32;
-  bool raw = false;     // a bit copy (src_dt == dst_dt, no scales, no transform)
-  bool tile = false;    // the transposing form
-  bool runs = false;    // a stream whose split loop is joined (gw_runs): that walk alone
+  bool raw = false;  // a bit copy (src_dt == dst_dt, no scales, no transform)
+  generic_walk_form form = generic_walk_form::stream;
   bool scales = false;  // multiplies by the scales gw_scales names
   // > 1: the dense loop steps by one vector of lanes * wide (instead of
   // `unroll` vectors), so a transform's run-time dispatch (the post-op
@@ -195,12 +205,8 @@ llvm::Value* emit_load_f32_lanes(llvm::IRBuilderBase& b, llvm::Value* base, llvm
 
 // The data types the generic reorder converts between (all six), and its
 // symbols: converting walks per pair and form, bit copies per element size.
-// A walk's form: a stream, a transposing tile walk, or a stream whose split
-// loop is joined (gw_runs, its own function so that the others' code stays
-// as it was).
-enum class generic_reorder_form { stream, tile, runs };
-std::string generic_reorder_symbol(data_type src, data_type dst, generic_reorder_form form);
-std::string generic_reorder_raw_symbol(std::size_t element_bytes, generic_reorder_form form);
+std::string generic_reorder_symbol(data_type src, data_type dst, generic_walk_form form);
+std::string generic_reorder_raw_symbol(std::size_t element_bytes, generic_walk_form form);
 
 // Defines every generic reorder function in m, for `isa` (avx2 or above).
 void generate_generic_reorder(cpu_isa isa, llvm::Module& m);

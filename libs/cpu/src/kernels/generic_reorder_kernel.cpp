@@ -176,7 +176,7 @@ result<std::unique_ptr<generic_reorder_kernel>> generic_reorder_kernel::create(
   // The specialized walk's joins (a vector across the short blocks of
   // nChw8c <-> nChw16c) where the generic code's vectors take them; else
   // plan_walk's plan, an item per block.
-  walk_plan w = join_src_runs(join_dst_runs(plan.value()));
+  walk_plan w = join_runs(plan.value());
   std::int64_t chunk = chunk_of(w);
   auto params = make_generic_walk_params("reorder", w, chunk, tracked,
                                          generic_walk_shape_for(code_isa.value()).lanes);
@@ -186,11 +186,11 @@ result<std::unique_ptr<generic_reorder_kernel>> generic_reorder_kernel::create(
     params = make_generic_walk_params("reorder", w, chunk, tracked);
   }
   if (!params) return params.why();
-  const generic_reorder_form form =
-      w.inner == walk_plan::inner_kind::tile ? generic_reorder_form::tile
+  const generic_walk_form form =
+      w.inner == walk_plan::inner_kind::tile ? generic_walk_form::tile
       : params.value()[gw_runs] != static_cast<std::int64_t>(gw_run_form::none)
-          ? generic_reorder_form::runs
-          : generic_reorder_form::stream;
+          ? generic_walk_form::runs
+          : generic_walk_form::stream;
   const std::string symbol =
       reorder_is_raw(p) ? generic_reorder_raw_symbol(size_of(p.src.data_type()), form)
                         : generic_reorder_symbol(p.src.data_type(), p.dst.data_type(), form);

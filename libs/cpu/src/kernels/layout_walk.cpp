@@ -152,6 +152,10 @@ walk_plan join_src_runs(walk_plan plan) {
   return plan;
 }
 
+walk_plan join_runs(walk_plan plan) {
+  return join_src_runs(join_dst_runs(std::move(plan)));
+}
+
 std::int64_t walk_plan::work_items(std::int64_t chunk) const {
   std::int64_t n = 1;
   const std::size_t split = split_loop();

@@ -121,6 +121,10 @@ walk_plan join_dst_runs(walk_plan plan);
 // the next one out (by dst stride it comes after the pixels): it moves in.
 walk_plan join_src_runs(walk_plan plan);
 
+// Both joins (join_dst_runs, then join_src_runs): a short block that one
+// layout continues and the other does not, whichever of them continues it.
+walk_plan join_runs(walk_plan plan);
+
 // What the lanes of a value hold, for a transform that loads more operands.
 struct walk_lanes {
   llvm::Value* operands = nullptr;    // the function's `const float* const*` argument

@@ -24,7 +24,7 @@ result<walk_plan> reorder_walk_plan(const reorder_problem& p) {
   const unsigned keep = reorder_keep_mask(p);
   auto plan = plan_walk(p.src, p.dst, keep);
   if (!plan) return plan.why();
-  return join_src_runs(join_dst_runs(batch_padded_block(std::move(plan).value(), keep)));
+  return join_runs(batch_padded_block(std::move(plan).value(), keep));
 }
 
 reorder_tile_blocks tile_blocks_for(const reorder_problem& p, const walk_plan& w,

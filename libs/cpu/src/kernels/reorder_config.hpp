@@ -26,8 +26,9 @@ unsigned reorder_keep_mask(const reorder_problem& p);
 
 // The specialized kernel's walk: plan_walk's, its padded block batched
 // (batch_padded_block), a short block that one layout continues and the
-// other does not joined with the loop that continues it (join_dst_runs,
-// join_src_runs). The generic kernel walks plan_walk's own.
+// other does not joined with the loop that continues it (join_runs). The
+// generic kernel walks plan_walk's own, joined (join_runs) where its vectors
+// fit the joined loop.
 result<walk_plan> reorder_walk_plan(const reorder_problem& p);
 
 // The unit a work item's chunk is rounded to: a tile edge or an unrolled
