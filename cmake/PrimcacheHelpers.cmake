@@ -124,12 +124,12 @@ endfunction()
 #   test time against 1,408, tsan 196 s of wall against 195). Sources that
 #   compute references keep the build's level (primcache_reference_sources).
 #
-# Every test source reuses tests/support's precompiled header (test_pch.hpp,
-# built once per build: Catch2's header was about 1.4 s of each source's
-# compile time), the copy with LLVM's definitions where the target links the
-# CPU backend's objects. A source that must see something before Catch2's
-# header (a CATCH_CONFIG_ macro) or compiles with other flags sets
-# SKIP_PRECOMPILE_HEADERS.
+# Every test executable's sources reuse tests/support's precompiled header
+# (test_pch.hpp, built once per build: Catch2's header was about 1.4 s of
+# each source's compile time), the copy with LLVM's definitions where the
+# target links the CPU backend's objects. A source that must see something
+# before Catch2's header (a CATCH_CONFIG_ macro) or compiles with other flags
+# sets SKIP_PRECOMPILE_HEADERS.
 function(primcache_test_sources target)
   primcache_test_flags(${target})
   # Executables only: the header is built position-independent as they are
